@@ -1,0 +1,138 @@
+/**
+ * Errors. Every failure of a running conversation is a `ConversationError` carrying the state the
+ * conversation reached and its dispatch count, so nothing it produced is lost.
+ * Configuration mistakes are `OrchestratorConfigError`s, thrown at construction.
+ */
+import type { ConversationState } from './types.ts';
+
+/** Thrown at construction for an invalid option: names it, says what was expected and what came. */
+export class OrchestratorConfigError extends TypeError {
+  override name = 'OrchestratorConfigError';
+}
+
+/** Base class of every failure of a running conversation. */
+export class ConversationError<S = unknown, C = unknown> extends Error {
+  override name = 'ConversationError';
+  /** The ending's reason: `error`, `aborted`, `deadline` or `queue_overflow`. */
+  readonly reason: string;
+  readonly conversationId: string;
+  /** The state the conversation reached: everything folded before the failure. */
+  readonly state: ConversationState<S, C>;
+  readonly dispatchCount: number;
+  readonly elapsedMs: number;
+
+  constructor(
+    message: string,
+    reason: string,
+    state: ConversationState<S, C>,
+    elapsedMs: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+    this.reason = reason;
+    this.conversationId = state.conversationId;
+    this.state = state;
+    this.dispatchCount = state.dispatchCount;
+    this.elapsedMs = elapsedMs;
+  }
+}
+
+/** A responder threw, rejected or returned something that is not a message. */
+export class ResponderError<S = unknown, C = unknown> extends ConversationError<S, C> {
+  override name = 'ResponderError';
+  readonly responder: string;
+  constructor(
+    message: string,
+    responder: string,
+    state: ConversationState<S, C>,
+    elapsedMs: number,
+    cause?: unknown,
+  ) {
+    super(message, 'error', state, elapsedMs, { cause });
+    this.responder = responder;
+  }
+}
+
+/** The turn policy, the projection's fold or the termination policy threw. */
+export class PolicyError<S = unknown, C = unknown> extends ConversationError<S, C> {
+  override name = 'PolicyError';
+  /** Which part failed. */
+  readonly stage: 'turn' | 'projection' | 'termination';
+  constructor(
+    stage: 'turn' | 'projection' | 'termination',
+    state: ConversationState<S, C>,
+    elapsedMs: number,
+    cause: unknown,
+  ) {
+    super(`The ${stage} policy failed: ${describeCause(cause)}`, 'error', state, elapsedMs, {
+      cause,
+    });
+    this.stage = stage;
+  }
+}
+
+/** The caller's signal aborted the run. */
+export class ConversationAbortedError<S = unknown, C = unknown> extends ConversationError<S, C> {
+  override name = 'ConversationAbortedError';
+  constructor(state: ConversationState<S, C>, elapsedMs: number, cause?: unknown) {
+    super(
+      `Conversation ${state.conversationId} was aborted after ${state.dispatchCount} dispatches`,
+      'aborted',
+      state,
+      elapsedMs,
+      { cause },
+    );
+  }
+}
+
+/** A responder (or an async turn policy) ran past the per-dispatch deadline. */
+export class DispatchDeadlineError<S = unknown, C = unknown> extends ConversationError<S, C> {
+  override name = 'DispatchDeadlineError';
+  constructor(
+    readonly responder: string,
+    readonly deadlineMs: number,
+    state: ConversationState<S, C>,
+    elapsedMs: number,
+  ) {
+    super(
+      `Responder \`${responder}\` did not answer within the ${deadlineMs} ms dispatch deadline`,
+      'deadline',
+      state,
+      elapsedMs,
+    );
+  }
+}
+
+/** The queue would have grown past `maxQueueLength`. */
+export class QueueOverflowError<S = unknown, C = unknown> extends ConversationError<S, C> {
+  override name = 'QueueOverflowError';
+  constructor(maxQueueLength: number, state: ConversationState<S, C>, elapsedMs: number) {
+    super(
+      `The queue of conversation ${state.conversationId} grew past maxQueueLength (${maxQueueLength})`,
+      'queue_overflow',
+      state,
+      elapsedMs,
+    );
+  }
+}
+
+export function describeCause(cause: unknown): string {
+  return cause instanceof Error ? cause.message : String(cause);
+}
+
+/** `` `-1` (number) `` — how validation errors show the value that came. */
+export function describeValue(value: unknown): string {
+  let shown: string;
+  if (typeof value === 'function') shown = `[function ${value.name || 'anonymous'}]`;
+  else if (typeof value === 'bigint') shown = `${value}n`;
+  else {
+    try {
+      shown = JSON.stringify(value) ?? String(value);
+    } catch {
+      shown = String(value);
+    }
+  }
+  if (shown.length > 80) shown = `${shown.slice(0, 77)}...`;
+  const type = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
+  return `\`${shown}\` (${type})`;
+}

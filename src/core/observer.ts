@@ -1,0 +1,68 @@
+/**
+ * The second, optional lifecycle SPI: for plugins (telemetry) that need more than `onDispatch`.
+ * The orchestrator calls `startConversation` once per run; the returned observation receives
+ * that conversation's events, so a plugin keeps per-conversation state without any lookup.
+ * The single-function `ConversationListener` is independent of it and unchanged by it.
+ */
+import type { ConversationError } from './errors.ts';
+import type {
+  ConversationResult,
+  ConversationState,
+  Message,
+  TerminationDecision,
+} from './types.ts';
+
+/** What an observer learns when a conversation starts. */
+export interface ConversationStart<C = unknown> {
+  readonly orchestrator: string;
+  readonly conversationId: string;
+  readonly input: Message<C>;
+  /** Responder names in construction order; `DispatchInfo.responderIndex` indexes into it. */
+  readonly responders: readonly string[];
+  /** `performance.timeOrigin + performance.now()` at the start, in milliseconds. */
+  readonly startTimeMs: number;
+}
+
+/** One successful dispatch, as an observer sees it. */
+export interface DispatchInfo<S, C = unknown> {
+  readonly state: ConversationState<S, C>;
+  readonly decision: TerminationDecision;
+  readonly dispatchCount: number;
+  /** Milliseconds since the conversation started. */
+  readonly elapsedMs: number;
+  readonly responderIndex: number;
+  /** Milliseconds the responder took (including awaiting its promise). */
+  readonly durationMs: number;
+}
+
+/** How a conversation ended: `result` on success, `error` on failure or abort. */
+export type ConversationEnd<S, C = unknown> =
+  | { readonly ok: true; readonly result: ConversationResult<S, C> }
+  | { readonly ok: false; readonly error: ConversationError<S, C> };
+
+/** Per-conversation hooks. Every member is optional; a throwing hook never breaks the run. */
+export interface ConversationObservation<S, C = unknown> {
+  /**
+   * Called after every successful dispatch, before the listener. The `info` object is reused
+   * between calls for speed: read it, do not keep it.
+   */
+  onDispatch?(info: DispatchInfo<S, C>): void;
+  /** A responder is about to be invoked. */
+  onResponderStart?(responderIndex: number, message: Message<C>): void;
+  /**
+   * Runs the responder invocation; wrap `invoke` to run it in a context (a span's).
+   * Must call `invoke` exactly once and return what it returns.
+   */
+  runResponder?<T>(responderIndex: number, invoke: () => T): T;
+  /** A responder invocation ended: `error` is set when it failed. */
+  onResponderEnd?(responderIndex: number, durationMs: number, error?: unknown): void;
+  /** The listener (or one of the composed listeners) threw or rejected. */
+  onListenerError?(error: unknown): void;
+  /** Called exactly once, on every exit path. */
+  onConversationEnd?(end: ConversationEnd<S, C>): void;
+}
+
+/** A plugin of the lifecycle SPI. */
+export interface ConversationObserver<S = unknown, C = unknown> {
+  startConversation(start: ConversationStart<C>): ConversationObservation<S, C> | undefined;
+}

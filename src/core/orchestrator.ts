@@ -1,0 +1,264 @@
+/**
+ * The ConversationOrchestrator: holds the validated, immutable configuration. Each `run()` gets a
+ * `ConversationRun` of its own, so concurrent conversations share nothing mutable.
+ */
+import type { TerminationPolicy } from '../policies/termination.ts';
+import type { TurnFunction, TurnPolicy } from '../policies/turn.ts';
+import { describeValue as describe, OrchestratorConfigError } from './errors.ts';
+import type { ConversationObserver } from './observer.ts';
+import { ConversationRun, type RunConfig } from './run.ts';
+import type {
+  ConversationListener,
+  ConversationResult,
+  ConversationState,
+  Message,
+  Projection,
+  Responder,
+  RunOptions,
+} from './types.ts';
+import {
+  boundedName,
+  fail,
+  isFunction,
+  nonNegativeInteger,
+  nonNegativeNumber,
+  positiveInteger,
+  positiveNumber,
+} from './validate.ts';
+
+/** What to do when a responder throws or rejects. */
+export type ResponderFailurePolicy<S, C = unknown> =
+  | 'stop'
+  | 'skip'
+  | ((error: unknown, responder: string, state: ConversationState<S, C>) => 'stop' | 'skip');
+
+export interface OrchestratorOptions<S, C = unknown> {
+  /** A bounded name (1-64 of `[A-Za-z0-9_.:-]`): it becomes the `orchestrator` metric label. */
+  readonly name: string;
+  /** The agents. Names must be unique. */
+  readonly responders: readonly Responder<S, C>[];
+  /** Who answers the message at the head of the queue: `roundRobin()`, `broadcast()`, `addressed()` or a function. */
+  readonly turnPolicy: TurnPolicy<S, C> | TurnFunction<S, C>;
+  /** The fold of messages into the conversation's state. */
+  readonly projection: Projection<S, C>;
+  /** Evaluated after every successful dispatch. */
+  readonly termination: TerminationPolicy<S, C>;
+  /** Called once per successful dispatch, after its termination decision. */
+  readonly listener?: ConversationListener<S, C>;
+  /** Lifecycle plugins such as the telemetry from `conversation-orchestrator/observability`. */
+  readonly observers?: readonly ConversationObserver<S, C>[];
+  /**
+   * Deadline for one responder invocation (and for an async turn policy). Past it the
+   * responder's signal aborts and the run rejects with a `DispatchDeadlineError`.
+   * @default undefined (no deadline)
+   */
+  readonly dispatchTimeoutMs?: number;
+  /**
+   * Most messages the queue may hold; past it the run rejects with a `QueueOverflowError`
+   * (a broadcast among many agents grows the queue fast).
+   * @default 10000
+   */
+  readonly maxQueueLength?: number;
+  /**
+   * Messages kept in `state.history` (at most 10,000). 0 keeps none: memory stays flat however
+   * long the run. Each snapshot copies the history, so a dispatch costs O(historySize).
+   * @default 0
+   */
+  readonly historySize?: number;
+  /**
+   * `stop` rejects the run with a `ResponderError`; `skip` drops that invocation (it is not a
+   * dispatch) and goes on; a function decides per failure.
+   * @default 'stop'
+   */
+  readonly onResponderError?: ResponderFailurePolicy<S, C>;
+  /**
+   * Receives errors thrown (or rejected) by the listener; they never change the run's result.
+   * @default a one-time process warning
+   */
+  readonly onListenerError?: (error: unknown) => void;
+  /**
+   * A conversation whose responders answer synchronously yields to the event loop after this
+   * long, so timers and exporters keep running. 0 yields after every dispatch.
+   * @default 5
+   */
+  readonly yieldIntervalMs?: number;
+}
+
+export class ConversationOrchestrator<S, C = unknown> {
+  readonly name: string;
+  readonly #config: RunConfig<S, C>;
+
+  constructor(options: OrchestratorOptions<S, C>) {
+    if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
+    this.name = boundedName('name', options.name);
+    const responders = validateResponders<S, C>(options.responders);
+    const turnPolicy = options.turnPolicy;
+    if (
+      typeof turnPolicy !== 'function' &&
+      (typeof turnPolicy !== 'object' ||
+        turnPolicy === null ||
+        typeof turnPolicy.start !== 'function')
+    ) {
+      fail(
+        'turnPolicy',
+        'a turn policy (roundRobin(), broadcast(), addressed()) or a function',
+        turnPolicy,
+      );
+    }
+    const projection = options.projection;
+    if (
+      typeof projection !== 'object' ||
+      projection === null ||
+      typeof projection.initial !== 'function' ||
+      typeof projection.fold !== 'function'
+    ) {
+      fail(
+        'projection',
+        'an object with `initial(input)` and `fold(state, message)` functions',
+        projection,
+      );
+    }
+    const termination = options.termination;
+    if (
+      typeof termination !== 'object' ||
+      termination === null ||
+      typeof termination.start !== 'function'
+    ) {
+      fail(
+        'termination',
+        'a termination policy (maxDispatches(), converged(), anyOf() ...)',
+        termination,
+      );
+    }
+    if (options.listener !== undefined) isFunction('listener', options.listener);
+    const observers = options.observers ?? [];
+    if (!Array.isArray(observers)) fail('observers', 'an array of observers', observers);
+    observers.forEach((o: unknown, i) => {
+      if (
+        typeof o !== 'object' ||
+        o === null ||
+        typeof (o as ConversationObserver).startConversation !== 'function'
+      ) {
+        fail(`observers[${i}]`, 'an object with a `startConversation` function', o);
+      }
+    });
+    const onResponderError = options.onResponderError ?? 'stop';
+    if (
+      onResponderError !== 'stop' &&
+      onResponderError !== 'skip' &&
+      typeof onResponderError !== 'function'
+    ) {
+      fail('onResponderError', "'stop', 'skip' or a function", onResponderError);
+    }
+    if (options.onListenerError !== undefined)
+      isFunction('onListenerError', options.onListenerError);
+    let warned = false;
+    const onListenerError =
+      options.onListenerError ??
+      ((error: unknown) => {
+        if (warned) return;
+        warned = true;
+        process.emitWarning(
+          `A listener of orchestrator \`${this.name}\` failed (further listener errors are not reported): ${
+            error instanceof Error ? error.stack : String(error)
+          }`,
+          'ConversationListenerWarning',
+        );
+      });
+
+    this.#config = {
+      name: this.name,
+      responders,
+      responderNames: responders.map((r) => r.name),
+      responderIndex: new Map<Responder<S, C> | string, number>(
+        responders.flatMap((r, i) => [[r, i] as const, [r.name, i] as const]),
+      ),
+      turnPolicy,
+      projection,
+      termination,
+      listener: options.listener,
+      observers,
+      dispatchTimeoutMs:
+        options.dispatchTimeoutMs === undefined
+          ? undefined
+          : positiveNumber('dispatchTimeoutMs', options.dispatchTimeoutMs),
+      maxQueueLength: positiveInteger('maxQueueLength', options.maxQueueLength ?? 10_000),
+      historySize: historySize(options.historySize ?? 0),
+      onResponderError,
+      onListenerError,
+      yieldIntervalMs: nonNegativeNumber('yieldIntervalMs', options.yieldIntervalMs ?? 5),
+    };
+  }
+
+  /** The responders' names, in construction order. */
+  get responderNames(): readonly string[] {
+    return this.#config.responderNames;
+  }
+
+  /**
+   * Runs one conversation from `input` to its end. Resolves with the result; rejects with a
+   * `ConversationError` (carrying the state reached) on failure, abort or deadline.
+   */
+  run(input: Message<C>, options: RunOptions = {}): Promise<ConversationResult<S, C>> {
+    try {
+      validateInput(input, options);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return new ConversationRun(this.#config, input, options).execute();
+  }
+}
+
+function validateResponders<S, C>(value: unknown): readonly Responder<S, C>[] {
+  if (!Array.isArray(value) || value.length === 0) {
+    fail('responders', 'a non-empty array of responders', value);
+  }
+  const seen = new Set<string>();
+  value.forEach((r: unknown, i) => {
+    if (typeof r !== 'object' || r === null)
+      fail(`responders[${i}]`, 'an object { name, respond }', r);
+    const { name, respond } = r as Partial<Responder<S, C>>;
+    boundedName(`responders[${i}].name`, name);
+    if (typeof respond !== 'function') fail(`responders[${i}].respond`, 'a function', respond);
+    if (seen.has(name as string))
+      fail(`responders[${i}].name`, 'a name not used by another responder', name);
+    seen.add(name as string);
+  });
+  return Object.freeze([...value]);
+}
+
+function validateInput(input: unknown, options: RunOptions): void {
+  if (
+    typeof input !== 'object' ||
+    input === null ||
+    typeof (input as Message).sender !== 'string'
+  ) {
+    throw new OrchestratorConfigError(
+      `Expected \`input\` to be a message ({ sender: string, content }), got ${describe(input)}`,
+    );
+  }
+  if (typeof options !== 'object' || options === null) {
+    throw new OrchestratorConfigError(
+      `Expected run \`options\` to be an object, got ${describe(options)}`,
+    );
+  }
+  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
+    throw new OrchestratorConfigError(
+      `Expected \`signal\` to be an AbortSignal, got ${describe(options.signal)}`,
+    );
+  }
+  if (
+    options.conversationId !== undefined &&
+    (typeof options.conversationId !== 'string' || options.conversationId.length === 0)
+  ) {
+    throw new OrchestratorConfigError(
+      `Expected \`conversationId\` to be a non-empty string, got ${describe(options.conversationId)}`,
+    );
+  }
+}
+
+function historySize(value: unknown): number {
+  const size = nonNegativeInteger('historySize', value);
+  if (size > 10_000) fail('historySize', 'at most 10000', value);
+  return size;
+}

@@ -1,0 +1,118 @@
+/**
+ * The vocabulary of a conversation: messages, responders, the state snapshot that policies and
+ * listeners see, and the decisions the termination policy hands back.
+ */
+
+/** One message of a conversation. `content` is whatever your agents exchange. */
+export interface Message<C = unknown> {
+  /** Name of the responder (or outside party, e.g. `user`) that wrote the message. */
+  readonly sender: string;
+  /** The payload. Never recorded by the telemetry unless content capture is switched on. */
+  readonly content: C;
+  /** Names of the responders the message is addressed to (used by the `addressed()` turn policy). */
+  readonly recipients?: readonly string[];
+}
+
+/**
+ * The read-only snapshot of a conversation handed to responders, policies and listeners.
+ * A fresh snapshot is made after every dispatch, so keeping a reference to one is safe.
+ */
+export interface ConversationState<S, C = unknown> {
+  readonly conversationId: string;
+  /** The projection: the fold of every message so far. This is what the conversation keeps. */
+  readonly projection: S;
+  /** The message most recently folded into the projection (the input before any dispatch). */
+  readonly lastMessage: Message<C>;
+  /** Messages waiting in the queue. */
+  readonly queueDepth: number;
+  /** Successful dispatches so far. */
+  readonly dispatchCount: number;
+  /**
+   * The most recent messages, oldest first, at most `historySize` of them. Empty unless the
+   * orchestrator was built with `historySize > 0`: a full transcript costs memory and time.
+   */
+  readonly history: readonly Message<C>[];
+}
+
+/**
+ * What the termination policy says after a dispatch. A "continue" decision has
+ * `terminate: false` (and reason `continue`).
+ */
+export interface TerminationDecision {
+  readonly terminate: boolean;
+  /** Why: `continue`, `converged`, `max_dispatches`, `timeout`, `stopped`, or a user-named reason. */
+  readonly reason: string;
+  /** The name of the policy that decided (for composites, the member that decided). */
+  readonly policy?: string;
+}
+
+/** What a responder may answer: nothing, one message, or several. */
+export type ResponderOutput<C> = Message<C> | readonly Message<C>[] | undefined | null;
+
+/** What a responder gets besides the message and the state. */
+export interface ResponderContext {
+  /** Fires when the caller aborts the run or the per-dispatch deadline passes. */
+  readonly signal: AbortSignal;
+  /** 1-based number of the dispatch this invocation would be if it succeeds. */
+  readonly dispatchNumber: number;
+}
+
+/** An agent of the conversation. Sync or async. */
+export interface Responder<S, C = unknown> {
+  /** Unique within an orchestrator; becomes a bounded metric label. */
+  readonly name: string;
+  respond(
+    message: Message<C>,
+    state: ConversationState<S, C>,
+    context: ResponderContext,
+  ): ResponderOutput<C> | Promise<ResponderOutput<C>>;
+}
+
+/**
+ * The fold that turns messages into the conversation's state. `initial()` is called once per
+ * conversation, so conversations share nothing mutable. `fold` may return a new value or the
+ * same (mutated) one: the state belongs to one conversation only.
+ */
+export interface Projection<S, C = unknown> {
+  initial(input: Message<C>): S;
+  fold(state: S, message: Message<C>): S;
+}
+
+/**
+ * The seed's functional SPI: called exactly once after every successful dispatch, after that
+ * dispatch's termination decision. `elapsedMs` is the time since the conversation started.
+ * A returned promise is not awaited; its rejection goes to `onListenerError`.
+ */
+export type ConversationListener<S, C = unknown> = (
+  state: ConversationState<S, C>,
+  decision: TerminationDecision,
+  dispatchCount: number,
+  elapsedMs: number,
+) => void | Promise<void>;
+
+/** Every way a conversation can end, as the `reason` of its result or error. */
+export type EndReason =
+  | 'queue_exhausted'
+  | 'aborted'
+  | 'deadline'
+  | 'error'
+  | 'queue_overflow'
+  | (string & {});
+
+/** What `run()` resolves with. */
+export interface ConversationResult<S, C = unknown> {
+  readonly conversationId: string;
+  readonly state: ConversationState<S, C>;
+  /** The last decision: terminating, or `{ terminate: true, reason: 'queue_exhausted' }`. */
+  readonly decision: TerminationDecision;
+  readonly dispatchCount: number;
+  readonly elapsedMs: number;
+}
+
+/** Per-run options. */
+export interface RunOptions {
+  /** Aborting it aborts the running responder's signal and rejects the run promptly. */
+  readonly signal?: AbortSignal;
+  /** Defaults to a random UUID. */
+  readonly conversationId?: string;
+}

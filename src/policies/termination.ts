@@ -1,0 +1,191 @@
+/**
+ * Termination policies, evaluated after every successful dispatch. A policy's `start()` is called
+ * once per conversation, so counters and streaks never leak from one run into the next.
+ */
+
+import type { ConversationState, TerminationDecision } from '../core/types.ts';
+import { fail, nonNegativeNumber, positiveInteger, positiveNumber } from '../core/validate.ts';
+
+/** Decides, after one dispatch, whether the conversation ends. */
+export type TerminationCheck<S, C = unknown> = (
+  state: ConversationState<S, C>,
+  elapsedMs: number,
+) => TerminationDecision;
+
+export interface TerminationPolicy<S, C = unknown> {
+  /** Shown as the decision's `policy`. */
+  readonly name: string;
+  /** Called once per conversation; returns that conversation's check. */
+  start(): TerminationCheck<S, C>;
+}
+
+/** The decision that lets the conversation go on. */
+export const CONTINUE: TerminationDecision = Object.freeze({
+  terminate: false,
+  reason: 'continue',
+});
+
+/** Ends the conversation after `n` dispatches, with reason `max_dispatches`. */
+export function maxDispatches<S, C = unknown>(n: number): TerminationPolicy<S, C> {
+  positiveInteger('maxDispatches(n)', n);
+  const stop = Object.freeze({
+    terminate: true,
+    reason: 'max_dispatches',
+    policy: 'max_dispatches',
+  });
+  return {
+    name: 'max_dispatches',
+    start: () => (state) => (state.dispatchCount >= n ? stop : CONTINUE),
+  };
+}
+
+/**
+ * Ends the conversation at the first dispatch completed `ms` or more after it started, with reason
+ * `timeout`. Checked after dispatches: to cut a hanging responder, set `dispatchTimeoutMs`.
+ */
+export function timeout<S, C = unknown>(ms: number): TerminationPolicy<S, C> {
+  positiveNumber('timeout(ms)', ms);
+  const stop = Object.freeze({ terminate: true, reason: 'timeout', policy: 'timeout' });
+  return {
+    name: 'timeout',
+    start: () => (_state, elapsedMs) => (elapsedMs >= ms ? stop : CONTINUE),
+  };
+}
+
+export interface ConvergedOptions<S, C = unknown> {
+  /** A number measured on the state: the spread of the desks' quotes, say. */
+  readonly measure: (state: ConversationState<S, C>) => number;
+  /** Converged when `|measure - target| <= tolerance`. */
+  readonly tolerance: number;
+  /**
+   * Consecutive dispatches the measure must stay within tolerance.
+   * @default 1
+   */
+  readonly consecutive?: number;
+  /** @default 0 */
+  readonly target?: number;
+  /** @default 'converged' */
+  readonly reason?: string;
+}
+
+/**
+ * Ends the conversation once a numeric measure of the state stays within `tolerance` of `target`
+ * for `consecutive` dispatches in a row. A non-finite measure (NaN) breaks the streak.
+ * @example converged({ measure: (s) => s.projection.spread, tolerance: 0.01, consecutive: 3 })
+ */
+export function converged<S, C = unknown>(
+  options: ConvergedOptions<S, C>,
+): TerminationPolicy<S, C> {
+  if (typeof options !== 'object' || options === null)
+    fail('converged(options)', 'an object', options);
+  if (typeof options.measure !== 'function')
+    fail('converged({ measure })', 'a function', options.measure);
+  const tolerance = nonNegativeNumber('converged({ tolerance })', options.tolerance);
+  const consecutive = positiveInteger('converged({ consecutive })', options.consecutive ?? 1);
+  const target = options.target ?? 0;
+  if (!Number.isFinite(target)) fail('converged({ target })', 'a finite number', target);
+  const reason = reasonName('converged({ reason })', options.reason ?? 'converged');
+  const measure = options.measure;
+  const stop = Object.freeze({ terminate: true, reason, policy: 'converged' });
+  return {
+    name: 'converged',
+    start() {
+      let streak = 0;
+      return (state) => {
+        const value = measure(state);
+        streak = Math.abs(value - target) <= tolerance ? streak + 1 : 0;
+        return streak >= consecutive ? stop : CONTINUE;
+      };
+    },
+  };
+}
+
+/** Ends the conversation when `predicate(state)` is true, with the given reason. */
+export function stopWhen<S, C = unknown>(
+  predicate: (state: ConversationState<S, C>, elapsedMs: number) => boolean,
+  reason = 'stopped',
+): TerminationPolicy<S, C> {
+  if (typeof predicate !== 'function') fail('stopWhen(predicate)', 'a function', predicate);
+  reasonName('stopWhen(predicate, reason)', reason);
+  const stop = Object.freeze({ terminate: true, reason, policy: 'stop_when' });
+  return {
+    name: 'stop_when',
+    start: () => (state, elapsedMs) => (predicate(state, elapsedMs) ? stop : CONTINUE),
+  };
+}
+
+/**
+ * Terminates as soon as any member does; the decision is that member's (its reason and policy).
+ * Every member is evaluated after every dispatch, so stateful members keep counting.
+ */
+export function anyOf<S, C = unknown>(
+  ...policies: readonly TerminationPolicy<S, C>[]
+): TerminationPolicy<S, C> {
+  members('anyOf', policies);
+  return {
+    name: `any_of(${policies.map((p) => p.name).join(',')})`,
+    start() {
+      const checks = policies.map((p) => p.start());
+      return (state, elapsedMs) => {
+        let decided: TerminationDecision | undefined;
+        for (const check of checks) {
+          const decision = check(state, elapsedMs);
+          if (decided === undefined && decision.terminate) decided = decision;
+        }
+        return decided ?? CONTINUE;
+      };
+    },
+  };
+}
+
+/**
+ * Terminates when every member says terminate after the same dispatch. The decision carries the
+ * first member's reason; `policy` lists every member.
+ */
+export function allOf<S, C = unknown>(
+  ...policies: readonly TerminationPolicy<S, C>[]
+): TerminationPolicy<S, C> {
+  members('allOf', policies);
+  const name = `all_of(${policies.map((p) => p.name).join(',')})`;
+  return {
+    name,
+    start() {
+      const checks = policies.map((p) => p.start());
+      return (state, elapsedMs) => {
+        let first: TerminationDecision | undefined;
+        let all = true;
+        for (const check of checks) {
+          const decision = check(state, elapsedMs);
+          if (!decision.terminate) all = false;
+          else first ??= decision;
+        }
+        return all && first !== undefined
+          ? { terminate: true, reason: first.reason, policy: name }
+          : CONTINUE;
+      };
+    },
+  };
+}
+
+function members(combinator: string, policies: readonly unknown[]): void {
+  if (policies.length === 0) fail(`${combinator}(...policies)`, 'at least one policy', policies);
+  policies.forEach((p, i) => {
+    if (
+      typeof p !== 'object' ||
+      p === null ||
+      typeof (p as { start?: unknown }).start !== 'function'
+    ) {
+      fail(`${combinator}(...policies)[${i}]`, 'a termination policy ({ name, start() })', p);
+    }
+  });
+}
+
+const REASON = /^[a-z][a-z0-9_]{0,39}$/;
+
+/** Reasons become metric labels: short snake_case. */
+export function reasonName(option: string, value: unknown): string {
+  if (typeof value !== 'string' || !REASON.test(value) || value === 'continue') {
+    fail(option, 'a snake_case reason of 1-40 characters other than `continue`', value);
+  }
+  return value;
+}

@@ -1,0 +1,101 @@
+/**
+ * Turn policies: which responders answer the message at the head of the queue.
+ * A policy's `start()` is called once per conversation, so rotation state never leaks between
+ * conversations. A plain function is accepted too: it is a stateless policy.
+ */
+import type { ConversationState, Message, Responder } from '../core/types.ts';
+
+/** Responders (or their names) selected to answer, in order. Empty: nobody answers. */
+export type TurnSelection<S, C = unknown> = readonly (Responder<S, C> | string)[];
+
+/** Selects responders for one message. May be async (an LLM picking the next speaker). */
+export type TurnFunction<S, C = unknown> = (
+  message: Message<C>,
+  state: ConversationState<S, C>,
+  responders: readonly Responder<S, C>[],
+) => TurnSelection<S, C> | Promise<TurnSelection<S, C>>;
+
+/** A turn policy with per-conversation state. */
+export interface TurnPolicy<S, C = unknown> {
+  readonly name: string;
+  /** Called once per conversation; returns that conversation's selector. */
+  start(responders: readonly Responder<S, C>[]): TurnFunction<S, C>;
+}
+
+/**
+ * Each message is answered by the next responder in construction order, cycling.
+ * @example roundRobin() // a, b, c, a, b, c ...
+ */
+export function roundRobin<S, C = unknown>(): TurnPolicy<S, C> {
+  return {
+    name: 'round_robin',
+    start(responders) {
+      const single = responders.map((r) => [r] as const);
+      let next = 0;
+      return () => {
+        const selection = single[next] as TurnSelection<S, C>;
+        next = next + 1 === single.length ? 0 : next + 1;
+        return selection;
+      };
+    },
+  };
+}
+
+/** Every responder except the message's sender answers, in construction order. */
+export function broadcast<S, C = unknown>(): TurnPolicy<S, C> {
+  return {
+    name: 'broadcast',
+    start(responders) {
+      const bySender = new Map<string, readonly Responder<S, C>[]>();
+      return (message) => {
+        let selection = bySender.get(message.sender);
+        if (selection === undefined) {
+          selection = responders.filter((r) => r.name !== message.sender);
+          bySender.set(message.sender, selection);
+        }
+        return selection;
+      };
+    },
+  };
+}
+
+/** Options of `addressed()`. */
+export interface AddressedOptions {
+  /**
+   * Also read `@name` mentions from string content when a message has no `recipients`.
+   * @default true
+   */
+  readonly mentions?: boolean;
+}
+
+/**
+ * The message names who answers: its `recipients`, else `@name` mentions in string content.
+ * A message that names nobody is answered by nobody. Unknown names fail the run clearly.
+ */
+export function addressed<S, C = unknown>(options: AddressedOptions = {}): TurnPolicy<S, C> {
+  const mentions = options.mentions ?? true;
+  const NONE: TurnSelection<S, C> = [];
+  return {
+    name: 'addressed',
+    start(responders) {
+      const names = responders.map((r) => r.name);
+      return (message) => {
+        if (message.recipients !== undefined) return message.recipients;
+        if (!mentions || typeof message.content !== 'string') return NONE;
+        const content = message.content;
+        return names.filter((name) => mentionIndex(content, name) >= 0);
+      };
+    },
+  };
+}
+
+function mentionIndex(content: string, name: string): number {
+  let at = content.indexOf(`@${name}`);
+  while (at >= 0) {
+    const after = content.charCodeAt(at + name.length + 1);
+    // `@bob` must not match `@bobby`.
+    if (Number.isNaN(after) || !/[A-Za-z0-9_-]/.test(String.fromCharCode(after))) return at;
+    at = content.indexOf(`@${name}`, at + 1);
+  }
+  return -1;
+}

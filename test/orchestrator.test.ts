@@ -1,0 +1,472 @@
+import { describe, expect, it, vi } from 'vitest';
+import {
+  ConversationAbortedError,
+  ConversationError,
+  ConversationOrchestrator,
+  type ConversationState,
+  DispatchDeadlineError,
+  type Message,
+  maxDispatches,
+  OrchestratorConfigError,
+  PolicyError,
+  QueueOverflowError,
+  ResponderError,
+  roundRobin,
+  type TerminationDecision,
+} from '../src/index.ts';
+import { counterOrchestrator, type Desks, desksOrchestrator, spread } from './helpers/desks.ts';
+
+describe('ConversationOrchestrator.run', () => {
+  it('runs the desks until they converge and resolves with the result', async () => {
+    const result = await desksOrchestrator().run(
+      { sender: 'user', content: 0 },
+      { conversationId: 'c-1' },
+    );
+    expect(result.conversationId).toBe('c-1');
+    expect(result.decision).toEqual({ terminate: true, reason: 'converged', policy: 'converged' });
+    expect(result.dispatchCount).toBe(24);
+    expect(result.state.dispatchCount).toBe(24);
+    expect(spread(result.state.projection)).toBeLessThanOrEqual(0.01);
+    expect(result.elapsedMs).toBeGreaterThan(0);
+  });
+
+  it('stops after the dispatch whose decision says terminate', async () => {
+    const calls: [number, TerminationDecision][] = [];
+    const result = await counterOrchestrator({
+      termination: maxDispatches(4),
+      listener: (_s, d, n) => {
+        calls.push([n, d]);
+      },
+    }).run({ sender: 'user', content: 0 });
+    expect(result.dispatchCount).toBe(4);
+    expect(calls.map(([n]) => n)).toEqual([1, 2, 3, 4]);
+    expect(calls.map(([, d]) => d.terminate)).toEqual([false, false, false, true]);
+    // 1 + 2 + 3 + 4: each responder answers the previous message's content + 1.
+    expect(result.state.projection).toBe(10);
+  });
+
+  it('calls the listener with the state, the decision, the count and a non-decreasing elapsed', async () => {
+    const seen: { projection: number; count: number; elapsed: number; last: unknown }[] = [];
+    await counterOrchestrator({
+      listener: (s, _d, n, e) => {
+        seen.push({ projection: s.projection, count: n, elapsed: e, last: s.lastMessage.sender });
+      },
+    }).run({ sender: 'user', content: 0 });
+    expect(seen.map((x) => x.count)).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    expect(seen.map((x) => x.last)).toEqual(['a', 'b', 'c', 'a', 'b', 'c', 'a', 'b', 'c', 'a']);
+    expect(seen.map((x) => x.projection)).toEqual([1, 3, 6, 10, 15, 21, 28, 36, 45, 55]);
+    for (let i = 1; i < seen.length; i++) {
+      expect(seen[i]?.elapsed).toBeGreaterThanOrEqual(seen[i - 1]?.elapsed ?? 0);
+    }
+  });
+
+  it('ends with queue_exhausted when nobody answers any more', async () => {
+    const o = new ConversationOrchestrator<number, number>({
+      name: 'short',
+      responders: [
+        {
+          name: 'a',
+          respond: (m) => (m.content < 3 ? { sender: 'a', content: m.content + 1 } : undefined),
+        },
+      ],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (s, m) => s + m.content },
+      termination: maxDispatches(100),
+    });
+    const result = await o.run({ sender: 'user', content: 0 });
+    expect(result.decision).toEqual({ terminate: true, reason: 'queue_exhausted' });
+    // Dispatches answering 0, 1, 2 produce messages; the one answering 3 returns nothing.
+    expect(result.dispatchCount).toBe(4);
+    expect(result.state.projection).toBe(6);
+    expect(result.state.queueDepth).toBe(0);
+  });
+
+  it('folds several messages of one answer in order and queues them all', async () => {
+    const folded: string[] = [];
+    const o = new ConversationOrchestrator<string[], string>({
+      name: 'multi',
+      responders: [
+        {
+          name: 'splitter',
+          respond: (m) =>
+            m.sender === 'user'
+              ? [
+                  { sender: 'splitter', content: 'x' },
+                  { sender: 'splitter', content: 'y' },
+                ]
+              : null,
+        },
+      ],
+      turnPolicy: roundRobin(),
+      projection: {
+        initial: () => [],
+        fold: (s, m) => {
+          folded.push(m.content);
+          return [...s, m.content];
+        },
+      },
+      termination: maxDispatches(10),
+    });
+    const result = await o.run({ sender: 'user', content: 'go' });
+    expect(folded).toEqual(['x', 'y']);
+    expect(result.state.projection).toEqual(['x', 'y']);
+    expect(result.dispatchCount).toBe(3);
+  });
+
+  it('runs many conversations concurrently without sharing state', async () => {
+    const o = desksOrchestrator();
+    const results = await Promise.all(
+      Array.from({ length: 50 }, (_, i) =>
+        o.run({ sender: 'user', content: 0 }, { conversationId: `c${i}` }),
+      ),
+    );
+    expect(results.map((r) => r.conversationId)).toEqual(
+      Array.from({ length: 50 }, (_, i) => `c${i}`),
+    );
+    expect(new Set(results.map((r) => r.dispatchCount))).toEqual(new Set([24]));
+  });
+
+  it('keeps a bounded history only when asked', async () => {
+    const off = await counterOrchestrator().run({ sender: 'user', content: 0 });
+    expect(off.state.history).toEqual([]);
+    const on = await counterOrchestrator({ historySize: 3 }).run({ sender: 'user', content: 0 });
+    expect(on.state.history.map((m) => m.content)).toEqual([8, 9, 10]);
+  });
+
+  it('generates a conversation id when none is given', async () => {
+    const result = await counterOrchestrator().run({ sender: 'user', content: 0 });
+    expect(result.conversationId).toMatch(/^[0-9a-f-]{36}$/);
+  });
+});
+
+describe('failures keep the state reached', () => {
+  const failingAt = (n: number) =>
+    counterOrchestrator({
+      responders: ['a', 'b', 'c'].map((name) => ({
+        name,
+        respond: (m: Message<number>) => {
+          if (m.content + 1 === n) throw new Error(`boom at ${n}`);
+          return { sender: name, content: m.content + 1 };
+        },
+      })),
+    });
+
+  it('rejects with a ResponderError carrying the state and the dispatch count', async () => {
+    const error = await failingAt(4)
+      .run({ sender: 'user', content: 0 })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResponderError);
+    expect(error).toBeInstanceOf(ConversationError);
+    const e = error as ResponderError<number>;
+    expect(e.message).toBe('Responder `a` failed: boom at 4');
+    expect(e.responder).toBe('a');
+    expect(e.reason).toBe('error');
+    expect(e.dispatchCount).toBe(3);
+    expect(e.state.projection).toBe(6);
+    expect((e.cause as Error).message).toBe('boom at 4');
+  });
+
+  it("skips a failed invocation when onResponderError is 'skip'", async () => {
+    const o = new ConversationOrchestrator<number, number>({
+      name: 'skip',
+      responders: [
+        { name: 'flaky', respond: () => Promise.reject(new Error('down')) },
+        { name: 'ok', respond: (m) => ({ sender: 'ok', content: m.content + 1 }) },
+      ],
+      turnPolicy: (_m, _s, responders) => responders,
+      projection: { initial: () => 0, fold: (s, m) => s + m.content },
+      termination: maxDispatches(3),
+      onResponderError: 'skip',
+    });
+    const result = await o.run({ sender: 'user', content: 0 });
+    expect(result.dispatchCount).toBe(3);
+    expect(result.state.projection).toBe(6);
+  });
+
+  it('rejects with a ConversationAbortedError when the caller aborts, and the responder signal fires', async () => {
+    const controller = new AbortController();
+    let responderSignal: AbortSignal | undefined;
+    const o = new ConversationOrchestrator<number, number>({
+      name: 'abortable',
+      responders: [
+        {
+          name: 'slow',
+          respond: (m, _s, ctx) => {
+            if (m.content === 2) {
+              responderSignal = ctx.signal;
+              setTimeout(() => controller.abort(new Error('user left')), 5);
+              return new Promise(() => {}); // never answers
+            }
+            return { sender: 'slow', content: m.content + 1 };
+          },
+        },
+      ],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (s, m) => s + m.content },
+      termination: maxDispatches(100),
+    });
+    const error = await o
+      .run({ sender: 'user', content: 0 }, { signal: controller.signal })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ConversationAbortedError);
+    const e = error as ConversationAbortedError<number>;
+    expect(e.reason).toBe('aborted');
+    expect(e.dispatchCount).toBe(2);
+    expect(e.state.projection).toBe(3);
+    expect(responderSignal?.aborted).toBe(true);
+    expect((responderSignal?.reason as Error | undefined)?.message).toBe('user left');
+  });
+
+  it('rejects at once when the signal is already aborted', async () => {
+    const error = await counterOrchestrator()
+      .run({ sender: 'user', content: 0 }, { signal: AbortSignal.abort() })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ConversationAbortedError);
+    expect((error as ConversationAbortedError).dispatchCount).toBe(0);
+  });
+
+  it('stops a conversation of synchronous responders when the signal aborts', async () => {
+    const controller = new AbortController();
+    const o = counterOrchestrator({ termination: maxDispatches(1e12), yieldIntervalMs: 1 });
+    setTimeout(() => controller.abort(), 20);
+    const error = (await o
+      .run({ sender: 'user', content: 0 }, { signal: controller.signal })
+      .catch((e) => e)) as ConversationAbortedError<number> | undefined;
+    expect(error).toBeInstanceOf(ConversationAbortedError);
+    expect(error?.dispatchCount).toBeGreaterThan(0);
+    const n = error?.dispatchCount ?? 0;
+    expect(error?.state.projection).toBe((n * (n + 1)) / 2);
+  });
+
+  it('rejects with a DispatchDeadlineError when a responder runs past dispatchTimeoutMs', async () => {
+    let signal: AbortSignal | undefined;
+    const o = counterOrchestrator({
+      dispatchTimeoutMs: 20,
+      responders: [
+        {
+          name: 'fast',
+          respond: (m: Message<number>) => ({ sender: 'fast', content: m.content + 1 }),
+        },
+        {
+          name: 'hung',
+          respond: (
+            _m: Message<number>,
+            _s: ConversationState<number, number>,
+            ctx: { signal: AbortSignal },
+          ) => {
+            signal = ctx.signal;
+            return new Promise<never>(() => {});
+          },
+        },
+      ],
+    });
+    const error = await o.run({ sender: 'user', content: 0 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(DispatchDeadlineError);
+    const e = error as DispatchDeadlineError<number>;
+    expect(e.message).toBe('Responder `hung` did not answer within the 20 ms dispatch deadline');
+    expect(e.reason).toBe('deadline');
+    expect(e.dispatchCount).toBe(1);
+    expect(e.state.projection).toBe(1);
+    expect(signal?.aborted).toBe(true);
+  });
+
+  it('rejects with a QueueOverflowError when the queue passes maxQueueLength', async () => {
+    const o = counterOrchestrator({
+      maxQueueLength: 5,
+      responders: [
+        {
+          name: 'fan',
+          respond: (m: Message<number>) => [
+            { sender: 'fan', content: m.content + 1 },
+            { sender: 'fan', content: m.content + 1 },
+          ],
+        },
+      ],
+      termination: maxDispatches(1000),
+    });
+    const error = await o.run({ sender: 'user', content: 0 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(QueueOverflowError);
+    expect((error as QueueOverflowError).reason).toBe('queue_overflow');
+    expect((error as QueueOverflowError<number>).state.queueDepth).toBe(5);
+  });
+
+  it('reports a responder answering with a non-message clearly', async () => {
+    const o = counterOrchestrator({ responders: [{ name: 'bad', respond: () => 42 as never }] });
+    const error = await o.run({ sender: 'user', content: 0 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResponderError);
+    expect((error as Error).message).toBe(
+      'Expected responder `bad` to return a message ({ sender: string, content }), an array of messages or nothing, got `42` (number)',
+    );
+  });
+
+  it('reports a turn policy naming an unknown responder', async () => {
+    const o = counterOrchestrator({ turnPolicy: () => ['zed'] });
+    const error = await o.run({ sender: 'user', content: 0 }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(PolicyError);
+    expect((error as PolicyError).stage).toBe('turn');
+    expect((error as Error).message).toBe(
+      'The turn policy failed: The turn policy selected `"zed"` (string), which is not a responder of `counter` (known: a, b, c)',
+    );
+  });
+
+  it('wraps a failing fold in a PolicyError that keeps what was folded before', async () => {
+    const o = counterOrchestrator({
+      projection: {
+        initial: () => 0,
+        fold: (s: number, m: Message<number>) => {
+          if (m.content === 3) throw new Error('bad fold');
+          return s + m.content;
+        },
+      },
+    });
+    const error = (await o
+      .run({ sender: 'user', content: 0 })
+      .catch((e) => e)) as PolicyError<number>;
+    expect(error.stage).toBe('projection');
+    expect(error.dispatchCount).toBe(2);
+    expect(error.state.projection).toBe(3);
+  });
+});
+
+describe('listener errors never change the result', () => {
+  it('sends a throwing listener to onListenerError and finishes the run', async () => {
+    const errors: unknown[] = [];
+    const result = await counterOrchestrator({
+      listener: (_s, _d, n) => {
+        if (n % 2 === 0) throw new Error(`listener ${n}`);
+      },
+      onListenerError: (e) => errors.push((e as Error).message),
+    }).run({ sender: 'user', content: 0 });
+    expect(result.dispatchCount).toBe(10);
+    expect(result.state.projection).toBe(55);
+    expect(errors).toEqual(['listener 2', 'listener 4', 'listener 6', 'listener 8', 'listener 10']);
+  });
+
+  it('sends a rejecting async listener to onListenerError, never to an unhandled rejection', async () => {
+    const unhandled = vi.fn();
+    process.on('unhandledRejection', unhandled);
+    const errors: string[] = [];
+    const result = await counterOrchestrator({
+      listener: async (_s, _d, n) => {
+        if (n === 3) throw new Error('async listener');
+      },
+      onListenerError: (e) => errors.push((e as Error).message),
+    }).run({ sender: 'user', content: 0 });
+    await new Promise((r) => setTimeout(r, 10));
+    process.off('unhandledRejection', unhandled);
+    expect(result.state.projection).toBe(55);
+    expect(errors).toEqual(['async listener']);
+    expect(unhandled).not.toHaveBeenCalled();
+  });
+
+  it('warns once by default', async () => {
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => warnings.push(w.name);
+    process.on('warning', onWarning);
+    await counterOrchestrator({
+      listener: () => {
+        throw new Error('always');
+      },
+    }).run({ sender: 'user', content: 0 });
+    await new Promise((r) => setTimeout(r, 10));
+    process.off('warning', onWarning);
+    expect(warnings).toEqual(['ConversationListenerWarning']);
+  });
+});
+
+describe('the event loop keeps turning', () => {
+  it('lets a timer fire during a long conversation of synchronous responders', async () => {
+    const ticks: number[] = [];
+    let dispatches = 0;
+    const timer = setInterval(() => ticks.push(dispatches), 2);
+    await counterOrchestrator({
+      termination: maxDispatches(300_000),
+      listener: (_s, _d, n) => {
+        dispatches = n;
+      },
+    }).run({ sender: 'user', content: 0 });
+    clearInterval(timer);
+    // The timer saw the conversation in progress, not only before and after it.
+    expect(ticks.some((n) => n > 0 && n < 300_000)).toBe(true);
+  });
+});
+
+describe('construction errors say what was expected and what came', () => {
+  const base = () => ({
+    name: 'ok',
+    responders: [{ name: 'a', respond: () => undefined }],
+    turnPolicy: roundRobin<Desks>(),
+    projection: { initial: () => ({ quotes: {} }), fold: (s: Desks) => s },
+    termination: maxDispatches<Desks>(1),
+  });
+  const cases: [string, Record<string, unknown>, string][] = [
+    [
+      'name',
+      { name: '' },
+      'Expected `name` to be a name of 1-64 letters, digits, `_`, `.`, `:` or `-`, got `""` (string)',
+    ],
+    [
+      'responders',
+      { responders: [] },
+      'Expected `responders` to be a non-empty array of responders, got `[]` (array)',
+    ],
+    [
+      'duplicate responder',
+      {
+        responders: [
+          { name: 'a', respond: () => undefined },
+          { name: 'a', respond: () => undefined },
+        ],
+      },
+      'Expected `responders[1].name` to be a name not used by another responder, got `"a"` (string)',
+    ],
+    [
+      'respond',
+      { responders: [{ name: 'a' }] },
+      'Expected `responders[0].respond` to be a function, got `undefined` (undefined)',
+    ],
+    [
+      'turnPolicy',
+      { turnPolicy: 'round-robin' },
+      'Expected `turnPolicy` to be a turn policy (roundRobin(), broadcast(), addressed()) or a function, got `"round-robin"` (string)',
+    ],
+    [
+      'projection',
+      { projection: {} },
+      'Expected `projection` to be an object with `initial(input)` and `fold(state, message)` functions, got `{}` (object)',
+    ],
+    [
+      'maxQueueLength',
+      { maxQueueLength: -1 },
+      'Expected `maxQueueLength` to be a positive integer, got `-1` (number)',
+    ],
+    [
+      'dispatchTimeoutMs',
+      { dispatchTimeoutMs: 0 },
+      'Expected `dispatchTimeoutMs` to be a positive finite number, got `0` (number)',
+    ],
+    [
+      'historySize',
+      { historySize: 1.5 },
+      'Expected `historySize` to be a non-negative integer, got `1.5` (number)',
+    ],
+    [
+      'onResponderError',
+      { onResponderError: 'retry' },
+      "Expected `onResponderError` to be 'stop', 'skip' or a function, got `\"retry\"` (string)",
+    ],
+    ['listener', { listener: 'log' }, 'Expected `listener` to be a function, got `"log"` (string)'],
+  ];
+  it.each(cases)('rejects a bad %s', (_label, override, message) => {
+    expect(() => new ConversationOrchestrator({ ...base(), ...override } as never)).toThrow(
+      new OrchestratorConfigError(message),
+    );
+  });
+
+  it('rejects a bad input message when run', async () => {
+    const o = new ConversationOrchestrator(base());
+    await expect(o.run('hello' as never)).rejects.toThrow(
+      'Expected `input` to be a message ({ sender: string, content }), got `"hello"` (string)',
+    );
+  });
+});
