@@ -31,7 +31,11 @@ export interface DispatchInfo<S, C = unknown> {
   /** Milliseconds since the conversation started. */
   readonly elapsedMs: number;
   readonly responderIndex: number;
-  /** Milliseconds the responder took (including awaiting its promise). */
+  /**
+   * Milliseconds of this dispatch: from the end of the previous dispatch (or the conversation's
+   * start, or an async turn policy's answer) to the end of this responder's answer. That is the
+   * responder's time plus the orchestrator's own sub-microsecond work; one clock read per dispatch.
+   */
   readonly durationMs: number;
 }
 

@@ -49,7 +49,7 @@ export interface TerminationDecision {
 /** What a responder may answer: nothing, one message, or several. */
 export type ResponderOutput<C> = Message<C> | readonly Message<C>[] | undefined | null;
 
-/** What a responder gets besides the message and the state. */
+/** What a responder gets besides the message and the state. One object per conversation: read it during the call. */
 export interface ResponderContext {
   /** Fires when the caller aborts the run or the per-dispatch deadline passes. */
   readonly signal: AbortSignal;
