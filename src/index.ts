@@ -14,6 +14,7 @@ export type {
   ConversationObserver,
   ConversationStart,
   DispatchInfo,
+  ResponderFailure,
 } from './core/observer.ts';
 export {
   ConversationOrchestrator,

@@ -20,8 +20,10 @@ function recorder() {
           events.push(`run ${i}`);
           return invoke();
         },
-        onResponderEnd: (i, _ms, error) =>
-          events.push(`responder-end ${i}${error ? ' failed' : ''}`),
+        onResponderEnd: (i, _ms, failure) =>
+          events.push(
+            `responder-end ${i}${failure ? ` failed: ${(failure.error as Error).message}` : ''}`,
+          ),
         onDispatch: (info) =>
           events.push(
             `dispatch ${info.dispatchCount} by ${info.responderIndex} ${info.decision.reason}`,
@@ -78,7 +80,7 @@ describe('the lifecycle SPI', () => {
       ],
     });
     await expect(o.run({ sender: 'user', content: 0 })).rejects.toBeInstanceOf(ResponderError);
-    expect(events.slice(-3)).toEqual(['run 0', 'responder-end 0 failed', 'end false']);
+    expect(events.slice(-3)).toEqual(['run 0', 'responder-end 0 failed: nope', 'end false']);
     expect(ends).toHaveLength(1);
     const end = ends[0];
     expect(end?.ok === false && end.error.dispatchCount).toBe(1);

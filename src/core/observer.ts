@@ -44,6 +44,11 @@ export type ConversationEnd<S, C = unknown> =
   | { readonly ok: true; readonly result: ConversationResult<S, C> }
   | { readonly ok: false; readonly error: ConversationError<S, C> };
 
+/** Why a responder invocation failed (a wrapper, so that even `throw undefined` is a failure). */
+export interface ResponderFailure {
+  readonly error: unknown;
+}
+
 /** Per-conversation hooks. Every member is optional; a throwing hook never breaks the run. */
 export interface ConversationObservation<S, C = unknown> {
   /**
@@ -57,9 +62,9 @@ export interface ConversationObservation<S, C = unknown> {
    * Runs the responder invocation; wrap `invoke` to run it in a context (a span's).
    * Must call `invoke` exactly once and return what it returns.
    */
-  runResponder?<T>(responderIndex: number, invoke: () => T): T;
-  /** A responder invocation ended: `error` is set when it failed. */
-  onResponderEnd?(responderIndex: number, durationMs: number, error?: unknown): void;
+  runResponder?: (<T>(responderIndex: number, invoke: () => T) => T) | undefined;
+  /** A responder invocation ended; `failure` is given when it threw or rejected. */
+  onResponderEnd?(responderIndex: number, durationMs: number, failure?: ResponderFailure): void;
   /** The listener (or one of the composed listeners) threw or rejected. */
   onListenerError?(error: unknown): void;
   /** Called exactly once, on every exit path. */

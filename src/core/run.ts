@@ -386,9 +386,10 @@ export class ConversationRun<S, C> {
     const now = performance.now();
     const durationMs = now - this.#lastTick;
     this.#lastTick = now;
+    const failure = { error };
     for (const o of this.#observations) {
       try {
-        o.onResponderEnd?.(index, durationMs, error);
+        o.onResponderEnd?.(index, durationMs, failure);
       } catch (hookError) {
         observerFailed(hookError);
       }

@@ -1,0 +1,9 @@
+export {
+  BUILT_IN_REASONS,
+  DEFAULT_CONVERSATION_DISPATCH_BUCKETS,
+  DEFAULT_CONVERSATION_DURATION_BUCKETS,
+  DEFAULT_DISPATCH_DURATION_BUCKETS,
+} from './metrics.ts';
+export * as semconv from './semconv.ts';
+export { ConversationTelemetry, createConversationTelemetry } from './telemetry.ts';
+export type { TelemetryOptions } from './types.ts';

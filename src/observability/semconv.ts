@@ -1,0 +1,67 @@
+/**
+ * Every span, event, attribute and metric name the plugin emits: public API. The README tables,
+ * the Grafana dashboards and the Prometheus rules use these names, and a test fails when they
+ * drift apart. GenAI names are copied from the OpenTelemetry GenAI conventions ("development"
+ * status) rather than imported from the incubating entry point at run time.
+ */
+
+// --- GenAI semantic conventions (copied) ---
+export const ATTR_GEN_AI_OPERATION_NAME = 'gen_ai.operation.name';
+export const ATTR_GEN_AI_CONVERSATION_ID = 'gen_ai.conversation.id';
+export const ATTR_GEN_AI_AGENT_NAME = 'gen_ai.agent.name';
+export const ATTR_GEN_AI_WORKFLOW_NAME = 'gen_ai.workflow.name';
+export const GEN_AI_OPERATION_INVOKE_WORKFLOW = 'invoke_workflow';
+export const GEN_AI_OPERATION_INVOKE_AGENT = 'invoke_agent';
+
+// --- Spans ---
+/** The conversation span: `invoke_workflow {orchestrator}`. */
+export const SPAN_CONVERSATION_PREFIX = `${GEN_AI_OPERATION_INVOKE_WORKFLOW} `;
+/** A responder invocation span (opt-in): `invoke_agent {responder}`. */
+export const SPAN_RESPONDER_PREFIX = `${GEN_AI_OPERATION_INVOKE_AGENT} `;
+
+// --- Conversation span attributes ---
+export const ATTR_CONVERSATION_RESPONDERS = 'conversation.responders';
+export const ATTR_CONVERSATION_DISPATCH_COUNT = 'conversation.dispatch_count';
+export const ATTR_CONVERSATION_END_REASON = 'conversation.end.reason';
+export const ATTR_CONVERSATION_ELAPSED_MS = 'conversation.elapsed_ms';
+export const ATTR_CONVERSATION_EVENTS_DROPPED = 'conversation.dispatch_events.dropped';
+export const ATTR_CONVERSATION_INPUT_CONTENT = 'conversation.input.content';
+
+// --- The per-dispatch span event ---
+export const EVENT_DISPATCH = 'conversation.dispatch';
+export const ATTR_DISPATCH_COUNT = 'conversation.dispatch.count';
+export const ATTR_DISPATCH_ELAPSED_MS = 'conversation.dispatch.elapsed_ms';
+export const ATTR_DISPATCH_DURATION_MS = 'conversation.dispatch.duration_ms';
+export const ATTR_DECISION_TERMINATE = 'conversation.decision.terminate';
+export const ATTR_DECISION_REASON = 'conversation.decision.reason';
+export const ATTR_DISPATCH_CONTENT = 'conversation.dispatch.content';
+
+// --- Responder span attributes ---
+export const ATTR_RESPONDER_DISPATCH_NUMBER = 'conversation.dispatch.number';
+
+// --- Metrics (prom-client) ---
+export const METRIC_CONVERSATIONS_STARTED = 'orchestrator_conversations_started_total';
+export const METRIC_CONVERSATIONS_ENDED = 'orchestrator_conversations_ended_total';
+export const METRIC_CONVERSATIONS_IN_PROGRESS = 'orchestrator_conversations_in_progress';
+export const METRIC_CONVERSATION_DURATION = 'orchestrator_conversation_duration_seconds';
+export const METRIC_CONVERSATION_DISPATCHES = 'orchestrator_conversation_dispatches';
+export const METRIC_DISPATCHES = 'orchestrator_dispatches_total';
+export const METRIC_DISPATCH_DURATION = 'orchestrator_dispatch_duration_seconds';
+export const METRIC_RESPONDER_ERRORS = 'orchestrator_responder_errors_total';
+export const METRIC_LISTENER_ERRORS = 'orchestrator_listener_errors_total';
+
+// --- Metric labels ---
+export const LABEL_ORCHESTRATOR = 'orchestrator';
+export const LABEL_RESPONDER = 'responder';
+export const LABEL_REASON = 'reason';
+/** The exemplar label carrying the trace id (Grafana's Prometheus datasource links it to Jaeger). */
+export const EXEMPLAR_TRACE_ID = 'trace_id';
+
+/** The value a reason label takes past the cap on distinct user reasons. */
+export const REASON_OTHER = 'other';
+
+/** Environment variable that switches content capture on (`true`). */
+export const ENV_CAPTURE_CONTENT = 'OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT';
+
+/** The instrumentation scope (tracer) name. */
+export const TRACER_NAME = 'conversation-orchestrator';

@@ -1,0 +1,464 @@
+/**
+ * The observability plugin: one OpenTelemetry span per conversation with one event per dispatch,
+ * optional child spans per responder invocation, and Prometheus metrics. It is a
+ * `ConversationObserver` (the lifecycle SPI), so the core stays ignorant of OpenTelemetry.
+ *
+ * The hot path (`onDispatch`) writes numbers into per-conversation arrays and per-responder
+ * counters; spans events are written when the conversation ends, with their original timestamps,
+ * and counters reach prom-client at scrape time. That keeps a fast agent's dispatch cheap.
+ */
+import {
+  type Attributes,
+  type Context,
+  context,
+  type DiagLogger,
+  diag,
+  type Span,
+  SpanKind,
+  SpanStatusCode,
+  TraceFlags,
+  type Tracer,
+  trace,
+} from '@opentelemetry/api';
+import { Registry } from 'prom-client';
+import type {
+  ConversationEnd,
+  ConversationObservation,
+  ConversationObserver,
+  ConversationStart,
+  DispatchInfo,
+  ResponderFailure,
+} from '../core/observer.ts';
+import type { ConversationListener, ConversationState, Message } from '../core/types.ts';
+import { fail, positiveInteger } from '../core/validate.ts';
+import { DispatchEvents } from './dispatch-events.ts';
+import {
+  DEFAULT_CONVERSATION_DISPATCH_BUCKETS,
+  DEFAULT_CONVERSATION_DURATION_BUCKETS,
+  DEFAULT_DISPATCH_DURATION_BUCKETS,
+  type DispatchRecord,
+  metricsFor,
+  type OrchestratorMetrics,
+} from './metrics.ts';
+import {
+  ATTR_CONVERSATION_DISPATCH_COUNT,
+  ATTR_CONVERSATION_ELAPSED_MS,
+  ATTR_CONVERSATION_END_REASON,
+  ATTR_CONVERSATION_EVENTS_DROPPED,
+  ATTR_CONVERSATION_INPUT_CONTENT,
+  ATTR_CONVERSATION_RESPONDERS,
+  ATTR_DECISION_REASON,
+  ATTR_DECISION_TERMINATE,
+  ATTR_DISPATCH_CONTENT,
+  ATTR_DISPATCH_COUNT,
+  ATTR_DISPATCH_DURATION_MS,
+  ATTR_DISPATCH_ELAPSED_MS,
+  ATTR_GEN_AI_AGENT_NAME,
+  ATTR_GEN_AI_CONVERSATION_ID,
+  ATTR_GEN_AI_OPERATION_NAME,
+  ATTR_GEN_AI_WORKFLOW_NAME,
+  ATTR_RESPONDER_DISPATCH_NUMBER,
+  ENV_CAPTURE_CONTENT,
+  EVENT_DISPATCH,
+  GEN_AI_OPERATION_INVOKE_AGENT,
+  GEN_AI_OPERATION_INVOKE_WORKFLOW,
+  SPAN_CONVERSATION_PREFIX,
+  SPAN_RESPONDER_PREFIX,
+  TRACER_NAME,
+} from './semconv.ts';
+import type { TelemetryOptions } from './types.ts';
+
+interface Settings<S, C> {
+  readonly tracer: Tracer;
+  readonly metrics: OrchestratorMetrics | undefined;
+  readonly stateAttributes: ((state: ConversationState<S, C>) => Attributes) | undefined;
+  readonly captureContent: boolean;
+  readonly maxContentLength: number;
+  readonly maxDispatchEvents: number;
+  readonly responderSpans: boolean;
+  readonly exemplars: boolean;
+  readonly logger: DiagLogger;
+}
+
+/** The plugin. Hand it to the orchestrator: `observers: [telemetry]`. */
+export class ConversationTelemetry<S = unknown, C = unknown> implements ConversationObserver<S, C> {
+  readonly #settings: Settings<S, C>;
+
+  constructor(options: TelemetryOptions<S, C> = {}) {
+    if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
+    const registry = options.registry;
+    if (registry !== undefined && !(registry instanceof Registry)) {
+      fail('registry', 'a prom-client Registry', registry);
+    }
+    if (options.stateAttributes !== undefined && typeof options.stateAttributes !== 'function') {
+      fail('stateAttributes', 'a function', options.stateAttributes);
+    }
+    const openMetrics =
+      (registry?.contentType as string | undefined) === Registry.OPENMETRICS_CONTENT_TYPE;
+    const exemplars = options.exemplars ?? openMetrics;
+    if (exemplars && registry !== undefined && !openMetrics) {
+      fail(
+        'exemplars',
+        'used with an OpenMetrics registry (registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE))',
+        exemplars,
+      );
+    }
+    const maxReasons = positiveInteger('maxReasons', options.maxReasons ?? 20);
+    const buckets = {
+      dispatchDuration: bucketList(
+        'dispatchDurationBuckets',
+        options.dispatchDurationBuckets,
+        DEFAULT_DISPATCH_DURATION_BUCKETS,
+      ),
+      conversationDuration: bucketList(
+        'conversationDurationBuckets',
+        options.conversationDurationBuckets,
+        DEFAULT_CONVERSATION_DURATION_BUCKETS,
+      ),
+      conversationDispatches: bucketList(
+        'conversationDispatchBuckets',
+        options.conversationDispatchBuckets,
+        DEFAULT_CONVERSATION_DISPATCH_BUCKETS,
+      ),
+    };
+    this.#settings = {
+      tracer:
+        options.tracer ??
+        (options.tracerProvider ?? trace.getTracerProvider()).getTracer(TRACER_NAME),
+      metrics:
+        registry === undefined ? undefined : metricsFor(registry, buckets, exemplars, maxReasons),
+      stateAttributes: options.stateAttributes,
+      captureContent:
+        options.captureContent ?? process.env[ENV_CAPTURE_CONTENT]?.toLowerCase() === 'true',
+      maxContentLength: positiveInteger('maxContentLength', options.maxContentLength ?? 1024),
+      maxDispatchEvents: positiveInteger('maxDispatchEvents', options.maxDispatchEvents ?? 128),
+      responderSpans: options.responderSpans ?? false,
+      exemplars,
+      logger: options.logger ?? diag,
+    };
+  }
+
+  startConversation(start: ConversationStart<C>): ConversationObservation<S, C> {
+    return new ObservedConversation<S, C>(this.#settings, start);
+  }
+
+  /**
+   * The plugin as a plain `ConversationListener` (the seed's SPI), for an orchestrator built
+   * without `observers`. It counts dispatches (the responder label is the sender of the state's
+   * last message), adds a dispatch event to the span active around `run()`, and records the
+   * conversation metrics at the terminating decision. It cannot see failures, aborts or
+   * responder timings: use `observers: [telemetry]` for those.
+   */
+  listener(orchestrator: string): ConversationListener<S, C> {
+    const settings = this.#settings;
+    const metrics = settings.metrics;
+    const records = new Map<string, DispatchRecord>();
+    const record = (responder: string): DispatchRecord | undefined => {
+      if (metrics === undefined) return undefined;
+      let r = records.get(responder);
+      if (r === undefined) {
+        [r] = metrics.records(orchestrator, [records.size < 64 ? responder : 'other']);
+        records.set(responder, r as DispatchRecord);
+      }
+      return r;
+    };
+    return (state, decision, dispatchCount, elapsedMs) => {
+      const r = record(state.lastMessage.sender);
+      if (r !== undefined) r.dispatches++;
+      const span = trace.getActiveSpan();
+      if (span?.isRecording()) {
+        span.addEvent(EVENT_DISPATCH, {
+          [ATTR_DISPATCH_COUNT]: dispatchCount,
+          [ATTR_GEN_AI_AGENT_NAME]: state.lastMessage.sender,
+          [ATTR_DISPATCH_ELAPSED_MS]: elapsedMs,
+          [ATTR_DECISION_TERMINATE]: decision.terminate,
+          [ATTR_DECISION_REASON]: decision.reason,
+          ...safeAttributes(settings, state),
+        });
+      }
+      if (decision.terminate && metrics !== undefined) {
+        metrics.conversationEnded(
+          orchestrator,
+          decision.reason,
+          elapsedMs / 1000,
+          dispatchCount,
+          undefined,
+        );
+      }
+    };
+  }
+}
+
+/** Creates the plugin. One line attaches it: `observers: [createConversationTelemetry({ registry })]`. */
+export function createConversationTelemetry<S = unknown, C = unknown>(
+  options: TelemetryOptions<S, C> = {},
+): ConversationTelemetry<S, C> {
+  return new ConversationTelemetry<S, C>(options);
+}
+
+class ObservedConversation<S, C> implements ConversationObservation<S, C> {
+  readonly #settings: Settings<S, C>;
+  readonly #orchestrator: string;
+  readonly #responders: readonly string[];
+  readonly #conversationId: string;
+  readonly #startTimeMs: number;
+  readonly #span: Span;
+  readonly #context: Context;
+  readonly #events: DispatchEvents | undefined;
+  readonly #records: DispatchRecord[] | undefined;
+  /** Set when exemplars are on and the trace is sampled. */
+  readonly #traceId: string | undefined;
+  readonly #stateAttributes: ((state: ConversationState<S, C>) => Attributes) | undefined;
+  #lastMessage: Message<C> | undefined;
+  #openResponderSpan: Span | undefined;
+  readonly runResponder: (<T>(index: number, invoke: () => T) => T) | undefined;
+
+  constructor(settings: Settings<S, C>, start: ConversationStart<C>) {
+    this.#settings = settings;
+    this.#orchestrator = start.orchestrator;
+    this.#responders = start.responders;
+    this.#conversationId = start.conversationId;
+    this.#startTimeMs = start.startTimeMs;
+    const parent = context.active();
+    const attributes: Attributes = {
+      [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_INVOKE_WORKFLOW,
+      [ATTR_GEN_AI_WORKFLOW_NAME]: start.orchestrator,
+      [ATTR_GEN_AI_CONVERSATION_ID]: start.conversationId,
+      [ATTR_CONVERSATION_RESPONDERS]: [...start.responders],
+    };
+    if (settings.captureContent) {
+      attributes[ATTR_CONVERSATION_INPUT_CONTENT] = truncate(
+        start.input.content,
+        settings.maxContentLength,
+      );
+    }
+    this.#span = settings.tracer.startSpan(
+      SPAN_CONVERSATION_PREFIX + start.orchestrator,
+      { kind: SpanKind.INTERNAL, attributes, startTime: start.startTimeMs },
+      parent,
+    );
+    this.#context = trace.setSpan(parent, this.#span);
+    const recording = this.#span.isRecording();
+    this.#events = recording ? new DispatchEvents(settings.maxDispatchEvents) : undefined;
+    this.#stateAttributes = recording ? settings.stateAttributes : undefined;
+    this.#lastMessage = start.input;
+    const spanContext = this.#span.spanContext();
+    this.#traceId =
+      settings.exemplars && (spanContext.traceFlags & TraceFlags.SAMPLED) !== 0
+        ? spanContext.traceId
+        : undefined;
+    const metrics = settings.metrics;
+    if (metrics !== undefined) {
+      this.#records = metrics.records(start.orchestrator, start.responders);
+      metrics.conversationStarted(start.orchestrator);
+    } else this.#records = undefined;
+    this.runResponder = settings.responderSpans && recording ? this.#runInSpan : undefined;
+  }
+
+  onDispatch(info: DispatchInfo<S, C>): void {
+    const records = this.#records;
+    if (records !== undefined) {
+      const record = records[info.responderIndex] as DispatchRecord;
+      record.dispatches++;
+      const seconds = info.durationMs / 1000;
+      const series = record.duration;
+      const bucket = series.observe(seconds);
+      if (this.#traceId !== undefined) {
+        series.exemplarTrace[bucket] = this.#traceId;
+        series.exemplarValue[bucket] = seconds;
+        series.exemplarTime[bucket] = (this.#startTimeMs + info.elapsedMs) / 1000;
+      }
+    }
+    const events = this.#events;
+    if (events !== undefined) {
+      let extra: Attributes | undefined;
+      if (this.#stateAttributes !== undefined) extra = safeAttributes(this.#settings, info.state);
+      if (this.#settings.captureContent) {
+        const message = info.state.lastMessage;
+        if (message !== this.#lastMessage) {
+          this.#lastMessage = message;
+          extra = {
+            ...extra,
+            [ATTR_DISPATCH_CONTENT]: truncate(message.content, this.#settings.maxContentLength),
+          };
+        }
+      }
+      const decision = info.decision;
+      events.add(
+        info.dispatchCount,
+        info.elapsedMs,
+        info.durationMs,
+        info.responderIndex,
+        decision.terminate,
+        decision.reason,
+        extra,
+      );
+    }
+  }
+
+  onResponderEnd(index: number, _durationMs: number, failure?: ResponderFailure): void {
+    if (failure !== undefined)
+      this.#settings.metrics?.responderFailed(
+        this.#orchestrator,
+        this.#responders[index] as string,
+      );
+  }
+
+  onListenerError(): void {
+    this.#settings.metrics?.listenerFailed(this.#orchestrator);
+  }
+
+  onConversationEnd(end: ConversationEnd<S, C>): void {
+    const reason = end.ok ? end.result.decision.reason : end.error.reason;
+    const dispatches = end.ok ? end.result.dispatchCount : end.error.dispatchCount;
+    const elapsedMs = end.ok ? end.result.elapsedMs : end.error.elapsedMs;
+    this.#settings.metrics?.conversationEnded(
+      this.#orchestrator,
+      reason,
+      elapsedMs / 1000,
+      dispatches,
+      this.#traceId,
+    );
+
+    const span = this.#span;
+    if (this.#openResponderSpan !== undefined) {
+      endResponderSpan(
+        this.#openResponderSpan,
+        new Error(`Conversation ended (${reason}) before the responder answered`),
+      );
+      this.#openResponderSpan = undefined;
+    }
+    const events = this.#events;
+    if (events !== undefined) {
+      for (const e of events.kept()) {
+        const attributes: Attributes = {
+          [ATTR_DISPATCH_COUNT]: e.count,
+          [ATTR_GEN_AI_AGENT_NAME]: this.#responders[e.responder],
+          [ATTR_DISPATCH_ELAPSED_MS]: e.elapsedMs,
+          [ATTR_DISPATCH_DURATION_MS]: e.durationMs,
+          [ATTR_DECISION_TERMINATE]: e.terminate,
+          [ATTR_DECISION_REASON]: e.reason,
+          ...e.extra,
+        };
+        span.addEvent(EVENT_DISPATCH, attributes, this.#startTimeMs + e.elapsedMs);
+      }
+      span.setAttributes({
+        [ATTR_CONVERSATION_DISPATCH_COUNT]: dispatches,
+        [ATTR_CONVERSATION_END_REASON]: reason,
+        [ATTR_CONVERSATION_ELAPSED_MS]: elapsedMs,
+        [ATTR_CONVERSATION_EVENTS_DROPPED]: events.dropped,
+      });
+      if (end.ok) span.setStatus({ code: SpanStatusCode.OK });
+      else if (reason !== 'aborted') {
+        span.recordException(end.error);
+        span.setStatus({ code: SpanStatusCode.ERROR, message: end.error.message });
+      }
+    }
+    span.end(this.#startTimeMs + elapsedMs);
+  }
+
+  readonly #runInSpan = <T>(index: number, invoke: () => T): T => {
+    const name = this.#responders[index] as string;
+    const span = this.#settings.tracer.startSpan(
+      SPAN_RESPONDER_PREFIX + name,
+      {
+        kind: SpanKind.INTERNAL,
+        attributes: {
+          [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_INVOKE_AGENT,
+          [ATTR_GEN_AI_AGENT_NAME]: name,
+          [ATTR_GEN_AI_CONVERSATION_ID]: this.#conversationId,
+          [ATTR_RESPONDER_DISPATCH_NUMBER]: (this.#events?.total ?? 0) + 1,
+        },
+      },
+      this.#context,
+    );
+    let result: T;
+    try {
+      result = context.with(trace.setSpan(this.#context, span), invoke);
+    } catch (error) {
+      endResponderSpan(span, error);
+      throw error;
+    }
+    if (result === null || typeof (result as { then?: unknown })?.then !== 'function') {
+      endResponderSpan(span, undefined);
+      return result;
+    }
+    this.#openResponderSpan = span;
+    return (result as unknown as PromiseLike<unknown>).then(
+      (value) => {
+        if (this.#openResponderSpan === span) this.#openResponderSpan = undefined;
+        endResponderSpan(span, undefined);
+        return value;
+      },
+      (error: unknown) => {
+        if (this.#openResponderSpan === span) this.#openResponderSpan = undefined;
+        endResponderSpan(span, error);
+        throw error;
+      },
+    ) as T;
+  };
+}
+
+function endResponderSpan(span: Span, error: unknown): void {
+  if (error !== undefined) {
+    span.recordException(error instanceof Error ? error : String(error));
+    span.setStatus({
+      code: SpanStatusCode.ERROR,
+      message: error instanceof Error ? error.message : String(error),
+    });
+  }
+  span.end();
+}
+
+let attributesFailureReported = false;
+function safeAttributes<S, C>(
+  settings: Settings<S, C>,
+  state: ConversationState<S, C>,
+): Attributes | undefined {
+  if (settings.stateAttributes === undefined) return undefined;
+  try {
+    return settings.stateAttributes(state);
+  } catch (error) {
+    if (!attributesFailureReported) {
+      attributesFailureReported = true;
+      settings.logger.warn(
+        'conversation-orchestrator: stateAttributes threw; the dispatch event is recorded without them',
+        error,
+      );
+    }
+    return undefined;
+  }
+}
+
+/** Content as a string, cut to `max` characters (the cut ends with `…`). */
+export function truncate(content: unknown, max: number): string {
+  let text: string;
+  if (typeof content === 'string') text = content;
+  else {
+    try {
+      text = JSON.stringify(content) ?? String(content);
+    } catch {
+      text = String(content);
+    }
+  }
+  return text.length <= max ? text : `${text.slice(0, max - 1)}…`;
+}
+
+function bucketList(
+  option: string,
+  value: readonly number[] | undefined,
+  fallback: readonly number[],
+): readonly number[] {
+  if (value === undefined) return fallback;
+  if (
+    !Array.isArray(value) ||
+    value.length === 0 ||
+    !value.every(
+      (v, i) =>
+        typeof v === 'number' && Number.isFinite(v) && (i === 0 || v > (value[i - 1] as number)),
+    )
+  ) {
+    fail(option, 'a non-empty array of finite numbers in increasing order', value);
+  }
+  return [...value];
+}

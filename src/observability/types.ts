@@ -1,0 +1,88 @@
+/** Options of `createConversationTelemetry()`. */
+import type { Attributes, DiagLogger, Tracer, TracerProvider } from '@opentelemetry/api';
+import type { OpenMetricsContentType, PrometheusContentType, Registry } from 'prom-client';
+import type { ConversationState } from '../core/types.ts';
+
+export interface TelemetryOptions<S = unknown, C = unknown> {
+  /**
+   * The prom-client registry the metrics are registered on. Never the global default registry
+   * unless that is what you pass. Without it, no metrics are recorded.
+   * @default undefined (no metrics)
+   */
+  readonly registry?: Registry<PrometheusContentType> | Registry<OpenMetricsContentType>;
+  /**
+   * The tracer. Takes precedence over `tracerProvider`.
+   * @default the global tracer provider's `conversation-orchestrator` tracer
+   */
+  readonly tracer?: Tracer;
+  /**
+   * Where the tracer comes from when `tracer` is not given.
+   * @default the global tracer provider (`trace.getTracerProvider()`)
+   */
+  readonly tracerProvider?: TracerProvider;
+  /**
+   * Attributes of the state added to every dispatch event (the spread of the desks' quotes, say).
+   * Called once per dispatch while the span is recording; keep it cheap and the values small.
+   * @default undefined (none)
+   * @example (state) => ({ 'desks.spread': spread(state.projection) })
+   */
+  readonly stateAttributes?: (state: ConversationState<S, C>) => Attributes;
+  /**
+   * Record message content (the input on the conversation span, each new message on its dispatch
+   * event), truncated to `maxContentLength`. Conversations can hold secrets, prices and personal
+   * data: off unless you opt in.
+   * @default process.env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT === 'true'
+   */
+  readonly captureContent?: boolean;
+  /**
+   * Characters of recorded content; longer content is cut and ends with `…`.
+   * @default 1024
+   */
+  readonly maxContentLength?: number;
+  /**
+   * Dispatch events kept per conversation span: the first half and the last half of the
+   * dispatches. The span's `conversation.dispatch_events.dropped` says how many were left out.
+   * Keep it at or below the SDK's span event limit (`spanLimits.eventCountLimit`, default 128).
+   * @default 128
+   */
+  readonly maxDispatchEvents?: number;
+  /**
+   * A child span `invoke_agent {responder}` per responder invocation, with the responder running
+   * in its context so spans it starts (an HTTP call to a model) nest under it. Costs ~2 µs per
+   * dispatch: worth it for LLM agents, ten times a fast algorithmic agent's whole dispatch.
+   * @default false
+   */
+  readonly responderSpans?: boolean;
+  /**
+   * Attach the trace id as an exemplar to the histograms. Needs an OpenMetrics registry
+   * (`registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE)`) set before the telemetry is
+   * created.
+   * @default true when the registry speaks OpenMetrics
+   */
+  readonly exemplars?: boolean;
+  /**
+   * Bucket upper bounds, in seconds, of `orchestrator_dispatch_duration_seconds`.
+   * @default 1 µs ... 60 s (19 buckets)
+   */
+  readonly dispatchDurationBuckets?: readonly number[];
+  /**
+   * Bucket upper bounds, in seconds, of `orchestrator_conversation_duration_seconds`.
+   * @default 100 µs ... 600 s (17 buckets)
+   */
+  readonly conversationDurationBuckets?: readonly number[];
+  /**
+   * Bucket upper bounds of `orchestrator_conversation_dispatches`.
+   * @default 1 ... 1,000,000 (15 buckets)
+   */
+  readonly conversationDispatchBuckets?: readonly number[];
+  /**
+   * Distinct user-named reasons kept as label values; past it a new reason becomes `other`.
+   * @default 20
+   */
+  readonly maxReasons?: number;
+  /**
+   * Where failures of `stateAttributes` and of exporting are reported. They never break a run.
+   * @default diag (the OpenTelemetry diagnostics logger)
+   */
+  readonly logger?: DiagLogger;
+}

@@ -1,0 +1,310 @@
+import { execFileSync, spawnSync } from 'node:child_process';
+import { type OpenMetricsContentType, Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import {
+  ConversationOrchestrator,
+  type Message,
+  maxDispatches,
+  roundRobin,
+  stopWhen,
+} from '../src/index.ts';
+import { createConversationTelemetry } from '../src/observability/index.ts';
+import { memoryTracing, spansNamed } from './helpers/tracing.ts';
+
+type Telemetry = ReturnType<typeof createConversationTelemetry<number, number>>;
+
+const counter = (telemetry: Telemetry, n = 5, name = 'counter') =>
+  new ConversationOrchestrator<number, number>({
+    name,
+    responders: ['a', 'b', 'c'].map((r) => ({
+      name: r,
+      respond: (m: Message<number>) => ({ sender: r, content: m.content + 1 }),
+    })),
+    turnPolicy: roundRobin(),
+    projection: { initial: () => 0, fold: (s, m) => s + m.content },
+    termination: maxDispatches(n),
+    observers: [telemetry],
+  });
+
+/** `name{labels} value` lines of an exposition, as a map. */
+function samples(text: string): Map<string, number> {
+  const map = new Map<string, number>();
+  for (const line of text.split('\n')) {
+    if (line.startsWith('#') || line.trim() === '') continue;
+    const m = /^(\S+?(?:\{[^}]*\})?) (\S+)/.exec(line);
+    if (m) map.set(m[1] as string, Number(m[2]));
+  }
+  return map;
+}
+
+describe('metrics', () => {
+  it('counts dispatches per responder and conversations per reason, exactly', async () => {
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry<number, number>({ registry });
+    const o = counter(telemetry, 5);
+    await o.run({ sender: 'user', content: 0 });
+    await o.run({ sender: 'user', content: 0 });
+    const s = samples(await registry.metrics());
+    expect(s.get('orchestrator_dispatches_total{orchestrator="counter",responder="a"}')).toBe(4);
+    expect(s.get('orchestrator_dispatches_total{orchestrator="counter",responder="b"}')).toBe(4);
+    expect(s.get('orchestrator_dispatches_total{orchestrator="counter",responder="c"}')).toBe(2);
+    expect(s.get('orchestrator_conversations_started_total{orchestrator="counter"}')).toBe(2);
+    expect(
+      s.get(
+        'orchestrator_conversations_ended_total{orchestrator="counter",reason="max_dispatches"}',
+      ),
+    ).toBe(2);
+    expect(s.get('orchestrator_conversations_in_progress{orchestrator="counter"}')).toBe(0);
+    expect(
+      s.get(
+        'orchestrator_conversation_dispatches_count{orchestrator="counter",reason="max_dispatches"}',
+      ),
+    ).toBe(2);
+    expect(
+      s.get(
+        'orchestrator_conversation_dispatches_sum{orchestrator="counter",reason="max_dispatches"}',
+      ),
+    ).toBe(10);
+    expect(
+      s.get(
+        'orchestrator_conversation_dispatches_bucket{le="2",orchestrator="counter",reason="max_dispatches"}',
+      ),
+    ).toBe(0);
+    expect(
+      s.get(
+        'orchestrator_conversation_dispatches_bucket{le="5",orchestrator="counter",reason="max_dispatches"}',
+      ),
+    ).toBe(2);
+    expect(
+      s.get('orchestrator_dispatch_duration_seconds_count{orchestrator="counter",responder="a"}'),
+    ).toBe(4);
+    expect(
+      s.get(
+        'orchestrator_dispatch_duration_seconds_bucket{orchestrator="counter",responder="a",le="+Inf"}',
+      ),
+    ).toBe(4);
+    expect(
+      s.get(
+        'orchestrator_conversation_duration_seconds_count{orchestrator="counter",reason="max_dispatches"}',
+      ),
+    ).toBe(2);
+    // A second scrape adds nothing: counters are handed to prom-client exactly once.
+    const again = samples(await registry.metrics());
+    expect(again.get('orchestrator_dispatches_total{orchestrator="counter",responder="a"}')).toBe(
+      4,
+    );
+  });
+
+  it('shows a conversation in progress while it runs', async () => {
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry<number, number>({ registry });
+    let release: () => void = () => {};
+    const o = new ConversationOrchestrator<number, number>({
+      name: 'waiting',
+      responders: [
+        { name: 'a', respond: () => new Promise((r) => (release = () => r(undefined))) },
+      ],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (s) => s },
+      termination: maxDispatches(1),
+      observers: [telemetry],
+    });
+    const running = o.run({ sender: 'user', content: 0 });
+    expect(
+      samples(await registry.metrics()).get(
+        'orchestrator_conversations_in_progress{orchestrator="waiting"}',
+      ),
+    ).toBe(1);
+    release();
+    await running;
+    expect(
+      samples(await registry.metrics()).get(
+        'orchestrator_conversations_in_progress{orchestrator="waiting"}',
+      ),
+    ).toBe(0);
+  });
+
+  it('counts responder failures, listener errors and failed conversations', async () => {
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry<number, number>({ registry });
+    const o = new ConversationOrchestrator<number, number>({
+      name: 'faulty',
+      responders: [
+        {
+          name: 'flaky',
+          respond: (m) => {
+            if (m.content === 2) throw new Error('down');
+            return { sender: 'flaky', content: m.content + 1 };
+          },
+        },
+      ],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (s) => s },
+      termination: maxDispatches(10),
+      listener: () => {
+        throw new Error('listener bug');
+      },
+      onListenerError: () => {},
+      observers: [telemetry],
+    });
+    await expect(o.run({ sender: 'user', content: 0 })).rejects.toThrow('down');
+    const s = samples(await registry.metrics());
+    expect(
+      s.get('orchestrator_responder_errors_total{orchestrator="faulty",responder="flaky"}'),
+    ).toBe(1);
+    expect(s.get('orchestrator_listener_errors_total{orchestrator="faulty"}')).toBe(2);
+    expect(
+      s.get('orchestrator_conversations_ended_total{orchestrator="faulty",reason="error"}'),
+    ).toBe(1);
+    expect(s.get('orchestrator_conversations_in_progress{orchestrator="faulty"}')).toBe(0);
+  });
+
+  it('passes promtool check metrics without a word', async () => {
+    const registry = new Registry();
+    await counter(createConversationTelemetry<number, number>({ registry })).run({
+      sender: 'user',
+      content: 0,
+    });
+    const result = spawnSync('promtool', ['check', 'metrics'], {
+      input: await registry.metrics(),
+      encoding: 'utf8',
+    });
+    expect(result.stderr + result.stdout).toBe('');
+    expect(result.status).toBe(0);
+  });
+
+  it('lets two telemetry instances share one registry', async () => {
+    const registry = new Registry();
+    const first = createConversationTelemetry<number, number>({ registry });
+    const second = createConversationTelemetry<number, number>({ registry });
+    await counter(first, 2, 'one').run({ sender: 'user', content: 0 });
+    await counter(second, 3, 'two').run({ sender: 'user', content: 0 });
+    const s = samples(await registry.metrics());
+    expect(
+      s.get('orchestrator_conversations_ended_total{orchestrator="one",reason="max_dispatches"}'),
+    ).toBe(1);
+    expect(
+      s.get('orchestrator_conversations_ended_total{orchestrator="two",reason="max_dispatches"}'),
+    ).toBe(1);
+    expect(() =>
+      createConversationTelemetry({ registry, dispatchDurationBuckets: [1, 2] }),
+    ).toThrow('already registered on this registry with other buckets');
+  });
+
+  it('never uses the global default registry unless given it', async () => {
+    const { register } = await import('prom-client');
+    await counter(createConversationTelemetry<number, number>({ registry: new Registry() })).run({
+      sender: 'user',
+      content: 0,
+    });
+    expect(register.getSingleMetric('orchestrator_dispatches_total')).toBeUndefined();
+  });
+
+  it('keeps reason labels bounded: past maxReasons a new reason becomes other', async () => {
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry<number, number>({ registry, maxReasons: 2 });
+    for (const reason of ['alpha', 'beta', 'gamma', 'delta']) {
+      await new ConversationOrchestrator<number, number>({
+        name: 'reasons',
+        responders: [{ name: 'a', respond: () => ({ sender: 'a', content: 1 }) }],
+        turnPolicy: roundRobin(),
+        projection: { initial: () => 0, fold: (s) => s },
+        termination: stopWhen(() => true, reason),
+        observers: [telemetry],
+      }).run({ sender: 'user', content: 0 });
+    }
+    const ended = [...samples(await registry.metrics()).entries()].filter(([k]) =>
+      k.startsWith('orchestrator_conversations_ended_total'),
+    );
+    expect(Object.fromEntries(ended)).toEqual({
+      'orchestrator_conversations_ended_total{orchestrator="reasons",reason="alpha"}': 1,
+      'orchestrator_conversations_ended_total{orchestrator="reasons",reason="beta"}': 1,
+      'orchestrator_conversations_ended_total{orchestrator="reasons",reason="other"}': 2,
+    });
+  });
+
+  it('takes configurable buckets and rejects bad ones clearly', async () => {
+    const registry = new Registry();
+    await counter(
+      createConversationTelemetry<number, number>({
+        registry,
+        conversationDispatchBuckets: [3, 30],
+      }),
+    ).run({
+      sender: 'user',
+      content: 0,
+    });
+    const text = await registry.metrics();
+    expect(text).toContain(
+      'orchestrator_conversation_dispatches_bucket{le="3",orchestrator="counter",reason="max_dispatches"} 0',
+    );
+    expect(text).toContain(
+      'orchestrator_conversation_dispatches_bucket{le="30",orchestrator="counter",reason="max_dispatches"} 1',
+    );
+    expect(() =>
+      createConversationTelemetry({ registry: new Registry(), dispatchDurationBuckets: [2, 1] }),
+    ).toThrow(
+      'Expected `dispatchDurationBuckets` to be a non-empty array of finite numbers in increasing order, got `[2,1]` (array)',
+    );
+  });
+
+  it('attaches the trace id as an exemplar on an OpenMetrics registry', async () => {
+    const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
+    registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+    const { exporter, tracer } = memoryTracing();
+    await counter(createConversationTelemetry<number, number>({ registry, tracer })).run({
+      sender: 'user',
+      content: 0,
+    });
+    const [span] = spansNamed(exporter, 'invoke_workflow counter');
+    const traceId = span?.spanContext().traceId as string;
+    const text = await registry.metrics();
+    const withExemplar = text.split('\n').filter((l) => l.includes(`# {trace_id="${traceId}"}`));
+    const names = new Set(withExemplar.map((l) => l.split('{')[0]));
+    expect(names).toEqual(
+      new Set([
+        'orchestrator_dispatch_duration_seconds_bucket',
+        'orchestrator_conversation_duration_seconds_bucket',
+        'orchestrator_conversation_dispatches_bucket',
+      ]),
+    );
+    // Counters get the OpenMetrics `_total` treatment and the exposition ends with # EOF.
+    expect(text).toContain('orchestrator_dispatches_total{orchestrator="counter",responder="a"} 2');
+    expect(text.trimEnd().endsWith('# EOF')).toBe(true);
+  });
+
+  it('refuses exemplars on a Prometheus-text registry', () => {
+    expect(() =>
+      createConversationTelemetry({ registry: new Registry(), exemplars: true }),
+    ).toThrow('Expected `exemplars` to be used with an OpenMetrics registry');
+  });
+
+  it('works as a plain listener (the seed SPI)', async () => {
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry<number, number>({ registry });
+    const o = new ConversationOrchestrator<number, number>({
+      name: 'seed',
+      responders: ['a', 'b'].map((r) => ({
+        name: r,
+        respond: (m: Message<number>) => ({ sender: r, content: m.content + 1 }),
+      })),
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (s) => s },
+      termination: maxDispatches(3),
+      listener: telemetry.listener('seed'),
+    });
+    await o.run({ sender: 'user', content: 0 });
+    const s = samples(await registry.metrics());
+    expect(s.get('orchestrator_dispatches_total{orchestrator="seed",responder="a"}')).toBe(2);
+    expect(s.get('orchestrator_dispatches_total{orchestrator="seed",responder="b"}')).toBe(1);
+    expect(
+      s.get('orchestrator_conversations_ended_total{orchestrator="seed",reason="max_dispatches"}'),
+    ).toBe(1);
+  });
+
+  it('runs promtool from this machine', () => {
+    expect(execFileSync('promtool', ['--version'], { encoding: 'utf8' })).toMatch(
+      /promtool, version 2\./,
+    );
+  });
+});

@@ -1,0 +1,97 @@
+import { DiagLogLevel, diag } from '@opentelemetry/api';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { maxDispatches } from '../src/index.ts';
+import { createConversationTelemetry } from '../src/observability/index.ts';
+import { counterOrchestrator, desksOrchestrator, spread } from './helpers/desks.ts';
+import { attrs, startOtlpReceiver } from './helpers/otlp-receiver.ts';
+
+describe('OTLP/HTTP export, end to end', () => {
+  it('delivers the conversation span and its dispatch events to a real HTTP receiver', async () => {
+    const receiver = await startOtlpReceiver();
+    const provider = new BasicTracerProvider({
+      spanProcessors: [
+        new BatchSpanProcessor(new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` })),
+      ],
+    });
+    const telemetry = createConversationTelemetry({
+      tracer: provider.getTracer('e2e'),
+      stateAttributes: (s) => ({ 'desks.spread': spread(s.projection as never) }),
+    });
+    await desksOrchestrator({ observers: [telemetry] }).run(
+      { sender: 'user', content: 0 },
+      { conversationId: 'otlp-1' },
+    );
+    await provider.forceFlush();
+    await provider.shutdown();
+    await receiver.close();
+
+    const span = receiver.spans.find((s) => s.name === 'invoke_workflow desks');
+    expect(span).toBeDefined();
+    expect(span?.kind).toBe(1); // SPAN_KIND_INTERNAL
+    expect(span?.status.code).toBe(1); // STATUS_CODE_OK
+    expect(attrs(span?.attributes)).toMatchObject({
+      'gen_ai.operation.name': 'invoke_workflow',
+      'gen_ai.conversation.id': 'otlp-1',
+      'conversation.dispatch_count': 24,
+      'conversation.end.reason': 'converged',
+      'conversation.dispatch_events.dropped': 0,
+    });
+    expect(span?.events).toHaveLength(24);
+    const last = attrs(span?.events[23]?.attributes);
+    expect(last).toMatchObject({
+      'conversation.dispatch.count': 24,
+      'gen_ai.agent.name': 'c',
+      'conversation.decision.terminate': true,
+      'conversation.decision.reason': 'converged',
+    });
+    expect(last['desks.spread']).toBeLessThanOrEqual(0.01);
+  });
+
+  it('leaves conversations unaffected and memory bounded when the endpoint is down', async () => {
+    const receiver = await startOtlpReceiver();
+    await receiver.close(); // nothing listens on this port any more
+    diag.setLogger(
+      { error() {}, warn() {}, info() {}, debug() {}, verbose() {} },
+      DiagLogLevel.NONE,
+    );
+    const provider = new BasicTracerProvider({
+      spanProcessors: [
+        new BatchSpanProcessor(
+          new OTLPTraceExporter({ url: `${receiver.url}/v1/traces`, timeoutMillis: 200 }),
+          {
+            maxQueueSize: 2048,
+            scheduledDelayMillis: 50,
+          },
+        ),
+      ],
+    });
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry<number, number>({
+      tracer: provider.getTracer('down'),
+      registry,
+    });
+    const o = counterOrchestrator({ observers: [telemetry], termination: maxDispatches(20) });
+    const gc = (globalThis as { gc?: () => void }).gc;
+    const heap: number[] = [];
+    let completed = 0;
+    for (let round = 0; round < 5; round++) {
+      const results = await Promise.all(
+        Array.from({ length: 2000 }, () => o.run({ sender: 'user', content: 0 })),
+      );
+      completed += results.filter((r) => r.dispatchCount === 20).length;
+      gc?.();
+      heap.push(process.memoryUsage().heapUsed);
+    }
+    expect(completed).toBe(10_000);
+    // The batch processor drops what it cannot queue; the heap does not grow with the backlog.
+    expect((heap[4] ?? 0) - (heap[1] ?? 0)).toBeLessThan(20 * 1024 * 1024);
+    expect(await registry.metrics()).toContain(
+      'orchestrator_conversations_ended_total{orchestrator="counter",reason="max_dispatches"} 10000',
+    );
+    await provider.shutdown().catch(() => {});
+    diag.disable();
+  });
+});
