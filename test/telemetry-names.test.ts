@@ -1,0 +1,83 @@
+import { Registry } from 'prom-client';
+import { describe, expect, it } from 'vitest';
+import { type Message, maxDispatches } from '../src/index.ts';
+import { createConversationTelemetry, semconv } from '../src/observability/index.ts';
+import { counterOrchestrator } from './helpers/desks.ts';
+import { readmeTableNames } from './helpers/readme.ts';
+import { memoryTracing } from './helpers/tracing.ts';
+
+const constants = (prefix: string) =>
+  Object.entries(semconv)
+    .filter(([k]) => k.startsWith(prefix))
+    .map(([, v]) => v as string)
+    .sort();
+
+/** Runs conversations that exercise every metric and every attribute. */
+async function exercise() {
+  const registry = new Registry();
+  const { exporter, tracer } = memoryTracing();
+  const telemetry = createConversationTelemetry<number, number>({
+    registry,
+    tracer,
+    responderSpans: true,
+    captureContent: true,
+  });
+  const flaky = {
+    name: 'flaky',
+    respond: (m: Message<number>) => {
+      if (m.content === 2) throw new Error('down');
+      return { sender: 'flaky', content: m.content + 1 };
+    },
+  };
+  await counterOrchestrator({ observers: [telemetry], termination: maxDispatches(3) }).run({
+    sender: 'u',
+    content: 0,
+  });
+  await counterOrchestrator({
+    observers: [telemetry],
+    responders: [flaky],
+    listener: () => {
+      throw new Error('listener');
+    },
+    onListenerError: () => {},
+  })
+    .run({ sender: 'u', content: 0 })
+    .catch(() => {});
+  return { registry, spans: exporter.getFinishedSpans() };
+}
+
+describe('telemetry names: README, code and exposition agree', () => {
+  it('the README metrics table lists exactly the METRIC_* constants', () => {
+    expect([...readmeTableNames('### Metrics')].sort()).toEqual(constants('METRIC_'));
+  });
+
+  it('the registry exposes exactly the documented metrics', async () => {
+    const { registry } = await exercise();
+    const exposed = (await registry.getMetricsAsJSON()).map((m) => m.name).sort();
+    expect(exposed).toEqual(constants('METRIC_'));
+  });
+
+  it('the README attributes table lists exactly the ATTR_* constants', () => {
+    expect([...readmeTableNames('### Attributes')].sort()).toEqual(constants('ATTR_'));
+  });
+
+  it('the README events and spans tables match EVENT_* and SPAN_* constants', () => {
+    expect(readmeTableNames('### Span events')).toEqual(constants('EVENT_'));
+    const spans = readmeTableNames('### Spans').map((s) => s.replace(/\{\w+\}$/, ''));
+    expect(spans.sort()).toEqual(constants('SPAN_'));
+  });
+
+  it('every attribute the plugin emits is documented, and every documented one is emitted', async () => {
+    const { spans } = await exercise();
+    const documented = new Set(readmeTableNames('### Attributes'));
+    const emitted = new Set<string>();
+    for (const span of spans) {
+      for (const key of Object.keys(span.attributes)) emitted.add(key);
+      for (const event of span.events) {
+        if (event.name === 'exception') continue; // the SDK's own exception event
+        for (const key of Object.keys(event.attributes ?? {})) emitted.add(key);
+      }
+    }
+    expect([...emitted].sort()).toEqual([...documented].sort());
+  });
+});
