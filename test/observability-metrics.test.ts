@@ -80,7 +80,7 @@ describe('metrics', () => {
     ).toBe(4);
     expect(
       s.get(
-        'orchestrator_dispatch_duration_seconds_bucket{orchestrator="counter",responder="a",le="+Inf"}',
+        'orchestrator_dispatch_duration_seconds_bucket{le="+Inf",orchestrator="counter",responder="a"}',
       ),
     ).toBe(4);
     expect(
@@ -306,5 +306,44 @@ describe('metrics', () => {
     expect(execFileSync('promtool', ['--version'], { encoding: 'utf8' })).toMatch(
       /promtool, version 2\./,
     );
+  });
+});
+
+describe('the dispatch-duration exposition', () => {
+  async function both(openMetrics: boolean) {
+    const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
+    if (openMetrics) registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+    const { tracer } = memoryTracing();
+    await counter(createConversationTelemetry<number, number>({ registry, tracer }), 30).run({ sender: 'u', content: 0 });
+    const metric = registry.getSingleMetric('orchestrator_dispatch_duration_seconds') as unknown as {
+      get(): unknown;
+      getForPromString(): unknown;
+    };
+    const fast = await registry.getSingleMetricAsString('orchestrator_dispatch_duration_seconds');
+    // The same metric formatted by prom-client itself, from the structured values.
+    const viaPromClient = await registry.getMetricsAsString({ ...metric, get: () => metric.get() } as never);
+    return { fast, viaPromClient };
+  }
+
+  it('formats exactly as prom-client does, in Prometheus text', async () => {
+    const { fast, viaPromClient } = await both(false);
+    expect(fast.split('\n')).toHaveLength(2 + 3 * 22);
+    expect(fast).toBe(viaPromClient);
+  });
+
+  it('formats exactly as prom-client does, in OpenMetrics with exemplars', async () => {
+    const { fast, viaPromClient } = await both(true);
+    expect(fast).toContain(' # {trace_id="');
+    expect(fast).toBe(viaPromClient);
+  });
+
+  it('falls back to prom-client when the registry has default labels', async () => {
+    const registry = new Registry();
+    registry.setDefaultLabels({ service: 'desks' });
+    await counter(createConversationTelemetry<number, number>({ registry })).run({ sender: 'u', content: 0 });
+    const text = await registry.metrics();
+    expect(text).toContain('orchestrator_dispatch_duration_seconds_count{service="desks",orchestrator="counter",responder="a"} 2');
+    const lint = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    expect(lint.stdout + lint.stderr).toBe('');
   });
 });

@@ -1,0 +1,351 @@
+/**
+ * `npm run bench`: the hot path side by side in one process, median of several rounds.
+ *
+ * Workload: three trading desks in round robin, each moving 1% of the way toward its peers' mean
+ * quote (trivial responders), ending when the spread is within 1e-9 or at a dispatch cap.
+ * Conversations are long (10,000 dispatches) so per-conversation costs are amortised the way they
+ * are for fast agents; a separate line measures short (50-dispatch) conversations.
+ */
+import { cpus } from 'node:os';
+import { performance } from 'node:perf_hooks';
+import { type Span, SpanKind, trace } from '@opentelemetry/api';
+import {
+  BasicTracerProvider,
+  BatchSpanProcessor,
+  type ReadableSpan,
+  type SpanExporter,
+} from '@opentelemetry/sdk-trace-base';
+import { Counter, Histogram, type OpenMetricsContentType, Registry } from 'prom-client';
+import {
+  anyOf,
+  type ConversationObserver,
+  ConversationOrchestrator,
+  converged,
+  type Message,
+  maxDispatches,
+  type Responder,
+  roundRobin,
+} from '../src/index.ts';
+import { createConversationTelemetry } from '../src/observability/index.ts';
+
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
+const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 300_000);
+const LONG = 10_000;
+const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
+
+interface Desks {
+  readonly quotes: Float64Array;
+}
+
+function desks(async: boolean): Responder<Desks, number>[] {
+  return ['london', 'new_york', 'tokyo'].map((name, i) => {
+    const answer = (state: { projection: Desks }): Message<number> => {
+      const q = state.projection.quotes;
+      const mine = q[i] as number;
+      const mean = ((q[0] as number) + (q[1] as number) + (q[2] as number) - mine) / 2;
+      return { sender: name, content: mine + (mean - mine) * 0.01 };
+    };
+    return async
+      ? { name, respond: async (_m, state) => answer(state) }
+      : { name, respond: (_m, state) => answer(state) };
+  });
+}
+
+const INDEX: Record<string, number> = { london: 0, new_york: 1, tokyo: 2 };
+const spreadOf = (q: Float64Array) =>
+  Math.max(q[0] as number, q[1] as number, q[2] as number) -
+  Math.min(q[0] as number, q[1] as number, q[2] as number);
+
+function orchestrator(
+  opts: {
+    async?: boolean;
+    listener?: () => void;
+    observers?: ConversationObserver<Desks, number>[];
+    length?: number;
+  } = {},
+): ConversationOrchestrator<Desks, number> {
+  return new ConversationOrchestrator<Desks, number>({
+    name: 'desks',
+    responders: desks(opts.async ?? false),
+    turnPolicy: roundRobin(),
+    projection: {
+      initial: () => ({ quotes: Float64Array.of(100, 110, 90) }),
+      // The projection is this conversation's own: updating it in place is allowed and cheap.
+      fold: (s, m) => {
+        s.quotes[INDEX[m.sender] as number] = m.content;
+        return s;
+      },
+    },
+    termination: anyOf(
+      converged({ measure: (s) => spreadOf(s.projection.quotes), tolerance: 1e-9 }),
+      maxDispatches(opts.length ?? LONG),
+    ),
+    ...(opts.listener ? { listener: opts.listener } : {}),
+    ...(opts.observers ? { observers: opts.observers } : {}),
+  });
+}
+
+/** An exporter that drops what it is given: the SDK pipeline runs, nothing leaves the process. */
+class DiscardingExporter implements SpanExporter {
+  spans = 0;
+  export(spans: ReadableSpan[], done: (r: { code: 0 }) => void): void {
+    this.spans += spans.length;
+    done({ code: 0 });
+  }
+  shutdown(): Promise<void> {
+    return Promise.resolve();
+  }
+}
+
+function sdkTracer() {
+  const provider = new BasicTracerProvider({
+    spanProcessors: [new BatchSpanProcessor(new DiscardingExporter())],
+  });
+  return provider.getTracer('bench');
+}
+
+/** The naive plugin: addEvent, inc and observe on every dispatch. */
+function naiveObserver(registry: Registry): ConversationObserver<Desks, number> {
+  const tracer = sdkTracer();
+  const dispatches = new Counter({
+    name: 'naive_dispatches_total',
+    help: 'x',
+    labelNames: ['orchestrator', 'responder'],
+    registers: [registry],
+  });
+  const duration = new Histogram({
+    name: 'naive_dispatch_duration_seconds',
+    help: 'x',
+    labelNames: ['orchestrator', 'responder'],
+    registers: [registry],
+  });
+  return {
+    startConversation(start) {
+      const span: Span = tracer.startSpan(`invoke_workflow ${start.orchestrator}`, {
+        kind: SpanKind.INTERNAL,
+      });
+      return {
+        onDispatch(info) {
+          const responder = start.responders[info.responderIndex] as string;
+          span.addEvent('conversation.dispatch', {
+            'conversation.dispatch.count': info.dispatchCount,
+            'gen_ai.agent.name': responder,
+            'conversation.decision.reason': info.decision.reason,
+          });
+          dispatches.inc({ orchestrator: start.orchestrator, responder });
+          duration.observe({ orchestrator: start.orchestrator, responder }, info.durationMs / 1000);
+        },
+        onConversationEnd() {
+          span.end();
+        },
+      };
+    },
+  };
+}
+
+function openMetricsRegistry(): Registry<OpenMetricsContentType> {
+  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
+  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+  return registry;
+}
+
+interface Variant {
+  readonly label: string;
+  readonly o: ConversationOrchestrator<Desks, number>;
+}
+
+function variants(async: boolean, length: number): Variant[] {
+  trace.disable(); // no global tracer provider: the API's no-op tracer
+  const noop = () => {};
+  const v = (label: string, opts: Parameters<typeof orchestrator>[0]) => ({
+    label,
+    o: orchestrator({ async, length, ...opts }),
+  });
+  return [
+    v('no listener', {}),
+    v('no-op listener', { listener: noop }),
+    v('telemetry attached, no tracer provider, no registry', {
+      observers: [createConversationTelemetry<Desks, number>()],
+    }),
+    v('metrics only (no tracer provider)', {
+      observers: [createConversationTelemetry<Desks, number>({ registry: new Registry() })],
+    }),
+    v('metrics + span events', {
+      observers: [
+        createConversationTelemetry<Desks, number>({
+          registry: new Registry(),
+          tracer: sdkTracer(),
+        }),
+      ],
+    }),
+    v('metrics + span events + exemplars', {
+      observers: [
+        createConversationTelemetry<Desks, number>({
+          registry: openMetricsRegistry(),
+          tracer: sdkTracer(),
+        }),
+      ],
+    }),
+    v('metrics + span events + child spans', {
+      observers: [
+        createConversationTelemetry<Desks, number>({
+          registry: new Registry(),
+          tracer: sdkTracer(),
+          responderSpans: true,
+        }),
+      ],
+    }),
+    v('naive: addEvent + inc + observe per dispatch', {
+      observers: [naiveObserver(new Registry())],
+    }),
+  ];
+}
+
+async function timeDispatches(
+  o: ConversationOrchestrator<Desks, number>,
+  dispatches: number,
+): Promise<number> {
+  let done = 0;
+  const start = performance.now();
+  while (done < dispatches) {
+    const r = await o.run({ sender: 'user', content: 0 });
+    done += r.dispatchCount;
+  }
+  return ((performance.now() - start) * 1e6) / done; // ns per dispatch
+}
+
+const median = (xs: number[]) => {
+  const s = [...xs].sort((a, b) => a - b);
+  const m = s.length >> 1;
+  return s.length % 2 ? (s[m] as number) : ((s[m - 1] as number) + (s[m] as number)) / 2;
+};
+
+async function sideBySide(title: string, async: boolean, length: number): Promise<void> {
+  const vs = variants(async, length);
+  const ns = vs.map(() => [] as number[]);
+  const ratios = vs.map(() => [] as number[]);
+  for (const v of vs) await timeDispatches(v.o, DISPATCHES_PER_ROUND / 4); // warm-up
+  for (let round = 0; round < ROUNDS; round++) {
+    const perRound: number[] = [];
+    // Rotate the order each round so no variant always runs first.
+    for (let k = 0; k < vs.length; k++) {
+      const i = (k + round) % vs.length;
+      gc();
+      perRound[i] = await timeDispatches((vs[i] as Variant).o, DISPATCHES_PER_ROUND);
+    }
+    const base = perRound[1] as number;
+    perRound.forEach((x, i) => {
+      ns[i]?.push(x);
+      ratios[i]?.push(x / base);
+    });
+  }
+  console.log(`\n### ${title}\n`);
+  console.log('| variant | ns / dispatch | dispatches / s | × no-op listener |');
+  console.log('|---|---:|---:|---:|');
+  vs.forEach((v, i) => {
+    const n = median(ns[i] as number[]);
+    console.log(
+      `| ${v.label} | ${n.toFixed(0)} | ${(1e9 / n / 1e6).toFixed(2)} M | ${median(ratios[i] as number[]).toFixed(2)} |`,
+    );
+  });
+}
+
+async function heapGrowth(
+  label: string,
+  observers: ConversationObserver<Desks, number>[],
+): Promise<void> {
+  const samples: number[] = [];
+  const o = new ConversationOrchestrator<Desks, number>({
+    name: 'desks',
+    responders: desks(false),
+    turnPolicy: roundRobin(),
+    projection: {
+      initial: () => ({ quotes: Float64Array.of(100, 110, 90) }),
+      fold: (s, m) => {
+        s.quotes[INDEX[m.sender] as number] = m.content + Math.random() * 1e-3; // never converges
+        return s;
+      },
+    },
+    termination: maxDispatches(1_000_000),
+    observers,
+    listener: (_s, _d, n) => {
+      if (n === 1 || n === 1_000_000) {
+        gc();
+        samples.push(process.memoryUsage().heapUsed);
+      }
+    },
+  });
+  await o.run({ sender: 'user', content: 0 });
+  const growth = ((samples[1] ?? 0) - (samples[0] ?? 0)) / 1024 / 1024;
+  console.log(`| ${label} | ${growth.toFixed(2)} MB |`);
+}
+
+async function scrape(openMetrics: boolean): Promise<void> {
+  const registry = openMetrics ? openMetricsRegistry() : new Registry();
+  const telemetry = createConversationTelemetry({ registry, tracer: sdkTracer() });
+  for (let k = 0; k < 10; k++) {
+    const o = new ConversationOrchestrator<number, number>({
+      name: `orchestrator_${k}`,
+      responders: Array.from({ length: 20 }, (_, r) => ({
+        name: `responder_${r}`,
+        respond: (m: Message<number>) => ({ sender: `responder_${r}`, content: m.content + 1 }),
+      })),
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (s) => s + 1 },
+      termination: maxDispatches(200),
+      observers: [telemetry],
+    });
+    for (const reason of [0, 1, 2]) await o.run({ sender: 'user', content: reason });
+  }
+  const times: number[] = [];
+  let bytes = 0;
+  for (let i = 0; i < 50; i++) {
+    const start = performance.now();
+    const text = await registry.metrics();
+    times.push(performance.now() - start);
+    bytes = text.length;
+  }
+  console.log(
+    `| ${openMetrics ? 'OpenMetrics (with exemplars)' : 'Prometheus text'} | ${median(times).toFixed(2)} ms | ${(bytes / 1024).toFixed(0)} KiB |`,
+  );
+}
+
+async function main(): Promise<void> {
+  console.log(`# conversation-orchestrator benchmark`);
+  console.log(
+    `\nNode ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; ${ROUNDS} rounds of ${DISPATCHES_PER_ROUND.toLocaleString('en')} dispatches per variant, medians.`,
+  );
+  const only = process.env.BENCH_ONLY;
+  if (only === 'scrape') {
+    await scrape(false);
+    await scrape(true);
+    return;
+  }
+  await sideBySide(
+    `Sync responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
+    false,
+    LONG,
+  );
+  await sideBySide(
+    `Async responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
+    true,
+    LONG,
+  );
+  await sideBySide('Sync responders, 50-dispatch conversations', false, 50);
+
+  console.log('\n### Heap growth over one 1,000,000-dispatch conversation (after a full GC)\n');
+  console.log('| configuration | growth |');
+  console.log('|---|---:|');
+  await heapGrowth('default options', []);
+  await heapGrowth('with metrics + span events', [
+    createConversationTelemetry<Desks, number>({ registry: new Registry(), tracer: sdkTracer() }),
+  ]);
+
+  console.log('\n### One /metrics scrape, 10 orchestrators × 20 responders\n');
+  console.log('| format | median | size |');
+  console.log('|---|---:|---:|');
+  await scrape(false);
+  await scrape(true);
+}
+
+await main();
