@@ -221,7 +221,8 @@ const median = (xs: number[]) => {
 };
 
 async function sideBySide(title: string, async: boolean, length: number): Promise<void> {
-  const vs = variants(async, length);
+  const pick = process.env.BENCH_VARIANTS?.split(',').map(Number);
+  const vs = variants(async, length).filter((_, i) => pick === undefined || pick.includes(i));
   const ns = vs.map(() => [] as number[]);
   const ratios = vs.map(() => [] as number[]);
   for (const v of vs) await timeDispatches(v.o, DISPATCHES_PER_ROUND / 4); // warm-up
@@ -233,7 +234,7 @@ async function sideBySide(title: string, async: boolean, length: number): Promis
       gc();
       perRound[i] = await timeDispatches((vs[i] as Variant).o, DISPATCHES_PER_ROUND);
     }
-    const base = perRound[1] as number;
+    const base = perRound[vs.findIndex((v) => v.label === 'no-op listener')] as number;
     perRound.forEach((x, i) => {
       ns[i]?.push(x);
       ratios[i]?.push(x / base);

@@ -321,7 +321,9 @@ describe('the dispatch-duration exposition', () => {
     };
     const fast = await registry.getSingleMetricAsString('orchestrator_dispatch_duration_seconds');
     // The same metric formatted by prom-client itself, from the structured values.
-    const viaPromClient = await registry.getMetricsAsString({ ...metric, get: () => metric.get() } as never);
+    // (`getMetricsAsString` is prom-client's formatter; its typings leave it out.)
+    const format = registry as unknown as { getMetricsAsString(m: unknown): Promise<string> };
+    const viaPromClient = await format.getMetricsAsString({ ...metric, get: () => metric.get() });
     return { fast, viaPromClient };
   }
 

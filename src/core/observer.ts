@@ -65,6 +65,11 @@ export interface ConversationObservation<S, C = unknown> {
   runResponder?: (<T>(responderIndex: number, invoke: () => T) => T) | undefined;
   /** A responder invocation ended; `failure` is given when it threw or rejected. */
   onResponderEnd?(responderIndex: number, durationMs: number, failure?: ResponderFailure): void;
+  /**
+   * A responder invocation threw or rejected (after `onResponderEnd`). For plugins that only
+   * count failures: defining this instead of `onResponderEnd` keeps the success path free.
+   */
+  onResponderError?(responderIndex: number, durationMs: number, error: unknown): void;
   /** The listener (or one of the composed listeners) threw or rejected. */
   onListenerError?(error: unknown): void;
   /** Called exactly once, on every exit path. */

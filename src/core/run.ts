@@ -390,6 +390,7 @@ export class ConversationRun<S, C> {
     for (const o of this.#observations) {
       try {
         o.onResponderEnd?.(index, durationMs, failure);
+        o.onResponderError?.(index, durationMs, error);
       } catch (hookError) {
         observerFailed(hookError);
       }

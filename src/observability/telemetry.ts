@@ -27,7 +27,6 @@ import type {
   ConversationObserver,
   ConversationStart,
   DispatchInfo,
-  ResponderFailure,
 } from '../core/observer.ts';
 import type { ConversationListener, ConversationState, Message } from '../core/types.ts';
 import { fail, positiveInteger } from '../core/validate.ts';
@@ -296,12 +295,8 @@ class ObservedConversation<S, C> implements ConversationObservation<S, C> {
     }
   }
 
-  onResponderEnd(index: number, _durationMs: number, failure?: ResponderFailure): void {
-    if (failure !== undefined)
-      this.#settings.metrics?.responderFailed(
-        this.#orchestrator,
-        this.#responders[index] as string,
-      );
+  onResponderError(index: number): void {
+    this.#settings.metrics?.responderFailed(this.#orchestrator, this.#responders[index] as string);
   }
 
   onListenerError(): void {
