@@ -49,13 +49,17 @@ export interface ResponderFailure {
   readonly error: unknown;
 }
 
-/** Per-conversation hooks. Every member is optional; a throwing hook never breaks the run. */
+/**
+ * Per-conversation hooks. Every member is optional; a throwing hook never breaks the run. The
+ * orchestrator reads which hooks exist once, when the conversation starts: leave out the ones you
+ * do not need and that part of the hot path is skipped.
+ */
 export interface ConversationObservation<S, C = unknown> {
   /**
    * Called after every successful dispatch, before the listener. The `info` object is reused
    * between calls for speed: read it, do not keep it.
    */
-  onDispatch?(info: DispatchInfo<S, C>): void;
+  onDispatch?: ((info: DispatchInfo<S, C>) => void) | undefined;
   /** A responder is about to be invoked. */
   onResponderStart?(responderIndex: number, message: Message<C>): void;
   /**

@@ -139,6 +139,8 @@ export class ConversationRun<S, C> {
   #check!: TerminationCheck<S, C>;
   #turn!: TurnFunction<S, C>;
   #runners: ConversationObservation<S, C>[] = [];
+  #starters: ConversationObservation<S, C>[] = [];
+  #dispatchers: ConversationObservation<S, C>[] = [];
   #lastTick = 0;
   #lastYield = 0;
   #context!: { signal: AbortSignal; dispatchNumber: number };
@@ -212,7 +214,12 @@ export class ConversationRun<S, C> {
       this.#fail(error);
       return;
     }
+    // Hooks are read once, here: a conversation without per-dispatch hooks pays nothing for them.
     this.#runners = this.#observations.filter((o) => o.runResponder !== undefined);
+    this.#starters = this.#observations.filter((o) => o.onResponderStart !== undefined);
+    this.#dispatchers = this.#observations.filter(
+      (o) => o.onDispatch !== undefined || o.onResponderEnd !== undefined,
+    );
     this.#context = { signal: this.#controller.signal, dispatchNumber: 0 };
     this.#info = {
       state: this.#state,
@@ -361,10 +368,10 @@ export class ConversationRun<S, C> {
     this.#currentResponder = responder.name;
     const context = this.#context;
     context.dispatchNumber = this.#dispatchCount + 1;
-    const observations = this.#observations;
-    for (let i = 0; i < observations.length; i++) {
+    const starters = this.#starters;
+    for (let i = 0; i < starters.length; i++) {
       try {
-        observations[i]?.onResponderStart?.(index, message);
+        starters[i]?.onResponderStart?.(index, message);
       } catch (error) {
         observerFailed(error);
       }
@@ -422,7 +429,7 @@ export class ConversationRun<S, C> {
     } catch (error) {
       throw new PolicyError('termination', state, elapsedMs, error);
     }
-    const observations = this.#observations;
+    const observations = this.#dispatchers;
     if (observations.length > 0) {
       const info = this.#info;
       info.state = state;

@@ -252,9 +252,16 @@ class ObservedConversation<S, C> implements ConversationObservation<S, C> {
       metrics.conversationStarted(start.orchestrator);
     } else this.#records = undefined;
     this.runResponder = settings.responderSpans && recording ? this.#runInSpan : undefined;
+    this.onDispatch =
+      this.#records !== undefined || this.#events !== undefined
+        ? (info) => this.#onDispatch(info)
+        : undefined;
   }
 
-  onDispatch(info: DispatchInfo<S, C>): void {
+  /** Absent when there is nothing to record per dispatch (no metrics, span not recording). */
+  readonly onDispatch: ((info: DispatchInfo<S, C>) => void) | undefined;
+
+  #onDispatch(info: DispatchInfo<S, C>): void {
     const records = this.#records;
     if (records !== undefined) {
       const record = records[info.responderIndex] as DispatchRecord;
