@@ -1,4 +1,5 @@
 import { execFileSync, spawnSync } from 'node:child_process';
+import { trace } from '@opentelemetry/api';
 import { type OpenMetricsContentType, Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
 import {
@@ -273,6 +274,21 @@ describe('metrics', () => {
     expect(text.trimEnd().endsWith('# EOF')).toBe(true);
   });
 
+  it('records conversation histograms on an OpenMetrics registry when no trace is sampled', async () => {
+    trace.disable();
+    const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
+    registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+    await counter(createConversationTelemetry<number, number>({ registry })).run({
+      sender: 'user',
+      content: 0,
+    });
+    const text = await registry.metrics();
+    expect(text).toContain(
+      'orchestrator_conversation_dispatches_count{orchestrator="counter",reason="max_dispatches"} 1',
+    );
+    expect(text).not.toContain('# {trace_id=');
+  });
+
   it('refuses exemplars on a Prometheus-text registry', () => {
     expect(() =>
       createConversationTelemetry({ registry: new Registry(), exemplars: true }),
@@ -314,8 +330,13 @@ describe('the dispatch-duration exposition', () => {
     const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
     if (openMetrics) registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
     const { tracer } = memoryTracing();
-    await counter(createConversationTelemetry<number, number>({ registry, tracer }), 30).run({ sender: 'u', content: 0 });
-    const metric = registry.getSingleMetric('orchestrator_dispatch_duration_seconds') as unknown as {
+    await counter(createConversationTelemetry<number, number>({ registry, tracer }), 30).run({
+      sender: 'u',
+      content: 0,
+    });
+    const metric = registry.getSingleMetric(
+      'orchestrator_dispatch_duration_seconds',
+    ) as unknown as {
       get(): unknown;
       getForPromString(): unknown;
     };
@@ -342,9 +363,14 @@ describe('the dispatch-duration exposition', () => {
   it('falls back to prom-client when the registry has default labels', async () => {
     const registry = new Registry();
     registry.setDefaultLabels({ service: 'desks' });
-    await counter(createConversationTelemetry<number, number>({ registry })).run({ sender: 'u', content: 0 });
+    await counter(createConversationTelemetry<number, number>({ registry })).run({
+      sender: 'u',
+      content: 0,
+    });
     const text = await registry.metrics();
-    expect(text).toContain('orchestrator_dispatch_duration_seconds_count{service="desks",orchestrator="counter",responder="a"} 2');
+    expect(text).toContain(
+      'orchestrator_dispatch_duration_seconds_count{service="desks",orchestrator="counter",responder="a"} 2',
+    );
     const lint = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
     expect(lint.stdout + lint.stderr).toBe('');
   });

@@ -217,9 +217,12 @@ export class OrchestratorMetrics {
     this.#inProgress.set(orchestrator, (this.#inProgress.get(orchestrator) ?? 1) - 1);
     const labels = { [LABEL_ORCHESTRATOR]: orchestrator, [LABEL_REASON]: this.reasonLabel(reason) };
     this.#ended.inc(labels);
-    if (this.exemplars && traceId !== undefined) {
-      // `labels(...).observe()` ignores exemplars in prom-client 15.1.3: pass everything at once.
-      const exemplarLabels = { [EXEMPLAR_TRACE_ID]: traceId };
+    if (this.exemplars) {
+      // With exemplars on, prom-client 15.1.3 takes only the object form of observe(), and
+      // `labels(...).observe()` ignores exemplars: pass everything at once. An empty exemplar
+      // label set (no sampled trace) records no exemplar.
+      const exemplarLabels: Record<string, string> =
+        traceId === undefined ? {} : { [EXEMPLAR_TRACE_ID]: traceId };
       this.#conversationDuration.observe({ labels, value: elapsedSeconds, exemplarLabels });
       this.#conversationDispatches.observe({ labels, value: dispatches, exemplarLabels });
     } else {

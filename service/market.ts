@@ -1,0 +1,173 @@
+/**
+ * The workload: trading desks converging on a price. Each desk moves part of the way toward its
+ * peers' mean quote, with noise and latency. The scenario (passed in the opening message) sets the
+ * market: calm markets converge, thin ones converge slowly, choppy ones never do, slow venues time
+ * out, a broken pricing feed fails, and some conversations are abandoned (aborted).
+ */
+import { setTimeout as sleep } from 'node:timers/promises';
+import {
+  anyOf,
+  type ConversationListener,
+  type ConversationObserver,
+  ConversationOrchestrator,
+  converged,
+  type Message,
+  maxDispatches,
+  type Responder,
+  roundRobin,
+  timeout,
+} from '../src/index.ts';
+import type { Scenario, ServiceConfig } from './config.ts';
+
+export const DESK_NAMES = [
+  'london',
+  'new_york',
+  'tokyo',
+  'frankfurt',
+  'singapore',
+  'hong_kong',
+  'zurich',
+  'sydney',
+] as const;
+
+/** The market a conversation runs in. */
+export interface Market {
+  readonly scenario: Scenario;
+  /** Share of the distance to the peers' mean a desk moves per quote. */
+  readonly step: number;
+  /** Amplitude of the noise on each quote. */
+  readonly noise: number;
+  /** Mean latency of a desk's answer, ms. */
+  readonly latencyMs: number;
+  /** The dispatch at which the pricing feed fails (scenario `fail`). */
+  readonly failAt?: number;
+  readonly opening: readonly number[];
+}
+
+export type DeskMessage = { readonly market: Market } | { readonly price: number };
+
+export interface Book {
+  readonly market: Market;
+  readonly quotes: number[];
+  spread: number;
+}
+
+export const MAX_DISPATCHES = 400;
+export const TIMEOUT_MS = 3_000;
+
+function spreadOf(quotes: readonly number[]): number {
+  let min = Number.POSITIVE_INFINITY;
+  let max = Number.NEGATIVE_INFINITY;
+  for (const q of quotes) {
+    if (q < min) min = q;
+    if (q > max) max = q;
+  }
+  return max - min;
+}
+
+function desk(index: number, name: string): Responder<Book, DeskMessage> {
+  return {
+    name,
+    async respond(_message, state, { signal, dispatchNumber }) {
+      const { market, quotes } = state.projection;
+      // Latency: exponential-ish around the mean, never negative.
+      await sleep(market.latencyMs * (0.5 + Math.random()), undefined, { signal });
+      if (market.failAt === dispatchNumber) throw new Error(`${name}: pricing feed unavailable`);
+      let sum = 0;
+      for (let i = 0; i < quotes.length; i++) if (i !== index) sum += quotes[i] as number;
+      const mine = quotes[index] as number;
+      const mean = sum / (quotes.length - 1);
+      const price = mine + (mean - mine) * market.step + (Math.random() - 0.5) * market.noise;
+      return { sender: name, content: { price } };
+    },
+  };
+}
+
+export function createDeskOrchestrator(
+  name: string,
+  desks: number,
+  config: ServiceConfig,
+  observers: readonly ConversationObserver<Book, DeskMessage>[],
+  listener: ConversationListener<Book, DeskMessage>,
+): ConversationOrchestrator<Book, DeskMessage> {
+  const names = DESK_NAMES.slice(0, desks);
+  const index = new Map<string, number>(names.map((n, i) => [n, i]));
+  return new ConversationOrchestrator<Book, DeskMessage>({
+    name,
+    responders: names.map((n, i) => desk(i, n)),
+    turnPolicy: roundRobin(),
+    projection: {
+      initial: (input: Message<DeskMessage>) => {
+        const market = (input.content as { market: Market }).market;
+        const quotes = [...market.opening];
+        return { market, quotes, spread: spreadOf(quotes) };
+      },
+      fold: (book, message) => {
+        const i = index.get(message.sender);
+        if (i !== undefined && 'price' in message.content) {
+          book.quotes[i] = message.content.price;
+          book.spread = spreadOf(book.quotes);
+        }
+        return book;
+      },
+    },
+    termination: anyOf(
+      converged({
+        measure: (s) => s.projection.spread,
+        tolerance: config.tolerance,
+        consecutive: desks,
+      }),
+      maxDispatches(MAX_DISPATCHES),
+      timeout(TIMEOUT_MS),
+    ),
+    observers,
+    listener,
+    dispatchTimeoutMs: 10_000,
+  });
+}
+
+/** A market for `scenario`, with opening quotes around 100. */
+export function market(scenario: Scenario, desks: number, config: ServiceConfig): Market {
+  const tol = config.tolerance;
+  const opening = Array.from({ length: desks }, () => 100 + (Math.random() - 0.5) * 10);
+  const latency = config.latencyMs;
+  switch (scenario) {
+    case 'converge':
+      return { scenario, step: 0.5, noise: tol * 0.2, latencyMs: latency, opening };
+    case 'slow':
+      return { scenario, step: 0.04, noise: tol * 0.2, latencyMs: latency, opening };
+    case 'never':
+      return { scenario, step: 0.5, noise: tol * 20, latencyMs: latency, opening };
+    case 'timeout':
+      return {
+        scenario,
+        step: 0.01,
+        noise: tol * 0.2,
+        latencyMs: Math.max(latency, 1) * 40,
+        opening,
+      };
+    case 'fail':
+      return {
+        scenario,
+        step: 0.5,
+        noise: tol * 0.2,
+        latencyMs: latency,
+        opening,
+        failAt: 2 + Math.floor(Math.random() * 10),
+      };
+    case 'abort':
+      return { scenario, step: 0.04, noise: tol * 0.2, latencyMs: latency, opening };
+  }
+}
+
+/** Picks a scenario by weight. */
+export function pickScenario(mix: Readonly<Record<Scenario, number>>): Scenario {
+  const entries = Object.entries(mix) as [Scenario, number][];
+  const total = entries.reduce((s, [, w]) => s + w, 0);
+  let r = Math.random() * total;
+  for (const [scenario, w] of entries) {
+    r -= w;
+    if (r < 0) return scenario;
+  }
+  return entries.find(([, w]) => w > 0)?.[0] ?? 'converge';
+}
