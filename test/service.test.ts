@@ -1,0 +1,148 @@
+import { spawnSync } from 'node:child_process';
+import { afterEach, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
+import { attrs, startOtlpReceiver } from './helpers/otlp-receiver.ts';
+import { type RunningService, startService, sumSamples } from './helpers/service.ts';
+
+const FAST = ['--rate', '40', '--concurrency', '12', '--latency-ms', '1', '--progress-s', '0.5'];
+let running: RunningService | undefined;
+
+afterEach(async () => {
+  if (running && running.child.exitCode === null) {
+    running.child.kill('SIGKILL');
+    await running.exited;
+  }
+  running = undefined;
+});
+
+describe('the demo service (npm start)', () => {
+  it('serves /healthz and /metrics, and the conversation metrics move', async () => {
+    running = await startService(FAST);
+    const health = await fetch(`${running.url}/healthz`);
+    expect(health.status).toBe(200);
+    expect(await health.json()).toMatchObject({ status: 'ok' });
+
+    await new Promise((r) => setTimeout(r, 1500));
+    const first = await (await fetch(`${running.url}/metrics`)).text();
+    await new Promise((r) => setTimeout(r, 1500));
+    const second = await fetch(`${running.url}/metrics`);
+    expect(second.headers.get('content-type')).toBe('text/plain; version=0.0.4; charset=utf-8');
+    const text = await second.text();
+    const ended = (t: string) => sumSamples(t, 'orchestrator_conversations_ended_total');
+    const dispatches = (t: string) => sumSamples(t, 'orchestrator_dispatches_total');
+    expect(ended(first)).toBeGreaterThan(0);
+    expect(ended(text)).toBeGreaterThan(ended(first));
+    expect(dispatches(text)).toBeGreaterThan(dispatches(first));
+    expect(
+      sumSamples(text, 'orchestrator_conversations_ended_total', { reason: 'converged' }),
+    ).toBeGreaterThan(0);
+    // Classic text format: counters keep `_total` in HELP/TYPE, no exemplars, no # EOF; promtool agrees.
+    expect(text).toContain('# TYPE orchestrator_dispatches_total counter');
+    expect(text).not.toContain('# {trace_id');
+    const lint = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });
+    expect(lint.stdout + lint.stderr).toBe('');
+  });
+
+  it('answers an OpenMetrics scraper in OpenMetrics', async () => {
+    running = await startService(FAST);
+    await new Promise((r) => setTimeout(r, 1000));
+    const res = await fetch(`${running.url}/metrics`, {
+      headers: {
+        accept: 'application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5',
+      },
+    });
+    expect(res.headers.get('content-type')).toBe(
+      'application/openmetrics-text; version=1.0.0; charset=utf-8',
+    );
+    const text = await res.text();
+    expect(text.trimEnd().endsWith('# EOF')).toBe(true);
+    expect(text).toContain('# TYPE orchestrator_dispatches counter');
+  });
+
+  it('pushes per-dispatch updates over a real WebSocket, in dispatch order', async () => {
+    running = await startService(FAST);
+    const ws = new WebSocket(`ws://127.0.0.1:${running.port}/ws?orchestrator=fx_desks`);
+    const messages: {
+      type: string;
+      orchestrator?: string;
+      conversationId?: string;
+      dispatchCount?: number;
+      spread?: number;
+      decision?: { terminate: boolean; reason: string };
+    }[] = [];
+    ws.on('message', (data) => messages.push(JSON.parse(String(data))));
+    await new Promise((r) => ws.once('open', r));
+    await new Promise((r) => setTimeout(r, 2000));
+    ws.close();
+    expect(messages[0]).toEqual({ type: 'hello', subscribed: 'fx_desks' });
+    const updates = messages.slice(1);
+    expect(updates.length).toBeGreaterThan(20);
+    const byConversation = new Map<string, number[]>();
+    for (const u of updates) {
+      expect(u.type).toBe('dispatch');
+      expect(u.orchestrator).toBe('fx_desks');
+      expect(typeof u.spread).toBe('number');
+      expect(typeof u.decision?.terminate).toBe('boolean');
+      const counts = byConversation.get(u.conversationId as string) ?? [];
+      counts.push(u.dispatchCount as number);
+      byConversation.set(u.conversationId as string, counts);
+    }
+    // Each conversation's updates arrive one dispatch after another.
+    for (const counts of byConversation.values()) {
+      for (let i = 1; i < counts.length; i++) expect(counts[i]).toBe((counts[i - 1] as number) + 1);
+    }
+    const finished = updates.filter((u) => u.decision?.terminate);
+    expect(finished.length).toBeGreaterThan(0);
+    expect(finished.every((u) => u.decision?.reason !== 'continue')).toBe(true);
+  });
+
+  it('on SIGTERM aborts in-flight conversations, flushes their spans and exits 0', async () => {
+    const receiver = await startOtlpReceiver();
+    running = await startService(
+      ['--rate', '40', '--concurrency', '12', '--latency-ms', '20', '--mix', 'slow=1'],
+      { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'desks-test' },
+    );
+    expect(running.stdout()).toContain(`tracing on: OTLP/HTTP to ${receiver.url}`);
+    await new Promise((r) => setTimeout(r, 1500));
+    running.child.kill('SIGTERM');
+    expect(await running.exited).toBe(0);
+    const aborted = /aborted (\d+) in-flight conversations, flushed spans, closed/.exec(
+      running.stdout(),
+    );
+    expect(Number(aborted?.[1])).toBeGreaterThan(0);
+    await receiver.close();
+    const conversations = receiver.spans.filter((s) => s.name.startsWith('invoke_workflow '));
+    const abortedSpans = conversations.filter(
+      (s) => attrs(s.attributes)['conversation.end.reason'] === 'aborted',
+    );
+    // Every conversation aborted at shutdown reached the receiver before the process exited.
+    expect(abortedSpans.length).toBe(Number(aborted?.[1]));
+    expect(abortedSpans[0]?.events.length).toBeGreaterThan(0);
+  });
+
+  it('prints --help and rejects bad values clearly', () => {
+    const help = spawnSync(process.execPath, ['--import', 'tsx', 'service/main.ts', '--help'], {
+      encoding: 'utf8',
+    });
+    expect(help.status).toBe(0);
+    expect(help.stdout).toContain('--concurrency');
+    expect(help.stdout).toContain('env CONCURRENCY, default 16');
+    const bad = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', 'service/main.ts', '--rate', 'fast'],
+      { encoding: 'utf8' },
+    );
+    expect(bad.status).toBe(2);
+    expect(bad.stderr.trim()).toBe(
+      'Expected --rate to be a number from 0.01 to 100000, got `fast`',
+    );
+    const env = spawnSync(process.execPath, ['--import', 'tsx', 'service/main.ts'], {
+      encoding: 'utf8',
+      env: { ...process.env, MIX: 'converge=1,chaos=2' },
+    });
+    expect(env.status).toBe(2);
+    expect(env.stderr.trim()).toBe(
+      'Expected MIX to be scenario=weight pairs (scenarios: converge, slow, never, timeout, fail, abort; weights >= 0), got `converge=1,chaos=2`',
+    );
+  });
+});
