@@ -56,6 +56,14 @@ describe('metrics', () => {
       ),
     ).toBe(2);
     expect(s.get('orchestrator_conversations_in_progress{orchestrator="counter"}')).toBe(0);
+    // Known label values start at 0, so rates and ratios see zeros instead of no data.
+    expect(
+      s.get('orchestrator_conversations_ended_total{orchestrator="counter",reason="error"}'),
+    ).toBe(0);
+    expect(s.get('orchestrator_responder_errors_total{orchestrator="counter",responder="c"}')).toBe(
+      0,
+    );
+    expect(s.get('orchestrator_listener_errors_total{orchestrator="counter"}')).toBe(0);
     expect(
       s.get(
         'orchestrator_conversation_dispatches_count{orchestrator="counter",reason="max_dispatches"}',
@@ -214,8 +222,9 @@ describe('metrics', () => {
         observers: [telemetry],
       }).run({ sender: 'user', content: 0 });
     }
-    const ended = [...samples(await registry.metrics()).entries()].filter(([k]) =>
-      k.startsWith('orchestrator_conversations_ended_total'),
+    // (The built-in reasons' series start at 0 and are left out here.)
+    const ended = [...samples(await registry.metrics()).entries()].filter(
+      ([k, v]) => k.startsWith('orchestrator_conversations_ended_total') && v > 0,
     );
     expect(Object.fromEntries(ended)).toEqual({
       'orchestrator_conversations_ended_total{orchestrator="reasons",reason="alpha"}': 1,

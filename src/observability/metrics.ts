@@ -60,6 +60,18 @@ export const BUILT_IN_REASONS: ReadonlySet<string> = new Set([
   'queue_overflow',
 ]);
 
+/** Reasons whose `orchestrator_conversations_ended_total` series start at 0. */
+const INITIALIZED_REASONS = [
+  'converged',
+  'max_dispatches',
+  'timeout',
+  'queue_exhausted',
+  'aborted',
+  'deadline',
+  'error',
+  'queue_overflow',
+] as const;
+
 export interface MetricBuckets {
   readonly dispatchDuration: readonly number[];
   readonly conversationDuration: readonly number[];
@@ -87,6 +99,7 @@ export class OrchestratorMetrics {
   readonly #records = new Map<string, Map<string, DispatchRecord>>();
   readonly #inProgress = new Map<string, number>();
   readonly #reasons = new Set<string>();
+  readonly #initialized = new Set<string>();
   readonly #maxReasons: number;
 
   constructor(
@@ -202,7 +215,8 @@ export class OrchestratorMetrics {
     });
   }
 
-  conversationStarted(orchestrator: string): void {
+  conversationStarted(orchestrator: string, responders: readonly string[]): void {
+    if (!this.#initialized.has(orchestrator)) this.#initialize(orchestrator, responders);
     this.#started.inc({ [LABEL_ORCHESTRATOR]: orchestrator });
     this.#inProgress.set(orchestrator, (this.#inProgress.get(orchestrator) ?? 0) + 1);
   }
@@ -229,6 +243,19 @@ export class OrchestratorMetrics {
       this.#conversationDuration.observe(labels, elapsedSeconds);
       this.#conversationDispatches.observe(labels, dispatches);
     }
+  }
+
+  /**
+   * Series exist from an orchestrator's first conversation, at 0: rates, ratios and the alert
+   * rules see a zero rather than no data (Prometheus's advice for known label values).
+   */
+  #initialize(orchestrator: string, responders: readonly string[]): void {
+    this.#initialized.add(orchestrator);
+    const o = { [LABEL_ORCHESTRATOR]: orchestrator };
+    this.#listenerErrors.inc(o, 0);
+    for (const reason of INITIALIZED_REASONS) this.#ended.inc({ ...o, [LABEL_REASON]: reason }, 0);
+    for (const responder of responders)
+      this.#responderErrors.inc({ ...o, [LABEL_RESPONDER]: responder }, 0);
   }
 
   responderFailed(orchestrator: string, responder: string): void {
