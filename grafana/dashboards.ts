@@ -15,6 +15,8 @@ import {
   METRIC_RESPONDER_ERRORS,
 } from '../src/observability/semconv.ts';
 
+// A Grafana variable reference, not a JavaScript template.
+// biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana interpolates it.
 const DS = { type: 'prometheus', uid: '${datasource}' } as const;
 
 interface Target {

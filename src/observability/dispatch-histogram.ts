@@ -131,7 +131,8 @@ export class CollectedHistogram {
     const lines: string[] = [];
     const n = this.#le.length;
     for (const s of this.#series.values()) {
-      const prefixes = (s.prefixes ??= this.#prefixes(s.labels));
+      if (s.prefixes === undefined) s.prefixes = this.#prefixes(s.labels);
+      const prefixes = s.prefixes;
       let cumulative = 0;
       for (let i = 0; i < n; i++) {
         cumulative += s.counts[i] as number;
