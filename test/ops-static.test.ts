@@ -1,0 +1,244 @@
+import { spawnSync } from 'node:child_process';
+import { existsSync, readFileSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { DASHBOARDS, render } from '../grafana/dashboards.ts';
+import {
+  dashboardFiles,
+  dashboardQueries,
+  exposedSeriesNames,
+  metricNamesIn,
+  ruleFiles,
+  rules,
+  variableSelector,
+} from './helpers/ops.ts';
+
+const runbook = readFileSync('prometheus/runbook.md', 'utf8');
+const RUNBOOK_URL =
+  'https://github.com/conversation-orchestrator/conversation-orchestrator/blob/main/prometheus/runbook.md#';
+
+describe('prometheus rules', () => {
+  it('pass promtool check rules cleanly', () => {
+    for (const file of ruleFiles()) {
+      const r = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
+      expect(r.status).toBe(0);
+      expect(r.stdout).toMatch(/SUCCESS: \d+ rules found/);
+      expect(r.stderr).toBe('');
+    }
+  });
+
+  it('pass their promtool unit tests', () => {
+    const r = spawnSync('promtool', ['test', 'rules', 'prometheus/tests/orchestrator.test.yml'], {
+      encoding: 'utf8',
+    });
+    expect(r.stdout + r.stderr).toContain('SUCCESS');
+    expect(r.status).toBe(0);
+  });
+
+  it('have a unit test case for every alert, firing and quiet', () => {
+    const tests = parse(readFileSync('prometheus/tests/orchestrator.test.yml', 'utf8')) as {
+      tests: { alert_rule_test: { alertname: string; exp_alerts: unknown[] }[] }[];
+    };
+    const cases = tests.tests.flatMap((t) => t.alert_rule_test);
+    for (const alert of rules().filter((r) => r.alert)) {
+      const mine = cases.filter((c) => c.alertname === alert.alert);
+      expect(
+        mine.some((c) => c.exp_alerts.length > 0),
+        `${alert.alert} firing`,
+      ).toBe(true);
+      expect(
+        mine.some((c) => c.exp_alerts.length === 0),
+        `${alert.alert} quiet`,
+      ).toBe(true);
+    }
+  });
+
+  it('name recording rules level:metric:operations and alerts Orchestrator*, with for, severity, summary, description and a runbook anchor', () => {
+    for (const rule of rules()) {
+      if (rule.record) {
+        expect(rule.record).toMatch(/^[a-z_]+:[a-z_]+:[a-z0-9_]+$/);
+        continue;
+      }
+      expect(rule.alert).toMatch(/^Orchestrator[A-Z][A-Za-z]+$/);
+      expect(rule.for).toMatch(/^\d+m$/);
+      expect(['warning', 'critical']).toContain(rule.labels?.severity);
+      expect(rule.annotations?.summary).toMatch(/^[A-Z][^{}]+\.$/);
+      expect(rule.annotations?.description).toContain('{{ $labels.');
+      const url = rule.annotations?.runbook_url ?? '';
+      expect(url.startsWith(RUNBOOK_URL)).toBe(true);
+      const anchor = url.slice(RUNBOOK_URL.length);
+      expect(anchor).toBe((rule.alert as string).toLowerCase());
+      expect(runbook).toContain(`\n## ${rule.alert}\n`);
+    }
+  });
+});
+
+describe('names in dashboards and rules', () => {
+  const exposed = exposedSeriesNames();
+  const recorded = new Set(rules().flatMap((r) => (r.record ? [r.record] : [])));
+  const builtIn = new Set(['up', 'ALERTS']);
+
+  it('name only metrics the service exposes, recording rules defined here, or up/ALERTS', () => {
+    const sources = [
+      ...dashboardQueries().map((q) => ({ where: `${q.dashboard} / ${q.panel}`, expr: q.expr })),
+      ...rules().map((r) => ({ where: r.record ?? r.alert ?? '', expr: r.expr })),
+    ];
+    const unknown: string[] = [];
+    for (const { where, expr } of sources) {
+      for (const name of metricNamesIn(variableSelector(expr) ?? expr)) {
+        if (!exposed.has(name) && !recorded.has(name) && !builtIn.has(name))
+          unknown.push(`${where}: ${name}`);
+      }
+    }
+    expect(unknown).toEqual([]);
+  });
+
+  it('would catch a misspelt metric', () => {
+    expect(
+      metricNamesIn('sum(rate(orchestrator_dispatchez_total{orchestrator=~".*"}[1m]))'),
+    ).toEqual(['orchestrator_dispatchez_total']);
+    expect(exposed.has('orchestrator_dispatchez_total')).toBe(false);
+  });
+});
+
+describe('grafana', () => {
+  it('dashboards are regenerated from grafana/dashboards.ts exactly', () => {
+    for (const [file, make] of Object.entries(DASHBOARDS)) {
+      expect(
+        readFileSync(`grafana/dashboards/${file}`, 'utf8'),
+        `${file}: run npm run dashboards`,
+      ).toBe(render(make));
+    }
+    expect(
+      dashboardFiles()
+        .map((f) => f.split('/').pop())
+        .sort(),
+    ).toEqual(Object.keys(DASHBOARDS).sort());
+  });
+
+  it('dashboards have fixed uids, a datasource variable, and every query uses it', () => {
+    const uids = dashboardFiles().map((f) => {
+      const d = JSON.parse(readFileSync(f, 'utf8'));
+      expect(d.templating.list[0]).toMatchObject({
+        name: 'datasource',
+        type: 'datasource',
+        query: 'prometheus',
+      });
+      const names = d.templating.list.map((v: { name: string }) => v.name);
+      expect(names).toContain('orchestrator');
+      expect(names).toContain('instance');
+      for (const panel of d.panels) {
+        expect(panel.datasource).toEqual({ type: 'prometheus', uid: '${datasource}' });
+        for (const t of panel.targets)
+          expect(t.datasource).toEqual({ type: 'prometheus', uid: '${datasource}' });
+      }
+      return d.uid;
+    });
+    expect(uids.sort()).toEqual(['orchestrator-overview', 'orchestrator-responders']);
+  });
+
+  it('latency panels ask for exemplars', () => {
+    const exemplarPanels = dashboardFiles().flatMap((f) =>
+      JSON.parse(readFileSync(f, 'utf8'))
+        .panels.filter((p: { targets: { exemplar?: boolean }[] }) =>
+          p.targets.some((t) => t.exemplar),
+        )
+        .map((p: { title: string }) => p.title),
+    );
+    expect(exemplarPanels.sort()).toEqual([
+      'Dispatch latency p95 by responder',
+      'Time to converge (p50 / p95 / p99)',
+    ]);
+  });
+
+  it('provisions Prometheus (exemplars linked to Jaeger) and Jaeger with fixed uids, and the dashboards', () => {
+    const ds = parse(readFileSync('grafana/provisioning/datasources/datasources.yaml', 'utf8')) as {
+      datasources: {
+        uid: string;
+        type: string;
+        url: string;
+        jsonData?: { exemplarTraceIdDestinations?: unknown[] };
+      }[];
+    };
+    const prometheus = ds.datasources.find((d) => d.type === 'prometheus');
+    const jaeger = ds.datasources.find((d) => d.type === 'jaeger');
+    expect(prometheus?.uid).toBe('prometheus');
+    expect(jaeger?.uid).toBe('jaeger');
+    expect(prometheus?.jsonData?.exemplarTraceIdDestinations).toEqual([
+      { name: 'trace_id', datasourceUid: 'jaeger' },
+    ]);
+    const providers = parse(
+      readFileSync('grafana/provisioning/dashboards/dashboards.yaml', 'utf8'),
+    ) as {
+      providers: { options: { path: string } }[];
+    };
+    expect(providers.providers[0]?.options.path).toBe('/var/lib/grafana/dashboards');
+  });
+});
+
+describe('docker-compose.yml', () => {
+  it('is valid for a real compose parser, with pinned images and the stack wired together', () => {
+    const r = spawnSync('docker-compose', ['-f', 'docker-compose.yml', 'config'], {
+      encoding: 'utf8',
+    });
+    expect(r.stderr).toBe('');
+    expect(r.status).toBe(0);
+    const config = parse(r.stdout) as {
+      services: Record<
+        string,
+        {
+          image?: string;
+          build?: unknown;
+          deploy?: { replicas?: number };
+          ports?: unknown[];
+          command?: string[];
+          volumes?: unknown[];
+          environment?: Record<string, string>;
+        }
+      >;
+    };
+    const { desks, jaeger, prometheus, grafana } = config.services;
+    expect(desks?.build).toBeDefined();
+    expect(desks?.deploy?.replicas).toBe(2);
+    expect(desks?.environment).toMatchObject({
+      HOST: '0.0.0.0',
+      OTEL_EXPORTER_OTLP_ENDPOINT: 'http://jaeger:4318',
+    });
+    for (const s of [jaeger, prometheus, grafana]) expect(s?.image).toMatch(/:[0-9v][\w.-]*$/);
+    expect(jaeger?.image).toMatch(/^jaegertracing\/jaeger:2\./);
+    const published = JSON.stringify(jaeger?.ports);
+    expect(published).toContain('4318');
+    expect(published).toContain('16686');
+    expect(prometheus?.command).toContain('--enable-feature=exemplar-storage');
+    expect(JSON.stringify(prometheus?.volumes)).toContain('/etc/prometheus/rules');
+    expect(grafana?.environment).toMatchObject({
+      GF_AUTH_ANONYMOUS_ENABLED: 'true',
+      GF_AUTH_ANONYMOUS_ORG_ROLE: 'Viewer',
+      GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH: '/var/lib/grafana/dashboards/overview.json',
+    });
+    for (const path of [
+      'Dockerfile',
+      'prometheus/prometheus.yml',
+      'grafana/provisioning',
+      'grafana/dashboards/overview.json',
+    ]) {
+      expect(existsSync(path)).toBe(true);
+    }
+  });
+
+  it("scrapes the service by its compose name on its port, and the Dockerfile runs npm start's command", () => {
+    const prom = parse(readFileSync('prometheus/prometheus.yml', 'utf8')) as {
+      scrape_configs: { job_name: string; dns_sd_configs?: { names: string[]; port: number }[] }[];
+    };
+    const job = prom.scrape_configs.find((j) => j.job_name === 'conversation-orchestrator');
+    expect(job?.dns_sd_configs?.[0]).toMatchObject({ names: ['desks'], port: 9464 });
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { start: string } };
+    expect(readFileSync('Dockerfile', 'utf8')).toContain(
+      `CMD ${JSON.stringify(pkg.scripts.start.split(' ')).replaceAll(',', ', ')}`,
+    );
+    const r = spawnSync('promtool', ['check', 'config', 'prometheus/prometheus.yml'], {
+      encoding: 'utf8',
+    });
+    expect(r.status).toBe(0);
+  });
+});
