@@ -151,17 +151,68 @@ function openMetricsRegistry(): Registry<OpenMetricsContentType> {
 
 interface Variant {
   readonly label: string;
-  readonly o: ConversationOrchestrator<Desks, number>;
+  /** Runs conversations for about `dispatches` dispatches; answers ns per dispatch. */
+  readonly time: (dispatches: number) => Promise<number>;
 }
+
+/**
+ * The floor: the same desks, fold and termination check in a hand-written awaited loop, with no
+ * orchestrator around them. On the machine of DESIGN.md §6 such a loop cost ~150 ns.
+ */
+function bareLoop(async: boolean, length: number): Variant['time'] {
+  const responders = desks(async);
+  const termination = anyOf(
+    converged<Desks, number>({ measure: (s) => spreadOf(s.projection.quotes), tolerance: 1e-9 }),
+    maxDispatches<Desks, number>(length),
+  );
+  return async (dispatches) => {
+    let done = 0;
+    const start = performance.now();
+    while (done < dispatches) {
+      const check = termination.start();
+      const projection: Desks = { quotes: Float64Array.of(100, 110, 90) };
+      const t0 = performance.now();
+      let lastMessage: Message<number> = { sender: 'user', content: 0 };
+      for (let n = 1; ; n++) {
+        const responder = responders[(n - 1) % 3] as Responder<Desks, number>;
+        const state = {
+          conversationId: 'bare',
+          projection,
+          lastMessage,
+          queueDepth: 0,
+          dispatchCount: n - 1,
+          history: [],
+        };
+        const out = (await responder.respond(lastMessage, state, {
+          signal: NEVER,
+          dispatchNumber: n,
+        })) as Message<number>;
+        projection.quotes[INDEX[out.sender] as number] = out.content;
+        lastMessage = out;
+        const decision = check({ ...state, lastMessage, dispatchCount: n }, performance.now() - t0);
+        if (decision.terminate) {
+          done += n;
+          break;
+        }
+      }
+    }
+    return ((performance.now() - start) * 1e6) / done;
+  };
+}
+const NEVER = new AbortController().signal;
 
 function variants(async: boolean, length: number): Variant[] {
   trace.disable(); // no global tracer provider: the API's no-op tracer
   const noop = () => {};
-  const v = (label: string, opts: Parameters<typeof orchestrator>[0]) => ({
-    label,
-    o: orchestrator({ async, length, ...opts }),
-  });
+  const v = (label: string, opts: Parameters<typeof orchestrator>[0]): Variant => {
+    const o = orchestrator({ async, length, ...opts });
+    return { label, time: (dispatches) => timeDispatches(o, dispatches) };
+  };
   return [
+    {
+      label: 'reference: hand-written awaited loop, no orchestrator',
+      time: bareLoop(async, length),
+    },
     v('no listener', {}),
     v('no-op listener', { listener: noop }),
     v('telemetry attached, no tracer provider, no registry', {
@@ -225,14 +276,14 @@ async function sideBySide(title: string, async: boolean, length: number): Promis
   const vs = variants(async, length).filter((_, i) => pick === undefined || pick.includes(i));
   const ns = vs.map(() => [] as number[]);
   const ratios = vs.map(() => [] as number[]);
-  for (const v of vs) await timeDispatches(v.o, DISPATCHES_PER_ROUND / 4); // warm-up
+  for (const v of vs) await v.time(DISPATCHES_PER_ROUND / 4); // warm-up
   for (let round = 0; round < ROUNDS; round++) {
     const perRound: number[] = [];
     // Rotate the order each round so no variant always runs first.
     for (let k = 0; k < vs.length; k++) {
       const i = (k + round) % vs.length;
       gc();
-      perRound[i] = await timeDispatches((vs[i] as Variant).o, DISPATCHES_PER_ROUND);
+      perRound[i] = await (vs[i] as Variant).time(DISPATCHES_PER_ROUND);
     }
     const base = perRound[vs.findIndex((v) => v.label === 'no-op listener')] as number;
     perRound.forEach((x, i) => {
