@@ -20,10 +20,13 @@ export class DispatchEvents {
   readonly #reason: string[] = [];
   readonly #extra: (Attributes | undefined)[] = [];
   #total = 0;
+  /** The ring slot the next dispatch past the capacity goes to. */
+  #next: number;
 
   constructor(capacity: number) {
     this.#capacity = capacity;
     this.#head = Math.ceil(capacity / 2);
+    this.#next = this.#head;
   }
 
   /** Dispatches seen. */
@@ -56,12 +59,10 @@ export class DispatchEvents {
       this.#extra.push(extra);
       return;
     }
-    let slot: number;
-    {
-      const tail = this.#capacity - this.#head;
-      if (tail === 0) return;
-      slot = this.#head + ((n - this.#head) % tail);
-    }
+    // The ring of the latest dispatches: the slot after the one written last, wrapping.
+    if (this.#capacity === this.#head) return;
+    const slot = this.#next;
+    this.#next = slot + 1 === this.#capacity ? this.#head : slot + 1;
     this.#count[slot] = count;
     this.#elapsed[slot] = elapsedMs;
     this.#duration[slot] = durationMs;

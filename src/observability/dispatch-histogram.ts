@@ -128,23 +128,24 @@ export class CollectedHistogram {
     }
     const openMetrics =
       (this.#registry?.contentType as string) === Registry.OPENMETRICS_CONTENT_TYPE;
-    const lines: string[] = [];
     const n = this.#le.length;
+    let text = '';
     for (const s of this.#series.values()) {
       if (s.prefixes === undefined) s.prefixes = this.#prefixes(s.labels);
       const prefixes = s.prefixes;
+      const counts = s.counts;
       let cumulative = 0;
+      // Counts are finite integers: JavaScript prints them exactly as prom-client does.
       for (let i = 0; i < n; i++) {
-        cumulative += s.counts[i] as number;
+        cumulative += counts[i] as number;
+        text += `${prefixes[i]}${cumulative}`;
         const trace = openMetrics ? s.exemplarTrace[i] : undefined;
-        lines.push(
-          trace === undefined
-            ? prefixes[i] + number(cumulative)
-            : `${prefixes[i]}${number(cumulative)} # {${this.exemplarLabel}="${trace}"} ${number(s.exemplarValue[i] as number)} ${s.exemplarTime[i]}`,
-        );
+        if (trace !== undefined) {
+          text += ` # {${this.exemplarLabel}="${trace}"} ${number(s.exemplarValue[i] as number)} ${s.exemplarTime[i]}`;
+        }
+        text += '\n';
       }
-      lines.push(prefixes[n] + number(s.sum));
-      lines.push(prefixes[n + 1] + number(s.count));
+      text += `${prefixes[n]}${number(s.sum)}\n${prefixes[n + 1]}${s.count}\n`;
     }
     const result = {
       name: this.name,
@@ -153,15 +154,15 @@ export class CollectedHistogram {
       aggregator: this.aggregator,
       values: [] as ExportedValue[],
     };
-    if (lines.length === 0) return result;
-    const text = lines.join('\n');
+    if (text === '') return result;
+    // Without the last newline; the last number goes back to prom-client to print.
     const cut = text.lastIndexOf(' ');
-    // The last line is a `_count`: an integer, printed by prom-client exactly as we would.
     result.values.push({
       metricName: text.slice(0, cut),
       labels: NO_LABELS,
       sharedLabels: NO_LABELS,
-      value: Number(text.slice(cut + 1)),
+      // The last line is a `_count`: an integer, printed by prom-client exactly as we would.
+      value: Number(text.slice(cut + 1, -1)),
     });
     return result;
   }

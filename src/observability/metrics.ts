@@ -215,8 +215,8 @@ export class OrchestratorMetrics {
     });
   }
 
-  conversationStarted(orchestrator: string, responders: readonly string[]): void {
-    if (!this.#initialized.has(orchestrator)) this.#initialize(orchestrator, responders);
+  conversationStarted(orchestrator: string): void {
+    if (!this.#initialized.has(orchestrator)) this.#initialize(orchestrator);
     this.#started.inc({ [LABEL_ORCHESTRATOR]: orchestrator });
     this.#inProgress.set(orchestrator, (this.#inProgress.get(orchestrator) ?? 0) + 1);
   }
@@ -246,16 +246,15 @@ export class OrchestratorMetrics {
   }
 
   /**
-   * Series exist from an orchestrator's first conversation, at 0: rates, ratios and the alert
-   * rules see a zero rather than no data (Prometheus's advice for known label values).
+   * Series the alert rules divide by exist from an orchestrator's first conversation, at 0:
+   * rates and ratios see a zero rather than no data (Prometheus's advice for known label values).
+   * Responder errors are left out: 20 responders would add 20 zero series to every scrape.
    */
-  #initialize(orchestrator: string, responders: readonly string[]): void {
+  #initialize(orchestrator: string): void {
     this.#initialized.add(orchestrator);
     const o = { [LABEL_ORCHESTRATOR]: orchestrator };
     this.#listenerErrors.inc(o, 0);
     for (const reason of INITIALIZED_REASONS) this.#ended.inc({ ...o, [LABEL_REASON]: reason }, 0);
-    for (const responder of responders)
-      this.#responderErrors.inc({ ...o, [LABEL_RESPONDER]: responder }, 0);
   }
 
   responderFailed(orchestrator: string, responder: string): void {

@@ -249,7 +249,7 @@ class ObservedConversation<S, C> implements ConversationObservation<S, C> {
     const metrics = settings.metrics;
     if (metrics !== undefined) {
       this.#records = metrics.records(start.orchestrator, start.responders);
-      metrics.conversationStarted(start.orchestrator, start.responders);
+      metrics.conversationStarted(start.orchestrator);
     } else this.#records = undefined;
     this.runResponder = settings.responderSpans && recording ? this.#runInSpan : undefined;
     this.onDispatch =
