@@ -13,6 +13,8 @@ import {
   variableSelector,
 } from './helpers/ops.ts';
 
+/** Every query goes to the dashboard's datasource variable (Grafana's `${datasource}`). */
+const DATASOURCE = { type: 'prometheus', uid: ['$', '{datasource}'].join('') };
 const runbook = readFileSync('prometheus/runbook.md', 'utf8');
 const RUNBOOK_URL =
   'https://github.com/conversation-orchestrator/conversation-orchestrator/blob/main/prometheus/runbook.md#';
@@ -128,9 +130,8 @@ describe('grafana', () => {
       expect(names).toContain('orchestrator');
       expect(names).toContain('instance');
       for (const panel of d.panels) {
-        expect(panel.datasource).toEqual({ type: 'prometheus', uid: '${datasource}' });
-        for (const t of panel.targets)
-          expect(t.datasource).toEqual({ type: 'prometheus', uid: '${datasource}' });
+        expect(panel.datasource).toEqual(DATASOURCE);
+        for (const t of panel.targets) expect(t.datasource).toEqual(DATASOURCE);
       }
       return d.uid;
     });
