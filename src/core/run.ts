@@ -36,6 +36,7 @@ import type {
   Message,
   Projection,
   Responder,
+  ResponderContext,
   RunOptions,
   TerminationDecision,
 } from './types.ts';
@@ -99,7 +100,8 @@ export class ConversationRun<S, C> {
   readonly #input: Message<C>;
   readonly #conversationId: string;
   readonly #signal: AbortSignal | undefined;
-  readonly #controller = new AbortController();
+  /** Made when a responder first reads `context.signal`: most never do, and one costs ~1 µs. */
+  #controller: AbortController | undefined;
   readonly #queue = new MessageQueue<Message<C>>();
   readonly #history: History<Message<C>> | undefined;
   #observations: ConversationObservation<S, C>[] = [];
@@ -143,7 +145,7 @@ export class ConversationRun<S, C> {
   #dispatchers: ConversationObservation<S, C>[] = [];
   #lastTick = 0;
   #lastYield = 0;
-  #context!: { signal: AbortSignal; dispatchNumber: number };
+  #context!: ResponderContext & { dispatchNumber: number };
   #info!: { -readonly [K in keyof DispatchInfo<S, C>]: DispatchInfo<S, C>[K] };
   #message!: Message<C>;
   #selection: TurnSelection<S, C> | undefined;
@@ -220,7 +222,13 @@ export class ConversationRun<S, C> {
     this.#dispatchers = this.#observations.filter(
       (o) => o.onDispatch !== undefined || o.onResponderEnd !== undefined,
     );
-    this.#context = { signal: this.#controller.signal, dispatchNumber: 0 };
+    const run = this;
+    this.#context = {
+      get signal(): AbortSignal {
+        return run.#responderSignal();
+      },
+      dispatchNumber: 0,
+    };
     this.#info = {
       state: this.#state,
       decision: CONTINUE,
@@ -309,11 +317,22 @@ export class ConversationRun<S, C> {
     if (this.#interrupted !== undefined || this.#settled) return;
     this.#interrupted = reason;
     this.#clearTimer();
-    this.#controller.abort(
-      reason.kind === 'aborted' ? reason.cause : new Error('Dispatch deadline passed'),
-    );
+    this.#controller?.abort(this.#abortReason(reason));
     // Settle now: a responder that ignores its signal must not hold the run open.
     this.#fail(reason);
+  }
+
+  #responderSignal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#interrupted !== undefined)
+        this.#controller.abort(this.#abortReason(this.#interrupted));
+    }
+    return this.#controller.signal;
+  }
+
+  #abortReason(reason: Interrupt): unknown {
+    return reason.kind === 'aborted' ? reason.cause : new Error('Dispatch deadline passed');
   }
 
   #succeed(decision: TerminationDecision): void {

@@ -49,6 +49,13 @@ export class HistogramSeries {
     return b;
   }
 
+  /** Keeps `traceId` as the exemplar of `bucket`. */
+  exemplar(bucket: number, traceId: string, value: number, timeSeconds: number): void {
+    this.exemplarTrace[bucket] = traceId;
+    this.exemplarValue[bucket] = value;
+    this.exemplarTime[bucket] = timeSeconds;
+  }
+
   reset(): void {
     this.counts.fill(0);
     this.sum = 0;

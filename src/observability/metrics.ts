@@ -1,13 +1,12 @@
 /**
  * The Prometheus metrics of the orchestrator, one set per registry. Two telemetry instances given
  * the same registry share the set (prom-client throws when a name is registered twice).
- * Per-dispatch metrics are counted in plain numbers and handed to prom-client at scrape time;
- * per-conversation metrics go straight to prom-client (with exemplars when asked).
+ * What the hot path counts (dispatches, conversation starts and ends, durations) is kept in plain
+ * numbers and handed to prom-client at scrape time; exact, and nearly free per dispatch.
  */
 import {
   Counter,
   Gauge,
-  Histogram,
   type OpenMetricsContentType,
   type PrometheusContentType,
   type Registry,
@@ -86,20 +85,44 @@ export interface DispatchRecord {
   readonly duration: HistogramSeries;
 }
 
+/** Conversations of one (orchestrator, reason) that ended. */
+interface EndRecord {
+  ended: number;
+  flushed: number;
+  readonly labels: Readonly<Record<string, string>>;
+  /** Created at the first conversation that ends with this reason. */
+  duration: HistogramSeries | undefined;
+  dispatches: HistogramSeries | undefined;
+}
+
+/** Everything counted for one orchestrator; looked up once per conversation. */
+export interface OrchestratorRecord {
+  readonly name: string;
+  readonly labels: Readonly<Record<string, string>>;
+  started: number;
+  startedFlushed: number;
+  inProgress: number;
+  readonly ends: Map<string, EndRecord>;
+  readonly responders: Map<string, DispatchRecord>;
+  /** The records of a responder-name array (an orchestrator's), by array identity. */
+  readonly byNames: WeakMap<readonly string[], DispatchRecord[]>;
+}
+
+/**
+ * Every metric counted on the hot path is a plain number here, handed to prom-client at scrape
+ * time: exact, and ~1 ns instead of prom-client's ~0.3 µs per `inc`/`observe`. Only the rare
+ * events (responder and listener errors) go through prom-client directly.
+ */
 export class OrchestratorMetrics {
   readonly exemplars: boolean;
   readonly buckets: MetricBuckets;
-  readonly #started: Counter<string>;
-  readonly #ended: Counter<string>;
-  readonly #conversationDuration: Histogram<string>;
-  readonly #conversationDispatches: Histogram<string>;
   readonly #responderErrors: Counter<string>;
   readonly #listenerErrors: Counter<string>;
   readonly #dispatchDuration: CollectedHistogram;
-  readonly #records = new Map<string, Map<string, DispatchRecord>>();
-  readonly #inProgress = new Map<string, number>();
+  readonly #conversationDuration: CollectedHistogram;
+  readonly #conversationDispatches: CollectedHistogram;
+  readonly #orchestrators = new Map<string, OrchestratorRecord>();
   readonly #reasons = new Set<string>();
-  readonly #initialized = new Set<string>();
   readonly #maxReasons: number;
 
   constructor(
@@ -112,19 +135,32 @@ export class OrchestratorMetrics {
     this.buckets = buckets;
     this.#maxReasons = maxReasons;
     const registers = [registry];
-    const records = this.#records;
-    const inProgress = this.#inProgress;
-    this.#started = new Counter({
+    const orchestrators = this.#orchestrators;
+    new Counter({
       name: METRIC_CONVERSATIONS_STARTED,
       help: 'Conversations started.',
       labelNames: [LABEL_ORCHESTRATOR],
       registers,
+      collect() {
+        for (const o of orchestrators.values()) {
+          this.inc(o.labels, o.started - o.startedFlushed);
+          o.startedFlushed = o.started;
+        }
+      },
     });
-    this.#ended = new Counter({
+    new Counter({
       name: METRIC_CONVERSATIONS_ENDED,
       help: 'Conversations ended, by reason (converged, max_dispatches, timeout, queue_exhausted, aborted, deadline, error, ...).',
       labelNames: [LABEL_ORCHESTRATOR, LABEL_REASON],
       registers,
+      collect() {
+        for (const o of orchestrators.values()) {
+          for (const e of o.ends.values()) {
+            this.inc(e.labels, e.ended - e.flushed);
+            e.flushed = e.ended;
+          }
+        }
+      },
     });
     new Gauge({
       name: METRIC_CONVERSATIONS_IN_PROGRESS,
@@ -132,35 +168,33 @@ export class OrchestratorMetrics {
       labelNames: [LABEL_ORCHESTRATOR],
       registers,
       collect() {
-        for (const [orchestrator, n] of inProgress)
-          this.set({ [LABEL_ORCHESTRATOR]: orchestrator }, n);
+        for (const o of orchestrators.values()) this.set(o.labels, o.inProgress);
       },
     });
-    this.#conversationDuration = new Histogram({
-      name: METRIC_CONVERSATION_DURATION,
-      help: 'Elapsed time of a conversation at its end, by reason.',
-      labelNames: [LABEL_ORCHESTRATOR, LABEL_REASON],
-      buckets: [...buckets.conversationDuration],
-      enableExemplars: exemplars,
-      registers,
-    });
-    this.#conversationDispatches = new Histogram({
-      name: METRIC_CONVERSATION_DISPATCHES,
-      help: 'Dispatches of a conversation at its end, by reason.',
-      labelNames: [LABEL_ORCHESTRATOR, LABEL_REASON],
-      buckets: [...buckets.conversationDispatches],
-      enableExemplars: exemplars,
-      registers,
-    });
+    this.#conversationDuration = new CollectedHistogram(
+      METRIC_CONVERSATION_DURATION,
+      'Elapsed time of a conversation at its end, by reason.',
+      [LABEL_ORCHESTRATOR, LABEL_REASON],
+      [...buckets.conversationDuration],
+      EXEMPLAR_TRACE_ID,
+    );
+    this.#conversationDuration.register(registry);
+    this.#conversationDispatches = new CollectedHistogram(
+      METRIC_CONVERSATION_DISPATCHES,
+      'Dispatches of a conversation at its end, by reason.',
+      [LABEL_ORCHESTRATOR, LABEL_REASON],
+      [...buckets.conversationDispatches],
+      EXEMPLAR_TRACE_ID,
+    );
+    this.#conversationDispatches.register(registry);
     new Counter({
       name: METRIC_DISPATCHES,
       help: 'Successful dispatches (one responder answer each).',
       labelNames: [LABEL_ORCHESTRATOR, LABEL_RESPONDER],
       registers,
-      // Counted on the hot path in plain numbers; handed over at scrape time, exactly.
       collect() {
-        for (const byResponder of records.values()) {
-          for (const r of byResponder.values()) {
+        for (const o of orchestrators.values()) {
+          for (const r of o.responders.values()) {
             if (r.dispatches > r.flushed) {
               this.inc(r.labels, r.dispatches - r.flushed);
               r.flushed = r.dispatches;
@@ -191,70 +225,98 @@ export class OrchestratorMetrics {
     });
   }
 
+  /**
+   * The record of an orchestrator, created at its first conversation. The series the alert rules
+   * divide by start at 0 then: rates and ratios see a zero rather than no data (Prometheus's advice
+   * for known label values). Responder errors are left out: one zero series per responder is not
+   * worth its place in every scrape.
+   */
+  orchestrator(name: string): OrchestratorRecord {
+    let record = this.#orchestrators.get(name);
+    if (record !== undefined) return record;
+    const labels = { [LABEL_ORCHESTRATOR]: name };
+    record = {
+      name,
+      labels,
+      started: 0,
+      startedFlushed: 0,
+      inProgress: 0,
+      ends: new Map(),
+      responders: new Map(),
+      byNames: new WeakMap(),
+    };
+    this.#orchestrators.set(name, record);
+    for (const reason of INITIALIZED_REASONS) this.#end(record, reason);
+    this.#listenerErrors.inc(labels, 0);
+    return record;
+  }
+
   /** The hot-path records of an orchestrator's responders, in the order given. */
-  records(orchestrator: string, responders: readonly string[]): DispatchRecord[] {
-    let byResponder = this.#records.get(orchestrator);
-    if (byResponder === undefined) {
-      byResponder = new Map();
-      this.#records.set(orchestrator, byResponder);
-    }
-    const known = byResponder;
-    return responders.map((responder) => {
-      let record = known.get(responder);
+  records(orchestrator: OrchestratorRecord, responders: readonly string[]): DispatchRecord[] {
+    const cached = orchestrator.byNames.get(responders);
+    if (cached !== undefined) return cached;
+    const list = responders.map((responder) => {
+      let record = orchestrator.responders.get(responder);
       if (record === undefined) {
-        const labels = { [LABEL_ORCHESTRATOR]: orchestrator, [LABEL_RESPONDER]: responder };
+        const labels = { [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_RESPONDER]: responder };
         record = {
           dispatches: 0,
           flushed: 0,
           labels,
           duration: this.#dispatchDuration.series(labels),
         };
-        known.set(responder, record);
+        orchestrator.responders.set(responder, record);
       }
       return record;
     });
+    orchestrator.byNames.set(responders, list);
+    return list;
   }
 
-  conversationStarted(orchestrator: string): void {
-    if (!this.#initialized.has(orchestrator)) this.#initialize(orchestrator);
-    this.#started.inc({ [LABEL_ORCHESTRATOR]: orchestrator });
-    this.#inProgress.set(orchestrator, (this.#inProgress.get(orchestrator) ?? 0) + 1);
+  conversationStarted(orchestrator: OrchestratorRecord): void {
+    orchestrator.started++;
+    orchestrator.inProgress++;
   }
 
+  /** `endTimeSeconds` stamps the exemplars. */
   conversationEnded(
-    orchestrator: string,
+    orchestrator: OrchestratorRecord,
     reason: string,
     elapsedSeconds: number,
     dispatches: number,
     traceId: string | undefined,
+    endTimeSeconds: number,
   ): void {
-    this.#inProgress.set(orchestrator, (this.#inProgress.get(orchestrator) ?? 1) - 1);
-    const labels = { [LABEL_ORCHESTRATOR]: orchestrator, [LABEL_REASON]: this.reasonLabel(reason) };
-    this.#ended.inc(labels);
-    if (this.exemplars) {
-      // With exemplars on, prom-client 15.1.3 takes only the object form of observe(), and
-      // `labels(...).observe()` ignores exemplars: pass everything at once. An empty exemplar
-      // label set (no sampled trace) records no exemplar.
-      const exemplarLabels: Record<string, string> =
-        traceId === undefined ? {} : { [EXEMPLAR_TRACE_ID]: traceId };
-      this.#conversationDuration.observe({ labels, value: elapsedSeconds, exemplarLabels });
-      this.#conversationDispatches.observe({ labels, value: dispatches, exemplarLabels });
-    } else {
-      this.#conversationDuration.observe(labels, elapsedSeconds);
-      this.#conversationDispatches.observe(labels, dispatches);
+    orchestrator.inProgress--;
+    const end = orchestrator.ends.get(reason) ?? this.#end(orchestrator, reason);
+    end.ended++;
+    if (end.duration === undefined) end.duration = this.#conversationDuration.series(end.labels);
+    if (end.dispatches === undefined)
+      end.dispatches = this.#conversationDispatches.series(end.labels);
+    const d = end.duration.observe(elapsedSeconds);
+    const n = end.dispatches.observe(dispatches);
+    if (this.exemplars && traceId !== undefined) {
+      end.duration.exemplar(d, traceId, elapsedSeconds, endTimeSeconds);
+      end.dispatches.exemplar(n, traceId, dispatches, endTimeSeconds);
     }
   }
 
-  /**
-   * Series the alert rules divide by exist from an orchestrator's first conversation, at 0:
-   * rates and ratios see a zero rather than no data (Prometheus's advice for known label values).
-   * Responder errors are left out: 20 responders would add 20 zero series to every scrape.
-   */
-  #initialize(orchestrator: string): void {
-    this.#initialized.add(orchestrator);
-    const o = { [LABEL_ORCHESTRATOR]: orchestrator };
-    this.#listenerErrors.inc(o, 0);
-    for (const reason of INITIALIZED_REASONS) this.#ended.inc({ ...o, [LABEL_REASON]: reason }, 0);
+  #end(orchestrator: OrchestratorRecord, reason: string): EndRecord {
+    const label = this.reasonLabel(reason);
+    // Past the cap several reasons share the `other` record.
+    let end = orchestrator.ends.get(label);
+    if (end === undefined) {
+      end = {
+        ended: 0,
+        flushed: 0,
+        labels: { [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_REASON]: label },
+        duration: undefined,
+        dispatches: undefined,
+      };
+      orchestrator.ends.set(label, end);
+    }
+    if (label !== reason) orchestrator.ends.set(reason, end);
+    return end;
   }
 
   responderFailed(orchestrator: string, responder: string): void {

@@ -38,6 +38,7 @@ import {
   type DispatchRecord,
   metricsFor,
   type OrchestratorMetrics,
+  type OrchestratorRecord,
 } from './metrics.ts';
 import {
   ATTR_CONVERSATION_DISPATCH_COUNT,
@@ -152,11 +153,13 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
     const settings = this.#settings;
     const metrics = settings.metrics;
     const records = new Map<string, DispatchRecord>();
+    const orchestratorRecord = metrics?.orchestrator(orchestrator);
     const record = (responder: string): DispatchRecord | undefined => {
-      if (metrics === undefined) return undefined;
+      if (metrics === undefined || orchestratorRecord === undefined) return undefined;
       let r = records.get(responder);
       if (r === undefined) {
-        [r] = metrics.records(orchestrator, [records.size < 64 ? responder : 'other']);
+        // Senders are not validated names: past 64 of them, they share the label `other`.
+        [r] = metrics.records(orchestratorRecord, [records.size < 64 ? responder : 'other']);
         records.set(responder, r as DispatchRecord);
       }
       return r;
@@ -164,6 +167,7 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
     return (state, decision, dispatchCount, elapsedMs) => {
       const r = record(state.lastMessage.sender);
       if (r !== undefined) r.dispatches++;
+      if (dispatchCount === 1 && orchestratorRecord !== undefined) orchestratorRecord.started++;
       const span = trace.getActiveSpan();
       if (span?.isRecording()) {
         span.addEvent(EVENT_DISPATCH, {
@@ -175,13 +179,16 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
           ...safeAttributes(settings, state),
         });
       }
-      if (decision.terminate && metrics !== undefined) {
+      if (decision.terminate && metrics !== undefined && orchestratorRecord !== undefined) {
+        // A listener sees no conversation start or failure: it keeps no in-progress count.
+        orchestratorRecord.inProgress++;
         metrics.conversationEnded(
-          orchestrator,
+          orchestratorRecord,
           decision.reason,
           elapsedMs / 1000,
           dispatchCount,
           undefined,
+          Date.now() / 1000,
         );
       }
     };
@@ -205,6 +212,7 @@ class ObservedConversation<S, C> implements ConversationObservation<S, C> {
   readonly #context: Context;
   readonly #events: DispatchEvents | undefined;
   readonly #records: DispatchRecord[] | undefined;
+  readonly #metricsRecord: OrchestratorRecord | undefined;
   /** Set when exemplars are on and the trace is sampled. */
   readonly #traceId: string | undefined;
   readonly #stateAttributes: ((state: ConversationState<S, C>) => Attributes) | undefined;
@@ -236,8 +244,9 @@ class ObservedConversation<S, C> implements ConversationObservation<S, C> {
       { kind: SpanKind.INTERNAL, attributes, startTime: start.startTimeMs },
       parent,
     );
-    this.#context = trace.setSpan(parent, this.#span);
     const recording = this.#span.isRecording();
+    // The responders' context: only needed (and only made) for responder spans.
+    this.#context = settings.responderSpans && recording ? trace.setSpan(parent, this.#span) : parent;
     this.#events = recording ? new DispatchEvents(settings.maxDispatchEvents) : undefined;
     this.#stateAttributes = recording ? settings.stateAttributes : undefined;
     this.#lastMessage = start.input;
@@ -248,9 +257,13 @@ class ObservedConversation<S, C> implements ConversationObservation<S, C> {
         : undefined;
     const metrics = settings.metrics;
     if (metrics !== undefined) {
-      this.#records = metrics.records(start.orchestrator, start.responders);
-      metrics.conversationStarted(start.orchestrator);
-    } else this.#records = undefined;
+      this.#metricsRecord = metrics.orchestrator(start.orchestrator);
+      this.#records = metrics.records(this.#metricsRecord, start.responders);
+      metrics.conversationStarted(this.#metricsRecord);
+    } else {
+      this.#records = undefined;
+      this.#metricsRecord = undefined;
+    }
     this.runResponder = settings.responderSpans && recording ? this.#runInSpan : undefined;
     this.onDispatch =
       this.#records !== undefined || this.#events !== undefined
@@ -315,11 +328,12 @@ class ObservedConversation<S, C> implements ConversationObservation<S, C> {
     const dispatches = end.ok ? end.result.dispatchCount : end.error.dispatchCount;
     const elapsedMs = end.ok ? end.result.elapsedMs : end.error.elapsedMs;
     this.#settings.metrics?.conversationEnded(
-      this.#orchestrator,
+      this.#metricsRecord as OrchestratorRecord,
       reason,
       elapsedMs / 1000,
       dispatches,
       this.#traceId,
+      (this.#startTimeMs + elapsedMs) / 1000,
     );
 
     const span = this.#span;
