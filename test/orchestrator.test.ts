@@ -217,6 +217,33 @@ describe('failures keep the state reached', () => {
     expect((responderSignal?.reason as Error | undefined)?.message).toBe('user left');
   });
 
+  it('hands a responder that reads its signal after the abort an aborted signal', async () => {
+    const controller = new AbortController();
+    let seen: boolean | undefined;
+    const o = counterOrchestrator({
+      responders: [
+        {
+          name: 'late',
+          respond: async (
+            _m: Message<number>,
+            _s: ConversationState<number, number>,
+            ctx: { signal: AbortSignal },
+          ) => {
+            controller.abort(new Error('gone'));
+            await new Promise((r) => setTimeout(r, 5));
+            seen = ctx.signal.aborted;
+            return { sender: 'late', content: 1 };
+          },
+        },
+      ],
+    });
+    await expect(
+      o.run({ sender: 'user', content: 0 }, { signal: controller.signal }),
+    ).rejects.toBeInstanceOf(ConversationAbortedError);
+    await new Promise((r) => setTimeout(r, 10));
+    expect(seen).toBe(true);
+  });
+
   it('rejects at once when the signal is already aborted', async () => {
     const error = await counterOrchestrator()
       .run({ sender: 'user', content: 0 }, { signal: AbortSignal.abort() })
