@@ -28,8 +28,8 @@ import {
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 
-const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 7);
-const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 300_000);
+const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
+const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 150_000);
 const LONG = 10_000;
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
 
