@@ -6,8 +6,10 @@
  * Conversations are long (10,000 dispatches) so per-conversation costs are amortised the way they
  * are for fast agents; a separate line measures short (50-dispatch) conversations.
  */
+import { spawnSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { performance } from 'node:perf_hooks';
+import { fileURLToPath } from 'node:url';
 import { type Span, SpanKind, trace } from '@opentelemetry/api';
 import {
   BasicTracerProvider,
@@ -368,11 +370,23 @@ async function main(): Promise<void> {
     `\nNode ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; ${ROUNDS} rounds of ${DISPATCHES_PER_ROUND.toLocaleString('en')} dispatches per variant, medians.`,
   );
   const only = process.env.BENCH_ONLY;
+  if (only === 'core') {
+    // The core loop alone, in a process of its own: no telemetry variant shares its call sites.
+    process.env.BENCH_VARIANTS = '0,1,2';
+    await sideBySide('Core loop alone (its own process), sync responders', false, LONG);
+    await sideBySide('Core loop alone (its own process), async responders', true, LONG);
+    return;
+  }
   if (only === 'scrape') {
     await scrape(false);
     await scrape(true);
     return;
   }
+  const core = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url)], {
+    env: { ...process.env, BENCH_ONLY: 'core' },
+    encoding: 'utf8',
+  });
+  process.stdout.write(core.stdout.slice(core.stdout.indexOf('\n### ')));
   await sideBySide(
     `Sync responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
     false,
