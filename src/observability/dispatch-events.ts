@@ -2,31 +2,45 @@
  * Which dispatch events survive a long conversation. The SDK keeps 128 events per span and drops
  * the OLDEST past that, so a long conversation would silently lose its beginning. We keep the
  * first `head` and the last `tail` dispatches, count the rest, and write the kept ones when the
- * conversation ends, with their original timestamps. Per dispatch this is a few array writes.
+ * conversation ends, with their original timestamps. Per dispatch this is five writes into
+ * preallocated storage.
  */
 import type { Attributes } from '@opentelemetry/api';
+import type { DispatchInfo } from '../core/observer.ts';
+import type { TerminationDecision } from '../core/types.ts';
+
+/** Numbers kept per dispatch: count, elapsed, duration, responder index. */
+const STRIDE = 4;
+
+export interface KeptDispatch {
+  readonly count: number;
+  readonly elapsedMs: number;
+  readonly durationMs: number;
+  readonly responder: number;
+  readonly decision: TerminationDecision;
+  readonly extra: Attributes | undefined;
+}
 
 export class DispatchEvents {
   readonly #head: number;
   readonly #capacity: number;
-  // Parallel arrays: slot i holds one dispatch. Slots [0, head) are the first dispatches; slots
-  // [head, capacity) are a ring of the latest ones.
-  // Plain arrays grown by push: a short conversation allocates for what it has, not the cap.
-  readonly #count: number[] = [];
-  readonly #elapsed: number[] = [];
-  readonly #duration: number[] = [];
-  readonly #responder: number[] = [];
-  readonly #terminate: boolean[] = [];
-  readonly #reason: string[] = [];
-  readonly #extra: (Attributes | undefined)[] = [];
+  // Slot i holds one dispatch: slots [0, head) the first dispatches, slots [head, capacity) a ring
+  // of the latest. Storage grows by doubling up to the capacity, so a short conversation
+  // allocates for what it has, not for the cap.
+  #numbers: Float64Array;
+  #decisions: TerminationDecision[] = [];
+  readonly #extras: (Attributes | undefined)[] | undefined;
   #total = 0;
   /** The ring slot the next dispatch past the capacity goes to. */
   #next: number;
 
-  constructor(capacity: number) {
+  /** `withExtras`: keep per-dispatch attributes (state attributes, content). */
+  constructor(capacity: number, withExtras: boolean) {
     this.#capacity = capacity;
     this.#head = Math.ceil(capacity / 2);
     this.#next = this.#head;
+    this.#numbers = new Float64Array(Math.min(capacity, 16) * STRIDE);
+    this.#extras = withExtras ? [] : undefined;
   }
 
   /** Dispatches seen. */
@@ -39,68 +53,57 @@ export class DispatchEvents {
     return Math.max(0, this.#total - this.#capacity);
   }
 
-  add(
-    count: number,
-    elapsedMs: number,
-    durationMs: number,
-    responder: number,
-    terminate: boolean,
-    reason: string,
-    extra: Attributes | undefined,
-  ): void {
+  add(info: DispatchInfo<unknown, unknown>, extra?: Attributes): void {
     const n = this.#total++;
+    let slot: number;
     if (n < this.#capacity) {
-      this.#count.push(count);
-      this.#elapsed.push(elapsedMs);
-      this.#duration.push(durationMs);
-      this.#responder.push(responder);
-      this.#terminate.push(terminate);
-      this.#reason.push(reason);
-      this.#extra.push(extra);
-      return;
+      slot = n;
+      if ((slot + 1) * STRIDE > this.#numbers.length) this.#grow();
+    } else {
+      if (this.#capacity === this.#head) return;
+      slot = this.#next;
+      this.#next = slot + 1 === this.#capacity ? this.#head : slot + 1;
     }
-    // The ring of the latest dispatches: the slot after the one written last, wrapping.
-    if (this.#capacity === this.#head) return;
-    const slot = this.#next;
-    this.#next = slot + 1 === this.#capacity ? this.#head : slot + 1;
-    this.#count[slot] = count;
-    this.#elapsed[slot] = elapsedMs;
-    this.#duration[slot] = durationMs;
-    this.#responder[slot] = responder;
-    this.#terminate[slot] = terminate;
-    this.#reason[slot] = reason;
-    this.#extra[slot] = extra;
+    const numbers = this.#numbers;
+    const at = slot * STRIDE;
+    numbers[at] = info.dispatchCount;
+    numbers[at + 1] = info.elapsedMs;
+    numbers[at + 2] = info.durationMs;
+    numbers[at + 3] = info.responderIndex;
+    this.#decisions[slot] = info.decision;
+    if (this.#extras !== undefined) this.#extras[slot] = extra;
+  }
+
+  #grow(): void {
+    const next = new Float64Array(
+      Math.min(this.#capacity, (this.#numbers.length / STRIDE) * 2) * STRIDE,
+    );
+    next.set(this.#numbers);
+    this.#numbers = next;
   }
 
   /** The kept dispatches, in dispatch order. */
-  *kept(): Generator<{
-    count: number;
-    elapsedMs: number;
-    durationMs: number;
-    responder: number;
-    terminate: boolean;
-    reason: string;
-    extra: Attributes | undefined;
-  }> {
+  *kept(): Generator<KeptDispatch> {
     const stored = Math.min(this.#total, this.#capacity);
     const order: number[] = [];
     for (let i = 0; i < Math.min(stored, this.#head); i++) order.push(i);
     if (this.#total > this.#capacity) {
       const tail = this.#capacity - this.#head;
-      const oldest = this.#head + ((this.#total - this.#head) % tail);
-      for (let i = 0; i < tail; i++) order.push(this.#head + ((oldest - this.#head + i) % tail));
+      for (let i = 0; i < tail; i++)
+        order.push(this.#head + ((this.#next - this.#head + i) % tail));
     } else {
       for (let i = this.#head; i < stored; i++) order.push(i);
     }
+    const numbers = this.#numbers;
     for (const slot of order) {
+      const at = slot * STRIDE;
       yield {
-        count: this.#count[slot] as number,
-        elapsedMs: this.#elapsed[slot] as number,
-        durationMs: this.#duration[slot] as number,
-        responder: this.#responder[slot] as number,
-        terminate: this.#terminate[slot] === true,
-        reason: this.#reason[slot] as string,
-        extra: this.#extra[slot],
+        count: numbers[at] as number,
+        elapsedMs: numbers[at + 1] as number,
+        durationMs: numbers[at + 2] as number,
+        responder: numbers[at + 3] as number,
+        decision: this.#decisions[slot] as TerminationDecision,
+        extra: this.#extras?.[slot],
       };
     }
   }

@@ -211,6 +211,8 @@ class ObservedConversation<S, C> implements ConversationObservation<S, C> {
   readonly #span: Span;
   readonly #context: Context;
   readonly #events: DispatchEvents | undefined;
+  /** State attributes or content are kept per dispatch. */
+  readonly #withExtras: boolean;
   readonly #records: DispatchRecord[] | undefined;
   readonly #metricsRecord: OrchestratorRecord | undefined;
   /** Set when exemplars are on and the trace is sampled. */
@@ -248,7 +250,10 @@ class ObservedConversation<S, C> implements ConversationObservation<S, C> {
     // The responders' context: only needed (and only made) for responder spans.
     this.#context =
       settings.responderSpans && recording ? trace.setSpan(parent, this.#span) : parent;
-    this.#events = recording ? new DispatchEvents(settings.maxDispatchEvents) : undefined;
+    this.#withExtras = settings.stateAttributes !== undefined || settings.captureContent;
+    this.#events = recording
+      ? new DispatchEvents(settings.maxDispatchEvents, this.#withExtras)
+      : undefined;
     this.#stateAttributes = recording ? settings.stateAttributes : undefined;
     this.#lastMessage = start.input;
     const spanContext = this.#span.spanContext();
@@ -273,7 +278,7 @@ class ObservedConversation<S, C> implements ConversationObservation<S, C> {
         ? this.#records === undefined
           ? undefined
           : this.#countDispatch
-        : (info) => this.#onDispatch(info);
+        : this.#recordDispatch;
   }
 
   /** Absent when there is nothing to record per dispatch (no metrics, span not recording). */
@@ -291,34 +296,28 @@ class ObservedConversation<S, C> implements ConversationObservation<S, C> {
     }
   };
 
-  #onDispatch(info: DispatchInfo<S, C>): void {
+  /** Span events (and metrics when a registry is given). */
+  readonly #recordDispatch = (info: DispatchInfo<S, C>): void => {
     if (this.#records !== undefined) this.#countDispatch(info);
-    const events = this.#events;
-    if (events !== undefined) {
-      let extra: Attributes | undefined;
-      if (this.#stateAttributes !== undefined) extra = safeAttributes(this.#settings, info.state);
-      if (this.#settings.captureContent) {
-        const message = info.state.lastMessage;
-        if (message !== this.#lastMessage) {
-          this.#lastMessage = message;
-          extra = {
-            ...extra,
-            [ATTR_DISPATCH_CONTENT]: truncate(message.content, this.#settings.maxContentLength),
-          };
-        }
-      }
-      const decision = info.decision;
-      events.add(
-        info.dispatchCount,
-        info.elapsedMs,
-        info.durationMs,
-        info.responderIndex,
-        decision.terminate,
-        decision.reason,
-        extra,
-      );
+    const events = this.#events as DispatchEvents;
+    if (!this.#withExtras) {
+      events.add(info);
+      return;
     }
-  }
+    let extra: Attributes | undefined;
+    if (this.#stateAttributes !== undefined) extra = safeAttributes(this.#settings, info.state);
+    if (this.#settings.captureContent) {
+      const message = info.state.lastMessage;
+      if (message !== this.#lastMessage) {
+        this.#lastMessage = message;
+        extra = {
+          ...extra,
+          [ATTR_DISPATCH_CONTENT]: truncate(message.content, this.#settings.maxContentLength),
+        };
+      }
+    }
+    events.add(info, extra);
+  };
 
   onResponderError(index: number): void {
     this.#settings.metrics?.responderFailed(this.#orchestrator, this.#responders[index] as string);
@@ -357,8 +356,8 @@ class ObservedConversation<S, C> implements ConversationObservation<S, C> {
           [ATTR_GEN_AI_AGENT_NAME]: this.#responders[e.responder],
           [ATTR_DISPATCH_ELAPSED_MS]: e.elapsedMs,
           [ATTR_DISPATCH_DURATION_MS]: e.durationMs,
-          [ATTR_DECISION_TERMINATE]: e.terminate,
-          [ATTR_DECISION_REASON]: e.reason,
+          [ATTR_DECISION_TERMINATE]: e.decision.terminate,
+          [ATTR_DECISION_REASON]: e.decision.reason,
           ...e.extra,
         };
         span.addEvent(EVENT_DISPATCH, attributes, this.#startTimeMs + e.elapsedMs);
