@@ -1,0 +1,54 @@
+import { describe, expect, it } from 'vitest';
+import { CONTINUE } from '../src/index.ts';
+import { DispatchEvents } from '../src/observability/dispatch-events.ts';
+
+const info = (n: number) => ({
+  state: {} as never,
+  decision: CONTINUE,
+  dispatchCount: n,
+  elapsedMs: n * 10,
+  responderIndex: n % 3,
+  durationMs: 1,
+});
+
+function keep(capacity: number, total: number): number[] {
+  const events = new DispatchEvents(capacity, false);
+  for (let n = 1; n <= total; n++) events.add(info(n));
+  return [...events.kept()].map((e) => e.count);
+}
+
+describe('DispatchEvents', () => {
+  it('keeps everything up to the capacity, in order', () => {
+    expect(keep(8, 5)).toEqual([1, 2, 3, 4, 5]);
+    expect(keep(8, 8)).toEqual([1, 2, 3, 4, 5, 6, 7, 8]);
+  });
+
+  it('keeps the first half and the last half past it', () => {
+    expect(keep(8, 9)).toEqual([1, 2, 3, 4, 6, 7, 8, 9]);
+    expect(keep(8, 23)).toEqual([1, 2, 3, 4, 20, 21, 22, 23]);
+    expect(keep(7, 100)).toEqual([1, 2, 3, 4, 98, 99, 100]);
+  });
+
+  it('keeps only the first dispatch with a capacity of one, and counts the rest', () => {
+    const events = new DispatchEvents(1, false);
+    for (let n = 1; n <= 10; n++) events.add(info(n));
+    expect([...events.kept()].map((e) => e.count)).toEqual([1]);
+    expect(events.dropped).toBe(9);
+    expect(events.total).toBe(10);
+  });
+
+  it('grows its storage past 16 and keeps every field', () => {
+    const events = new DispatchEvents(128, true);
+    for (let n = 1; n <= 40; n++) events.add(info(n), { n });
+    const kept = [...events.kept()];
+    expect(kept).toHaveLength(40);
+    expect(kept[39]).toEqual({
+      count: 40,
+      elapsedMs: 400,
+      durationMs: 1,
+      responder: 1,
+      decision: CONTINUE,
+      extra: { n: 40 },
+    });
+  });
+});
