@@ -21,12 +21,8 @@ import {
   QueueOverflowError,
   ResponderError,
 } from './errors.ts';
-import type {
-  ConversationEnd,
-  ConversationObservation,
-  ConversationObserver,
-  DispatchInfo,
-} from './observer.ts';
+import { Observations } from './observations.ts';
+import type { ConversationEnd, ConversationObserver, DispatchInfo } from './observer.ts';
 import type { ResponderFailurePolicy } from './orchestrator.ts';
 import { History, MessageQueue } from './queue.ts';
 import type {
@@ -84,17 +80,6 @@ function isThenable<T>(value: unknown): value is PromiseLike<T> {
   );
 }
 
-let observerWarned = false;
-/** A throwing observer hook never breaks the run; it is reported once per process. */
-function observerFailed(error: unknown): void {
-  if (observerWarned) return;
-  observerWarned = true;
-  process.emitWarning(
-    `An observer hook failed (further failures are not reported): ${describeCause(error)}`,
-    'ConversationObserverWarning',
-  );
-}
-
 export class ConversationRun<S, C> {
   readonly #config: RunConfig<S, C>;
   readonly #input: Message<C>;
@@ -104,7 +89,7 @@ export class ConversationRun<S, C> {
   #controller: AbortController | undefined;
   readonly #queue = new MessageQueue<Message<C>>();
   readonly #history: History<Message<C>> | undefined;
-  #observations: ConversationObservation<S, C>[] = [];
+  #observations!: Observations<S, C>;
   #projection!: S;
   #state!: ConversationState<S, C>;
   #lastMessage: Message<C>;
@@ -140,9 +125,6 @@ export class ConversationRun<S, C> {
   #settled = false;
   #check!: TerminationCheck<S, C>;
   #turn!: TurnFunction<S, C>;
-  #runners: ConversationObservation<S, C>[] = [];
-  #starters: ConversationObservation<S, C>[] = [];
-  #dispatchers: ConversationObservation<S, C>[] = [];
   #lastTick = 0;
   #lastYield = 0;
   #context!: ResponderContext & { dispatchNumber: number };
@@ -193,7 +175,13 @@ export class ConversationRun<S, C> {
   #begin(): void {
     const config = this.#config;
     this.#startedAt = performance.now();
-    this.#startObservers(performance.timeOrigin + this.#startedAt);
+    this.#observations = new Observations(config.observers, {
+      orchestrator: config.name,
+      conversationId: this.#conversationId,
+      input: this.#input,
+      responders: config.responderNames,
+      startTimeMs: performance.timeOrigin + this.#startedAt,
+    });
     try {
       try {
         this.#projection = config.projection.initial(this.#input);
@@ -216,12 +204,6 @@ export class ConversationRun<S, C> {
       this.#fail(error);
       return;
     }
-    // Hooks are read once, here: a conversation without per-dispatch hooks pays nothing for them.
-    this.#runners = this.#observations.filter((o) => o.runResponder !== undefined);
-    this.#starters = this.#observations.filter((o) => o.onResponderStart !== undefined);
-    this.#dispatchers = this.#observations.filter(
-      (o) => o.onDispatch !== undefined || o.onResponderEnd !== undefined,
-    );
     const run = this;
     this.#context = {
       get signal(): AbortSignal {
@@ -346,7 +328,7 @@ export class ConversationRun<S, C> {
       dispatchCount: this.#dispatchCount,
       elapsedMs: performance.now() - this.#startedAt,
     };
-    this.#end({ ok: true, result });
+    this.#observations.ended({ ok: true, result });
     this.#settle({ ok: true, result });
   }
 
@@ -355,7 +337,7 @@ export class ConversationRun<S, C> {
     this.#settled = true;
     this.#cleanup();
     const error = this.#toConversationError(thrown);
-    this.#end({ ok: false, error });
+    this.#observations.ended({ ok: false, error });
     this.#settle({ ok: false, error });
   }
 
@@ -387,17 +369,9 @@ export class ConversationRun<S, C> {
     this.#currentResponder = responder.name;
     const context = this.#context;
     context.dispatchNumber = this.#dispatchCount + 1;
-    const starters = this.#starters;
-    for (let i = 0; i < starters.length; i++) {
-      try {
-        starters[i]?.onResponderStart?.(index, message);
-      } catch (error) {
-        observerFailed(error);
-      }
-    }
+    this.#observations.responderStarted(index, message);
     try {
-      if (this.#runners.length === 0) return responder.respond(message, this.#state, context);
-      return this.#runWrapped(this.#runners, index, () =>
+      return this.#observations.invoke(index, () =>
         responder.respond(message, this.#state, context),
       );
     } catch (error) {
@@ -412,15 +386,7 @@ export class ConversationRun<S, C> {
     const now = performance.now();
     const durationMs = now - this.#lastTick;
     this.#lastTick = now;
-    const failure = { error };
-    for (const o of this.#observations) {
-      try {
-        o.onResponderEnd?.(index, durationMs, failure);
-        o.onResponderError?.(index, durationMs, error);
-      } catch (hookError) {
-        observerFailed(hookError);
-      }
-    }
+    this.#observations.responderFailed(index, durationMs, error);
     if (this.#decideOnFailure(this.#config.onResponderError, error, responder) === 'skip') return;
     throw new ResponderError(
       `Responder \`${responder}\` failed: ${describeCause(error)}`,
@@ -448,8 +414,7 @@ export class ConversationRun<S, C> {
     } catch (error) {
       throw new PolicyError('termination', state, elapsedMs, error);
     }
-    const observations = this.#dispatchers;
-    if (observations.length > 0) {
+    if (this.#observations.watchDispatches) {
       const info = this.#info;
       info.state = state;
       info.decision = decision;
@@ -457,15 +422,7 @@ export class ConversationRun<S, C> {
       info.elapsedMs = elapsedMs;
       info.responderIndex = index;
       info.durationMs = ended - started;
-      for (let i = 0; i < observations.length; i++) {
-        const o = observations[i] as ConversationObservation<S, C>;
-        try {
-          o.onResponderEnd?.(index, info.durationMs);
-          o.onDispatch?.(info);
-        } catch (error) {
-          observerFailed(error);
-        }
-      }
+      this.#observations.dispatched(info);
     }
     const listener = config.listener;
     if (listener !== undefined)
@@ -529,19 +486,6 @@ export class ConversationRun<S, C> {
     };
   }
 
-  #runWrapped(
-    runners: readonly ConversationObservation<S, C>[],
-    index: number,
-    invoke: () => unknown,
-  ): unknown {
-    let call = invoke;
-    for (const runner of runners) {
-      const inner = call;
-      call = () => (runner.runResponder as NonNullable<typeof runner.runResponder>)(index, inner);
-    }
-    return call();
-  }
-
   #decideOnFailure(
     policy: ResponderFailurePolicy<S, C>,
     error: unknown,
@@ -573,51 +517,11 @@ export class ConversationRun<S, C> {
   }
 
   #listenerError(error: unknown): void {
-    for (const o of this.#observations) {
-      try {
-        o.onListenerError?.(error);
-      } catch {
-        // An observer's failure must not break the run.
-      }
-    }
+    this.#observations.listenerFailed(error);
     try {
       this.#config.onListenerError(error);
     } catch {
-      // Nor may the error handler's.
-    }
-  }
-
-  #startObservers(startTimeMs: number): void {
-    const config = this.#config;
-    for (const observer of config.observers) {
-      try {
-        const observation = observer.startConversation({
-          orchestrator: config.name,
-          conversationId: this.#conversationId,
-          input: this.#input,
-          responders: config.responderNames,
-          startTimeMs,
-        });
-        if (observation !== undefined) this.#observations.push(observation);
-      } catch (error) {
-        process.emitWarning(
-          `An observer failed to start: ${describeCause(error)}`,
-          'ConversationObserverWarning',
-        );
-      }
-    }
-  }
-
-  #end(end: Parameters<NonNullable<ConversationObservation<S, C>['onConversationEnd']>>[0]): void {
-    for (const o of this.#observations) {
-      try {
-        o.onConversationEnd?.(end);
-      } catch (error) {
-        process.emitWarning(
-          `An observer failed at conversation end: ${describeCause(error)}`,
-          'ConversationObserverWarning',
-        );
-      }
+      // The error handler's failure must not break the run either.
     }
   }
 

@@ -1,0 +1,127 @@
+/**
+ * The observers of one conversation, as the loop calls them. Which hooks each observation has is
+ * read once, at the start, so a conversation without per-dispatch hooks pays nothing for them; a
+ * hook that throws never breaks the run (it is reported once per process).
+ */
+import { describeCause } from './errors.ts';
+import type {
+  ConversationEnd,
+  ConversationObservation,
+  ConversationObserver,
+  ConversationStart,
+  DispatchInfo,
+} from './observer.ts';
+import type { Message } from './types.ts';
+
+let hookFailureReported = false;
+
+function hookFailed(error: unknown): void {
+  if (hookFailureReported) return;
+  hookFailureReported = true;
+  process.emitWarning(
+    `An observer hook failed (further failures are not reported): ${describeCause(error)}`,
+    'ConversationObserverWarning',
+  );
+}
+
+export class Observations<S, C> {
+  readonly #all: ConversationObservation<S, C>[] = [];
+  readonly #runners: ConversationObservation<S, C>[];
+  readonly #starters: ConversationObservation<S, C>[];
+  readonly #dispatchers: ConversationObservation<S, C>[];
+
+  constructor(observers: readonly ConversationObserver<S, C>[], start: ConversationStart<C>) {
+    for (const observer of observers) {
+      try {
+        const observation = observer.startConversation(start);
+        if (observation !== undefined) this.#all.push(observation);
+      } catch (error) {
+        process.emitWarning(
+          `An observer failed to start: ${describeCause(error)}`,
+          'ConversationObserverWarning',
+        );
+      }
+    }
+    this.#runners = this.#all.filter((o) => o.runResponder !== undefined);
+    this.#starters = this.#all.filter((o) => o.onResponderStart !== undefined);
+    this.#dispatchers = this.#all.filter(
+      (o) => o.onDispatch !== undefined || o.onResponderEnd !== undefined,
+    );
+  }
+
+  /** Whether `dispatched` has anyone to tell: the loop fills the DispatchInfo only then. */
+  get watchDispatches(): boolean {
+    return this.#dispatchers.length > 0;
+  }
+
+  responderStarted(index: number, message: Message<C>): void {
+    const starters = this.#starters;
+    for (let i = 0; i < starters.length; i++) {
+      try {
+        starters[i]?.onResponderStart?.(index, message);
+      } catch (error) {
+        hookFailed(error);
+      }
+    }
+  }
+
+  /** Calls the responder through every `runResponder` (each may run it in its own context). */
+  invoke(index: number, invoke: () => unknown): unknown {
+    if (this.#runners.length === 0) return invoke();
+    let call = invoke;
+    for (const runner of this.#runners) {
+      const inner = call;
+      const run = runner.runResponder as NonNullable<typeof runner.runResponder>;
+      call = () => run(index, inner);
+    }
+    return call();
+  }
+
+  dispatched(info: DispatchInfo<S, C>): void {
+    const dispatchers = this.#dispatchers;
+    for (let i = 0; i < dispatchers.length; i++) {
+      const o = dispatchers[i] as ConversationObservation<S, C>;
+      try {
+        o.onResponderEnd?.(info.responderIndex, info.durationMs);
+        o.onDispatch?.(info);
+      } catch (error) {
+        hookFailed(error);
+      }
+    }
+  }
+
+  responderFailed(index: number, durationMs: number, error: unknown): void {
+    const failure = { error };
+    for (const o of this.#all) {
+      try {
+        o.onResponderEnd?.(index, durationMs, failure);
+        o.onResponderError?.(index, durationMs, error);
+      } catch (hookError) {
+        hookFailed(hookError);
+      }
+    }
+  }
+
+  listenerFailed(error: unknown): void {
+    for (const o of this.#all) {
+      try {
+        o.onListenerError?.(error);
+      } catch (hookError) {
+        hookFailed(hookError);
+      }
+    }
+  }
+
+  ended(end: ConversationEnd<S, C>): void {
+    for (const o of this.#all) {
+      try {
+        o.onConversationEnd?.(end);
+      } catch (error) {
+        process.emitWarning(
+          `An observer failed at conversation end: ${describeCause(error)}`,
+          'ConversationObserverWarning',
+        );
+      }
+    }
+  }
+}
