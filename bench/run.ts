@@ -284,7 +284,8 @@ async function sideBySide(title: string, async: boolean, length: number): Promis
     // Rotate the order each round so no variant always runs first.
     for (let k = 0; k < vs.length; k++) {
       const i = (k + round) % vs.length;
-      gc();
+      // No forced gc() here: a full collection shrinks the young generation, and the next
+      // variant then pays for scavenges a real application would not (2x on the core loop).
       perRound[i] = await (vs[i] as Variant).time(DISPATCHES_PER_ROUND);
     }
     const base = perRound[vs.findIndex((v) => v.label === 'no-op listener')] as number;
@@ -364,6 +365,42 @@ async function scrape(openMetrics: boolean): Promise<void> {
   );
 }
 
+/** The core loop alone: each variant in a fresh process, sync and async. */
+function coreAlone(): void {
+  console.log('\n### Core loop alone, each variant in a process of its own\n');
+  console.log(
+    '| variant | sync ns / dispatch | async ns / dispatch | sync × floor | async × floor |',
+  );
+  console.log('|---|---:|---:|---:|---:|');
+  const measure = (variant: number, async: boolean) => {
+    const child = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url)], {
+      env: {
+        ...process.env,
+        BENCH_ONLY: 'core',
+        BENCH_CORE_VARIANT: String(variant),
+        BENCH_CORE_ASYNC: async ? '1' : '0',
+      },
+      encoding: 'utf8',
+    });
+    const ns = Number(child.stdout.trim().split('\n').at(-1));
+    if (!Number.isFinite(ns)) throw new Error(`core bench failed: ${child.stderr}`);
+    return ns;
+  };
+  const floor = { sync: measure(0, false), async: measure(0, true) };
+  const labels = [
+    'reference: hand-written awaited loop, no orchestrator',
+    'no listener',
+    'no-op listener',
+  ];
+  labels.forEach((label, variant) => {
+    const sync = variant === 0 ? floor.sync : measure(variant, false);
+    const async = variant === 0 ? floor.async : measure(variant, true);
+    console.log(
+      `| ${label} | ${sync.toFixed(0)} | ${async.toFixed(0)} | ${(sync / floor.sync).toFixed(2)} | ${(async / floor.async).toFixed(2)} |`,
+    );
+  });
+}
+
 async function main(): Promise<void> {
   console.log(`# conversation-orchestrator benchmark`);
   console.log(
@@ -371,10 +408,20 @@ async function main(): Promise<void> {
   );
   const only = process.env.BENCH_ONLY;
   if (only === 'core') {
-    // The core loop alone, in a process of its own: no telemetry variant shares its call sites.
-    process.env.BENCH_VARIANTS = '0,1,2';
-    await sideBySide('Core loop alone (its own process), sync responders', false, LONG);
-    await sideBySide('Core loop alone (its own process), async responders', true, LONG);
+    // One variant of the core loop in a process of its own, as an application with one
+    // orchestrator runs it: nothing else shares its call sites. Prints the median ns.
+    const variant = Number(process.env.BENCH_CORE_VARIANT);
+    const time = (variants(process.env.BENCH_CORE_ASYNC === '1', LONG)[variant] as Variant).time;
+    await time(DISPATCHES_PER_ROUND); // warm-up
+    const ns: number[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      ns.push(await time(DISPATCHES_PER_ROUND));
+    }
+    process.stdout.write(`${median(ns)}\n`);
+    return;
+  }
+  if (only === 'core-table') {
+    coreAlone();
     return;
   }
   if (only === 'scrape') {
@@ -382,11 +429,7 @@ async function main(): Promise<void> {
     await scrape(true);
     return;
   }
-  const core = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url)], {
-    env: { ...process.env, BENCH_ONLY: 'core' },
-    encoding: 'utf8',
-  });
-  process.stdout.write(core.stdout.slice(core.stdout.indexOf('\n### ')));
+  coreAlone();
   await sideBySide(
     `Sync responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
     false,

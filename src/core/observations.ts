@@ -49,6 +49,11 @@ export class Observations<S, C> {
     );
   }
 
+  /** Whether any observer wraps responder calls (`invoke` is then needed). */
+  get wrapsResponders(): boolean {
+    return this.#runners.length > 0;
+  }
+
   /** Whether `dispatched` has anyone to tell: the loop fills the DispatchInfo only then. */
   get watchDispatches(): boolean {
     return this.#dispatchers.length > 0;

@@ -371,6 +371,10 @@ export class ConversationRun<S, C> {
     context.dispatchNumber = this.#dispatchCount + 1;
     this.#observations.responderStarted(index, message);
     try {
+      // No closure per dispatch unless an observer wraps the call.
+      if (!this.#observations.wrapsResponders) {
+        return responder.respond(message, this.#state, context);
+      }
       return this.#observations.invoke(index, () =>
         responder.respond(message, this.#state, context),
       );
