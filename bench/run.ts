@@ -365,11 +365,15 @@ async function scrape(openMetrics: boolean): Promise<void> {
   );
 }
 
-/** The core loop alone: each variant in a fresh process, sync and async. */
-function coreAlone(): void {
-  console.log('\n### Core loop alone, each variant in a process of its own\n');
+/**
+ * Every variant in a fresh process of its own, sync and async: what an application with one
+ * orchestrator and one telemetry configuration sees (its call sites stay monomorphic). Ratios are
+ * to the no-op listener's own process.
+ */
+function eachAlone(): void {
+  console.log('\n### Each variant in a process of its own, 10,000-dispatch conversations\n');
   console.log(
-    '| variant | sync ns / dispatch | async ns / dispatch | sync × floor | async × floor |',
+    '| variant | sync ns / dispatch | async ns / dispatch | sync × no-op listener | async × no-op listener |',
   );
   console.log('|---|---:|---:|---:|---:|');
   const measure = (variant: number, async: boolean) => {
@@ -383,20 +387,19 @@ function coreAlone(): void {
       encoding: 'utf8',
     });
     const ns = Number(child.stdout.trim().split('\n').at(-1));
-    if (!Number.isFinite(ns)) throw new Error(`core bench failed: ${child.stderr}`);
+    if (!Number.isFinite(ns)) throw new Error(`bench variant ${variant} failed: ${child.stderr}`);
     return ns;
   };
-  const floor = { sync: measure(0, false), async: measure(0, true) };
-  const labels = [
-    'reference: hand-written awaited loop, no orchestrator',
-    'no listener',
-    'no-op listener',
-  ];
-  labels.forEach((label, variant) => {
-    const sync = variant === 0 ? floor.sync : measure(variant, false);
-    const async = variant === 0 ? floor.async : measure(variant, true);
+  const labels = variants(false, LONG).map((v) => v.label);
+  const rows = labels.map((_, variant) => ({
+    sync: measure(variant, false),
+    async: measure(variant, true),
+  }));
+  const noop = rows[labels.indexOf('no-op listener')] as { sync: number; async: number };
+  labels.forEach((label, i) => {
+    const { sync, async } = rows[i] as { sync: number; async: number };
     console.log(
-      `| ${label} | ${sync.toFixed(0)} | ${async.toFixed(0)} | ${(sync / floor.sync).toFixed(2)} | ${(async / floor.async).toFixed(2)} |`,
+      `| ${label} | ${sync.toFixed(0)} | ${async.toFixed(0)} | ${(sync / noop.sync).toFixed(2)} | ${(async / noop.async).toFixed(2)} |`,
     );
   });
 }
@@ -408,8 +411,8 @@ async function main(): Promise<void> {
   );
   const only = process.env.BENCH_ONLY;
   if (only === 'core') {
-    // One variant of the core loop in a process of its own, as an application with one
-    // orchestrator runs it: nothing else shares its call sites. Prints the median ns.
+    // One variant in a process of its own, as an application with one orchestrator and one
+    // telemetry configuration runs it: nothing else shares its call sites. Prints the median ns.
     const variant = Number(process.env.BENCH_CORE_VARIANT);
     const time = (variants(process.env.BENCH_CORE_ASYNC === '1', LONG)[variant] as Variant).time;
     await time(DISPATCHES_PER_ROUND); // warm-up
@@ -420,8 +423,8 @@ async function main(): Promise<void> {
     process.stdout.write(`${median(ns)}\n`);
     return;
   }
-  if (only === 'core-table') {
-    coreAlone();
+  if (only === 'alone') {
+    eachAlone();
     return;
   }
   if (only === 'scrape') {
@@ -429,7 +432,7 @@ async function main(): Promise<void> {
     await scrape(true);
     return;
   }
-  coreAlone();
+  eachAlone();
   await sideBySide(
     `Sync responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
     false,
