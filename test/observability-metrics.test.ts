@@ -284,6 +284,29 @@ describe('metrics', () => {
     expect(text.trimEnd().endsWith('# EOF')).toBe(true);
   });
 
+  it('takes a fresh dispatch exemplar after each scrape', async () => {
+    const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
+    registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+    const { exporter, tracer } = memoryTracing();
+    const o = counter(createConversationTelemetry<number, number>({ registry, tracer }));
+    const dispatchExemplars = (text: string) =>
+      new Set(
+        text
+          .split('\n')
+          .filter((l) => l.startsWith('orchestrator_dispatch_duration_seconds_bucket'))
+          .flatMap((l) => /# \{trace_id="(\w+)"\}/.exec(l)?.[1] ?? []),
+      );
+    await o.run({ sender: 'user', content: 0 });
+    const first = dispatchExemplars(await registry.metrics());
+    await o.run({ sender: 'user', content: 0 });
+    const second = dispatchExemplars(await registry.metrics());
+    const [one, two] = spansNamed(exporter, 'invoke_workflow counter').map(
+      (s) => s.spanContext().traceId,
+    );
+    expect(first).toEqual(new Set([one]));
+    expect(second.has(two as string)).toBe(true);
+  });
+
   it('records conversation histograms on an OpenMetrics registry when no trace is sampled', async () => {
     trace.disable();
     const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;

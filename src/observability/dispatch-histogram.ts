@@ -15,10 +15,16 @@ export class HistogramSeries {
   readonly counts: Float64Array;
   sum = 0;
   count = 0;
-  /** Latest exemplar per bucket: trace id, value, timestamp (seconds). */
+  /**
+   * One exemplar per bucket and scrape: the first observation in the bucket since the last scrape
+   * (trace id, value, timestamp in seconds). Writing one per observation would cost three stores
+   * per dispatch for samples the scrape never sees.
+   */
   readonly exemplarTrace: (string | undefined)[];
   readonly exemplarValue: Float64Array;
   readonly exemplarTime: Float64Array;
+  /** 1 where the bucket has its exemplar for this scrape interval. */
+  readonly exemplarTaken: Uint8Array;
 
   /** `name_bucket{le="…",labels} ` etc., formatted once: the scrape only appends numbers. */
   prefixes: readonly string[] | undefined;
@@ -31,6 +37,7 @@ export class HistogramSeries {
     this.exemplarTrace = new Array(bounds.length + 1).fill(undefined);
     this.exemplarValue = new Float64Array(bounds.length + 1);
     this.exemplarTime = new Float64Array(bounds.length + 1);
+    this.exemplarTaken = new Uint8Array(bounds.length + 1);
   }
 
   /** Index of the first bucket whose upper bound is >= value. */
@@ -49,8 +56,9 @@ export class HistogramSeries {
     return b;
   }
 
-  /** Keeps `traceId` as the exemplar of `bucket`. */
+  /** Keeps `traceId` as the exemplar of `bucket` (callers check `exemplarTaken` first). */
   exemplar(bucket: number, traceId: string, value: number, timeSeconds: number): void {
+    this.exemplarTaken[bucket] = 1;
     this.exemplarTrace[bucket] = traceId;
     this.exemplarValue[bucket] = value;
     this.exemplarTime[bucket] = timeSeconds;
@@ -61,6 +69,7 @@ export class HistogramSeries {
     this.sum = 0;
     this.count = 0;
     this.exemplarTrace.fill(undefined);
+    this.exemplarTaken.fill(0);
   }
 }
 
@@ -78,6 +87,14 @@ function escapeLabelValue(value: string): string {
 
 type LeLabel = { readonly le: number | '+Inf' };
 const NO_LABELS = Object.freeze({});
+
+interface Exposition {
+  name: string;
+  help: string;
+  type: string;
+  aggregator: string;
+  values: ExportedValue[];
+}
 
 interface ExportedValue {
   value: number;
@@ -126,12 +143,12 @@ export class CollectedHistogram {
    * whose name is everything before the last number. With default labels on the registry, whose
    * merge only prom-client knows, it formats through prom-client as usual.
    */
-  getForPromString(): ReturnType<CollectedHistogram['get']> {
+  #formatted(): Exposition {
     const registry = this.#registry as unknown as
       | { _defaultLabels?: Record<string, unknown> }
       | undefined;
     if (registry?._defaultLabels === undefined || Object.keys(registry._defaultLabels).length > 0) {
-      return this.get();
+      return this.#structured();
     }
     const openMetrics =
       (this.#registry?.contentType as string) === Registry.OPENMETRICS_CONTENT_TYPE;
@@ -185,6 +202,24 @@ export class CollectedHistogram {
     ];
   }
 
+  /** The exposition (see `#formatted`); a scrape starts a new exemplar interval. */
+  getForPromString(): Exposition {
+    const result = this.#formatted();
+    this.#newInterval();
+    return result;
+  }
+
+  /** The structured values, as prom-client's JSON and aggregation use them. */
+  get(): Exposition {
+    const result = this.#structured();
+    this.#newInterval();
+    return result;
+  }
+
+  #newInterval(): void {
+    for (const s of this.#series.values()) s.exemplarTaken.fill(0);
+  }
+
   register(registry: AnyRegistry): void {
     this.#registry = registry;
     // prom-client accepts any object with `name`, `get()` and `reset()`; its typings list only its
@@ -192,7 +227,7 @@ export class CollectedHistogram {
     registry.registerMetric(this as unknown as Parameters<Registry['registerMetric']>[0]);
   }
 
-  get(): { name: string; help: string; type: string; aggregator: string; values: ExportedValue[] } {
+  #structured(): Exposition {
     const values: ExportedValue[] = [];
     const bucketName = `${this.name}_bucket`;
     const sumName = `${this.name}_sum`;

@@ -296,6 +296,7 @@ export class OrchestratorMetrics {
     const d = end.duration.observe(elapsedSeconds);
     const n = end.dispatches.observe(dispatches);
     if (this.exemplars && traceId !== undefined) {
+      // Per conversation, not per dispatch: keep the latest.
       end.duration.exemplar(d, traceId, elapsedSeconds, endTimeSeconds);
       end.dispatches.exemplar(n, traceId, dispatches, endTimeSeconds);
     }

@@ -137,7 +137,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     const seconds = info.durationMs / 1000;
     const series = record.duration;
     const bucket = series.observe(seconds);
-    if (this.#traceId !== undefined) {
+    if (this.#traceId !== undefined && series.exemplarTaken[bucket] === 0) {
       series.exemplar(bucket, this.#traceId, seconds, (this.#startTimeMs + info.elapsedMs) / 1000);
     }
   };
