@@ -48,7 +48,7 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
   readonly maxDispatchEvents?: number;
   /**
    * A child span `invoke_agent {responder}` per responder invocation, with the responder running
-   * in its context so spans it starts (an HTTP call to a model) nest under it. Costs ~2 µs per
+   * in its context so spans it starts (an HTTP call to a model) nest under it. Costs ~3 µs per
    * dispatch: worth it for LLM agents, ten times a fast algorithmic agent's whole dispatch.
    * @default false
    */
