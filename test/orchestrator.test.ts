@@ -297,6 +297,23 @@ describe('failures keep the state reached', () => {
     expect(signal?.aborted).toBe(true);
   });
 
+  it('blames the turn policy, not the last responder, when an async turn policy hangs', async () => {
+    let turns = 0;
+    const o = counterOrchestrator({
+      dispatchTimeoutMs: 20,
+      // Answers the first turn, then never again (an LLM picking the next speaker, stuck).
+      turnPolicy: (_m, _s, responders) =>
+        turns++ === 0 ? [responders[0] as never] : new Promise(() => {}),
+    });
+    const error = (await o
+      .run({ sender: 'user', content: 0 })
+      .catch((e) => e)) as DispatchDeadlineError<number>;
+    expect(error).toBeInstanceOf(DispatchDeadlineError);
+    expect(error.message).toBe('The turn policy did not answer within the 20 ms dispatch deadline');
+    expect(error.responder).toBeUndefined();
+    expect(error.dispatchCount).toBe(1);
+  });
+
   it('rejects with a QueueOverflowError when the queue passes maxQueueLength', async () => {
     const o = counterOrchestrator({
       maxQueueLength: 5,

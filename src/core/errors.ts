@@ -89,13 +89,14 @@ export class ConversationAbortedError<S = unknown, C = unknown> extends Conversa
 export class DispatchDeadlineError<S = unknown, C = unknown> extends ConversationError<S, C> {
   override name = 'DispatchDeadlineError';
   constructor(
-    readonly responder: string,
+    /** The responder that did not answer; undefined when it was the turn policy. */
+    readonly responder: string | undefined,
     readonly deadlineMs: number,
     state: ConversationState<S, C>,
     elapsedMs: number,
   ) {
     super(
-      `Responder \`${responder}\` did not answer within the ${deadlineMs} ms dispatch deadline`,
+      `${responder === undefined ? 'The turn policy' : `Responder \`${responder}\``} did not answer within the ${deadlineMs} ms dispatch deadline`,
       'deadline',
       state,
       elapsedMs,

@@ -68,6 +68,7 @@ const FAILED = Symbol('failed');
 class Interrupt {
   constructor(
     readonly kind: 'aborted' | 'deadline',
+    /** The abort's reason, or the responder whose deadline passed (undefined: the turn policy). */
     readonly cause: unknown,
   ) {}
 }
@@ -96,7 +97,6 @@ export class ConversationRun<S, C> {
   #dispatchCount = 0;
   #startedAt = 0;
   #interrupted: Interrupt | undefined;
-  #currentResponder = '';
 
   constructor(config: RunConfig<S, C>, input: Message<C>, options: RunOptions) {
     this.#config = config;
@@ -242,7 +242,7 @@ export class ConversationRun<S, C> {
           this.#message = queue.shift();
           const selected = this.#select(this.#turn, this.#message);
           if (isThenable(selected)) {
-            this.#await(selected, 'turn policy', this.#onSelection, this.#onSelectionError);
+            this.#await(selected, undefined, this.#onSelection, this.#onSelectionError);
             return;
           }
           if (!Array.isArray(selected)) throw this.#badSelection(selected);
@@ -257,7 +257,12 @@ export class ConversationRun<S, C> {
         const output = this.#invoke(index, this.#message);
         if (isThenable(output)) {
           this.#pendingIndex = index;
-          this.#await(output, this.#currentResponder, this.#onAnswer, this.#onAnswerError);
+          this.#await(
+            output,
+            this.#config.responderNames[index],
+            this.#onAnswer,
+            this.#onAnswerError,
+          );
           return;
         }
         if (output === FAILED) continue;
@@ -277,13 +282,17 @@ export class ConversationRun<S, C> {
   /** Waits for `promise`; an abort or the dispatch deadline settles the run without it. */
   #await<T>(
     promise: PromiseLike<T>,
-    what: string,
+    /** The responder awaited; undefined for the turn policy. */
+    responder: string | undefined,
     onValue: (value: T) => void,
     onError: (error: unknown) => void,
   ): void {
     const deadlineMs = this.#config.dispatchTimeoutMs;
     if (deadlineMs !== undefined) {
-      this.#timer = setTimeout(() => this.#interrupt(new Interrupt('deadline', what)), deadlineMs);
+      this.#timer = setTimeout(
+        () => this.#interrupt(new Interrupt('deadline', responder)),
+        deadlineMs,
+      );
     }
     promise.then(onValue, onError);
   }
@@ -366,7 +375,6 @@ export class ConversationRun<S, C> {
   /** Invokes a responder; a synchronous failure is handled here and answered with FAILED. */
   #invoke(index: number, message: Message<C>): unknown {
     const responder = this.#config.responders[index] as Responder<S, C>;
-    this.#currentResponder = responder.name;
     const context = this.#context;
     context.dispatchNumber = this.#dispatchCount + 1;
     this.#observations.responderStarted(index, message);
@@ -536,7 +544,7 @@ export class ConversationRun<S, C> {
       return thrown.kind === 'aborted'
         ? new ConversationAbortedError(this.#state, elapsedMs, thrown.cause)
         : new DispatchDeadlineError(
-            this.#currentResponder,
+            thrown.cause as string | undefined,
             this.#config.dispatchTimeoutMs ?? 0,
             this.#state,
             elapsedMs,
