@@ -273,12 +273,13 @@ export class OrchestratorMetrics {
     return list;
   }
 
+  /** A conversation began and is in progress until `conversationEnded`. */
   conversationStarted(orchestrator: OrchestratorRecord): void {
     orchestrator.started++;
     orchestrator.inProgress++;
   }
 
-  /** `endTimeSeconds` stamps the exemplars. */
+  /** The end of a conversation that `conversationStarted` counted. */
   conversationEnded(
     orchestrator: OrchestratorRecord,
     reason: string,
@@ -288,6 +289,21 @@ export class OrchestratorMetrics {
     endTimeSeconds: number,
   ): void {
     orchestrator.inProgress--;
+    this.countEnd(orchestrator, reason, elapsedSeconds, dispatches, traceId, endTimeSeconds);
+  }
+
+  /**
+   * Counts an end (reason, duration, dispatches) without the in-progress gauge: for the plain
+   * listener, which never sees a start or a failure. `endTimeSeconds` stamps the exemplars.
+   */
+  countEnd(
+    orchestrator: OrchestratorRecord,
+    reason: string,
+    elapsedSeconds: number,
+    dispatches: number,
+    traceId: string | undefined,
+    endTimeSeconds: number,
+  ): void {
     const end = orchestrator.ends.get(reason) ?? this.#end(orchestrator, reason);
     end.ended++;
     if (end.duration === undefined) end.duration = this.#conversationDuration.series(end.labels);

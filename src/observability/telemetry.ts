@@ -138,8 +138,7 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
       }
       if (decision.terminate && metrics !== undefined && orchestratorRecord !== undefined) {
         // A listener sees no conversation start or failure: it keeps no in-progress count.
-        orchestratorRecord.inProgress++;
-        metrics.conversationEnded(
+        metrics.countEnd(
           orchestratorRecord,
           decision.reason,
           elapsedMs / 1000,
