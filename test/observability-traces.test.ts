@@ -1,4 +1,5 @@
 import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConversationOrchestrator, type Message, maxDispatches, roundRobin } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
@@ -338,10 +339,30 @@ describe('message content', () => {
 });
 
 describe('without a tracer provider', () => {
-  it('records no span and still runs the conversation', async () => {
+  const start = {
+    orchestrator: 'counter',
+    conversationId: 'c',
+    input: { sender: 'user', content: 0 },
+    responders: ['a'],
+    startTimeMs: Date.now(),
+  };
+
+  it('takes no per-dispatch hook at all when there is nothing to record', async () => {
     trace.disable();
+    const observation = createConversationTelemetry().startConversation(start);
+    expect(observation.onDispatch).toBeUndefined();
+    expect(observation.runResponder).toBeUndefined();
     const result = await counter(createConversationTelemetry()).run({ sender: 'user', content: 0 });
     expect(result.dispatchCount).toBe(5);
-    expect(trace.getTracer('x').startSpan('probe').isRecording()).toBe(false);
+  });
+
+  it('counts metrics only (no span events, no responder spans) when given a registry', () => {
+    trace.disable();
+    const observation = createConversationTelemetry({
+      registry: new Registry(),
+      responderSpans: true,
+    }).startConversation(start);
+    expect(typeof observation.onDispatch).toBe('function');
+    expect(observation.runResponder).toBeUndefined();
   });
 });
