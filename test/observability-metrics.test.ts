@@ -27,6 +27,13 @@ const counter = (telemetry: Telemetry, n = 5, name = 'counter') =>
     observers: [telemetry],
   });
 
+/** An OpenMetrics registry (set before any metric is created, as exemplars need). */
+function openMetricsRegistry(): Registry<OpenMetricsContentType> {
+  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
+  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+  return registry;
+}
+
 /** `name{labels} value` lines of an exposition, as a map. */
 function samples(text: string): Map<string, number> {
   const map = new Map<string, number>();
@@ -260,8 +267,7 @@ describe('metrics', () => {
   });
 
   it('attaches the trace id as an exemplar on an OpenMetrics registry', async () => {
-    const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
-    registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+    const registry = openMetricsRegistry();
     const { exporter, tracer } = memoryTracing();
     await counter(createConversationTelemetry<number, number>({ registry, tracer })).run({
       sender: 'user',
@@ -285,8 +291,7 @@ describe('metrics', () => {
   });
 
   it('takes a fresh dispatch exemplar after each scrape', async () => {
-    const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
-    registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+    const registry = openMetricsRegistry();
     const { exporter, tracer } = memoryTracing();
     const o = counter(createConversationTelemetry<number, number>({ registry, tracer }));
     const dispatchExemplars = (text: string) =>
@@ -309,8 +314,7 @@ describe('metrics', () => {
 
   it('records conversation histograms on an OpenMetrics registry when no trace is sampled', async () => {
     trace.disable();
-    const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
-    registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+    const registry = openMetricsRegistry();
     await counter(createConversationTelemetry<number, number>({ registry })).run({
       sender: 'user',
       content: 0,
@@ -362,8 +366,7 @@ describe('metrics', () => {
 
 describe('the dispatch-duration exposition', () => {
   async function both(openMetrics: boolean) {
-    const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
-    if (openMetrics) registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+    const registry = openMetrics ? openMetricsRegistry() : new Registry();
     const { tracer } = memoryTracing();
     await counter(createConversationTelemetry<number, number>({ registry, tracer }), 30).run({
       sender: 'u',
