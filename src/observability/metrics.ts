@@ -77,19 +77,48 @@ export interface MetricBuckets {
   readonly conversationDispatches: readonly number[];
 }
 
-/** Hot-path counters of one (orchestrator, responder). */
-export interface DispatchRecord {
-  dispatches: number;
+/** A count kept on the hot path and handed to a prom-client counter at scrape time. */
+export interface Tally {
+  count: number;
+  /** What the counter has been given so far. */
   flushed: number;
+  /** Whether the series exists yet (a zero is exposed once, then only changes). */
+  exposed: boolean;
   readonly labels: Readonly<Record<string, string>>;
+}
+
+function tally(labels: Readonly<Record<string, string>>): Tally {
+  return { count: 0, flushed: 0, exposed: false, labels };
+}
+
+/** A scrape-time histogram registered on `registry`, with trace-id exemplars. */
+function histogram(
+  registry: AnyRegistry,
+  name: string,
+  help: string,
+  labelNames: readonly string[],
+  bounds: readonly number[],
+): CollectedHistogram {
+  const h = new CollectedHistogram(name, help, labelNames, [...bounds], EXEMPLAR_TRACE_ID);
+  h.register(registry);
+  return h;
+}
+
+function flush(counter: Counter<string>, t: Tally): void {
+  const delta = t.count - t.flushed;
+  if (delta === 0 && t.exposed) return;
+  counter.inc(t.labels, delta);
+  t.flushed = t.count;
+  t.exposed = true;
+}
+
+/** Dispatches of one (orchestrator, responder): `count` is the dispatches. */
+export interface DispatchRecord extends Tally {
   readonly duration: HistogramSeries;
 }
 
-/** Conversations of one (orchestrator, reason) that ended. */
-interface EndRecord {
-  ended: number;
-  flushed: number;
-  readonly labels: Readonly<Record<string, string>>;
+/** Conversations of one (orchestrator, reason) that ended: `count` is the conversations. */
+interface EndRecord extends Tally {
   /** Created at the first conversation that ends with this reason. */
   duration: HistogramSeries | undefined;
   dispatches: HistogramSeries | undefined;
@@ -99,8 +128,7 @@ interface EndRecord {
 export interface OrchestratorRecord {
   readonly name: string;
   readonly labels: Readonly<Record<string, string>>;
-  started: number;
-  startedFlushed: number;
+  readonly started: Tally;
   inProgress: number;
   readonly ends: Map<string, EndRecord>;
   readonly responders: Map<string, DispatchRecord>;
@@ -142,10 +170,7 @@ export class OrchestratorMetrics {
       labelNames: [LABEL_ORCHESTRATOR],
       registers,
       collect() {
-        for (const o of orchestrators.values()) {
-          this.inc(o.labels, o.started - o.startedFlushed);
-          o.startedFlushed = o.started;
-        }
+        for (const o of orchestrators.values()) flush(this, o.started);
       },
     });
     new Counter({
@@ -154,12 +179,7 @@ export class OrchestratorMetrics {
       labelNames: [LABEL_ORCHESTRATOR, LABEL_REASON],
       registers,
       collect() {
-        for (const o of orchestrators.values()) {
-          for (const e of o.ends.values()) {
-            this.inc(e.labels, e.ended - e.flushed);
-            e.flushed = e.ended;
-          }
-        }
+        for (const o of orchestrators.values()) for (const e of o.ends.values()) flush(this, e);
       },
     });
     new Gauge({
@@ -171,46 +191,37 @@ export class OrchestratorMetrics {
         for (const o of orchestrators.values()) this.set(o.labels, o.inProgress);
       },
     });
-    this.#conversationDuration = new CollectedHistogram(
+    this.#conversationDuration = histogram(
+      registry,
       METRIC_CONVERSATION_DURATION,
       'Elapsed time of a conversation at its end, by reason.',
       [LABEL_ORCHESTRATOR, LABEL_REASON],
-      [...buckets.conversationDuration],
-      EXEMPLAR_TRACE_ID,
+      buckets.conversationDuration,
     );
-    this.#conversationDuration.register(registry);
-    this.#conversationDispatches = new CollectedHistogram(
+    this.#conversationDispatches = histogram(
+      registry,
       METRIC_CONVERSATION_DISPATCHES,
       'Dispatches of a conversation at its end, by reason.',
       [LABEL_ORCHESTRATOR, LABEL_REASON],
-      [...buckets.conversationDispatches],
-      EXEMPLAR_TRACE_ID,
+      buckets.conversationDispatches,
     );
-    this.#conversationDispatches.register(registry);
     new Counter({
       name: METRIC_DISPATCHES,
       help: 'Successful dispatches (one responder answer each).',
       labelNames: [LABEL_ORCHESTRATOR, LABEL_RESPONDER],
       registers,
       collect() {
-        for (const o of orchestrators.values()) {
-          for (const r of o.responders.values()) {
-            if (r.dispatches > r.flushed) {
-              this.inc(r.labels, r.dispatches - r.flushed);
-              r.flushed = r.dispatches;
-            }
-          }
-        }
+        for (const o of orchestrators.values())
+          for (const r of o.responders.values()) flush(this, r);
       },
     });
-    this.#dispatchDuration = new CollectedHistogram(
+    this.#dispatchDuration = histogram(
+      registry,
       METRIC_DISPATCH_DURATION,
       'Duration of one dispatch: the responder answer plus the orchestrator work around it.',
       [LABEL_ORCHESTRATOR, LABEL_RESPONDER],
-      [...buckets.dispatchDuration],
-      EXEMPLAR_TRACE_ID,
+      buckets.dispatchDuration,
     );
-    this.#dispatchDuration.register(registry);
     this.#responderErrors = new Counter({
       name: METRIC_RESPONDER_ERRORS,
       help: 'Responder invocations that threw or rejected.',
@@ -238,8 +249,7 @@ export class OrchestratorMetrics {
     record = {
       name,
       labels,
-      started: 0,
-      startedFlushed: 0,
+      started: tally(labels),
       inProgress: 0,
       ends: new Map(),
       responders: new Map(),
@@ -259,12 +269,7 @@ export class OrchestratorMetrics {
       let record = orchestrator.responders.get(responder);
       if (record === undefined) {
         const labels = { [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_RESPONDER]: responder };
-        record = {
-          dispatches: 0,
-          flushed: 0,
-          labels,
-          duration: this.#dispatchDuration.series(labels),
-        };
+        record = { ...tally(labels), duration: this.#dispatchDuration.series(labels) };
         orchestrator.responders.set(responder, record);
       }
       return record;
@@ -275,7 +280,7 @@ export class OrchestratorMetrics {
 
   /** A conversation began and is in progress until `conversationEnded`. */
   conversationStarted(orchestrator: OrchestratorRecord): void {
-    orchestrator.started++;
+    orchestrator.started.count++;
     orchestrator.inProgress++;
   }
 
@@ -305,7 +310,7 @@ export class OrchestratorMetrics {
     endTimeSeconds: number,
   ): void {
     const end = orchestrator.ends.get(reason) ?? this.#end(orchestrator, reason);
-    end.ended++;
+    end.count++;
     if (end.duration === undefined) end.duration = this.#conversationDuration.series(end.labels);
     if (end.dispatches === undefined)
       end.dispatches = this.#conversationDispatches.series(end.labels);
@@ -324,9 +329,7 @@ export class OrchestratorMetrics {
     let end = orchestrator.ends.get(label);
     if (end === undefined) {
       end = {
-        ended: 0,
-        flushed: 0,
-        labels: { [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_REASON]: label },
+        ...tally({ [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_REASON]: label }),
         duration: undefined,
         dispatches: undefined,
       };

@@ -133,7 +133,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   /** Metrics only: a counter, a bucket and an exemplar, all plain numbers. */
   readonly #countDispatch = (info: DispatchInfo<S, C>): void => {
     const record = (this.#records as DispatchRecord[])[info.responderIndex] as DispatchRecord;
-    record.dispatches++;
+    record.count++;
     const seconds = info.durationMs / 1000;
     const series = record.duration;
     const bucket = series.observe(seconds);

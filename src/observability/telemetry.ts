@@ -123,8 +123,9 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
     };
     return (state, decision, dispatchCount, elapsedMs) => {
       const r = record(state.lastMessage.sender);
-      if (r !== undefined) r.dispatches++;
-      if (dispatchCount === 1 && orchestratorRecord !== undefined) orchestratorRecord.started++;
+      if (r !== undefined) r.count++;
+      if (dispatchCount === 1 && orchestratorRecord !== undefined)
+        orchestratorRecord.started.count++;
       const span = trace.getActiveSpan();
       if (span?.isRecording()) {
         span.addEvent(EVENT_DISPATCH, {
