@@ -78,6 +78,21 @@ describe('turn policies', () => {
     ]);
   });
 
+  it('reports a turn policy that answers something other than an array, sync or async, alike', async () => {
+    for (const turnPolicy of [() => 'alice' as never, async () => 'alice' as never]) {
+      const o = new ConversationOrchestrator<string[], string>({
+        name: 'bad-turn',
+        responders: [named('alice')],
+        turnPolicy,
+        projection: { initial: () => [], fold: (s) => s },
+        termination: maxDispatches(1),
+      });
+      await expect(o.run({ sender: 'user', content: '' })).rejects.toThrow(
+        'The turn policy failed: Expected the turn policy to return an array of responders or names, got `"alice"` (string)',
+      );
+    }
+  });
+
   it('broadcast in a conversation: each message fans out to the others', async () => {
     const o = new ConversationOrchestrator<string[], string>({
       name: 'fanout',

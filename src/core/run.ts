@@ -140,8 +140,12 @@ export class ConversationRun<S, C> {
     if (this.#settled) return;
     this.#clearTimer();
     this.#lastTick = performance.now();
-    this.#selection = selection;
-    this.#selected = 0;
+    try {
+      this.#useSelection(selection);
+    } catch (error) {
+      this.#fail(error);
+      return;
+    }
     this.#pump();
   };
   readonly #onSelectionError = (error: unknown) => {
@@ -245,9 +249,7 @@ export class ConversationRun<S, C> {
             this.#await(selected, undefined, this.#onSelection, this.#onSelectionError);
             return;
           }
-          if (!Array.isArray(selected)) throw this.#badSelection(selected);
-          selection = this.#selection = selected;
-          this.#selected = 0;
+          selection = this.#useSelection(selected);
         }
         if (this.#selected >= selection.length) {
           this.#selection = undefined;
@@ -441,6 +443,14 @@ export class ConversationRun<S, C> {
       this.#callListener(listener, state, decision, dispatchCount, elapsedMs);
     if (decision.terminate) this.#succeed(decision);
     return decision;
+  }
+
+  /** The turn policy's answer (sync or awaited) becomes the responders to invoke, in order. */
+  #useSelection(selection: unknown): TurnSelection<S, C> {
+    if (!Array.isArray(selection)) throw this.#badSelection(selection);
+    this.#selection = selection;
+    this.#selected = 0;
+    return selection;
   }
 
   #badSelection(selection: unknown): PolicyError<S, C> {
