@@ -16,11 +16,16 @@ export function composeListeners<S, C = unknown>(
   });
   return (state, decision, dispatchCount, elapsedMs) => {
     const errors: unknown[] = [];
-    const pending: PromiseLike<void>[] = [];
+    const pending: PromiseLike<unknown>[] = [];
     for (const listener of listeners) {
       try {
         const returned = listener(state, decision, dispatchCount, elapsedMs);
-        if (returned !== undefined && typeof returned?.then === 'function') pending.push(returned);
+        if (
+          typeof returned === 'object' &&
+          returned !== null &&
+          typeof (returned as PromiseLike<unknown>).then === 'function'
+        )
+          pending.push(returned as PromiseLike<unknown>);
       } catch (error) {
         errors.push(error);
       }

@@ -49,6 +49,30 @@ export class Observations<S, C> {
     );
   }
 
+  /** Runs the conversation's loop inside every observer's `runConversation` (outermost first). */
+  enter(run: () => void): void {
+    let call = run;
+    for (let i = this.#all.length - 1; i >= 0; i--) {
+      const wrap = this.#all[i]?.runConversation;
+      if (wrap === undefined) continue;
+      const inner = call;
+      call = () => {
+        let ran = false;
+        try {
+          wrap(() => {
+            ran = true;
+            inner();
+          });
+        } catch (error) {
+          hookFailed(error);
+        }
+        // A wrapper that forgot to call `run` must not stall the conversation.
+        if (!ran) inner();
+      };
+    }
+    call();
+  }
+
   /** Whether any observer wraps responder calls (`invoke` is then needed). */
   get wrapsResponders(): boolean {
     return this.#runners.length > 0;

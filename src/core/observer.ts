@@ -56,6 +56,14 @@ export interface ResponderFailure {
  */
 export interface ConversationObservation<S, C = unknown> {
   /**
+   * Runs the whole conversation: wrap `run` to enter a context (the conversation span's) once.
+   * With an AsyncLocalStorage context manager that context follows every promise continuation
+   * and timer of the loop, so the turn policy, the responders and the listener all run inside it
+   * at no per-dispatch cost. Must call `run` exactly once, synchronously, and return what it
+   * returns.
+   */
+  runConversation?: (<T>(run: () => T) => T) | undefined;
+  /**
    * Called after every successful dispatch, before the listener. The `info` object is reused
    * between calls for speed: read it, do not keep it.
    */

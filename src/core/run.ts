@@ -227,7 +227,7 @@ export class ConversationRun<S, C> {
     // runs from the previous clock read to the end of its answer.
     this.#lastTick = this.#lastYield = this.#startedAt;
     this.#queue.push(this.#input);
-    this.#pump();
+    this.#observations.enter(this.#resume);
   }
 
   /** Runs dispatches until the conversation ends or must wait for a promise. */

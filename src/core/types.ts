@@ -61,6 +61,11 @@ export interface ResponderContext {
 export interface Responder<S, C = unknown> {
   /** Unique within an orchestrator; becomes a bounded metric label. */
   readonly name: string;
+  /**
+   * Who serves this agent's model (`openai`, `anthropic`, `aws.bedrock`, …), when there is one.
+   * Telemetry records it as `gen_ai.provider.name`; leave it out for algorithmic agents.
+   */
+  readonly provider?: string;
   respond(
     message: Message<C>,
     state: ConversationState<S, C>,
@@ -81,14 +86,15 @@ export interface Projection<S, C = unknown> {
 /**
  * The seed's functional SPI: called exactly once after every successful dispatch, after that
  * dispatch's termination decision. `elapsedMs` is the time since the conversation started.
- * A returned promise is not awaited; its rejection goes to `onListenerError`.
+ * It runs inline on the dispatch path and is not awaited: any return value is ignored, and a
+ * returned promise's rejection goes to `onListenerError`. Any lambda type-checks.
  */
 export type ConversationListener<S, C = unknown> = (
   state: ConversationState<S, C>,
   decision: TerminationDecision,
   dispatchCount: number,
   elapsedMs: number,
-) => void | Promise<void>;
+) => unknown;
 
 /** Every way a conversation can end, as the `reason` of its result or error. */
 export type EndReason =
