@@ -1,7 +1,7 @@
 import { spawnSync } from 'node:child_process';
 import { trace } from '@opentelemetry/api';
 import { type OpenMetricsContentType, Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import {
   ConversationOrchestrator,
   type Message,
@@ -10,7 +10,16 @@ import {
   stopWhen,
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
-import { memoryTracing, spansNamed } from './helpers/tracing.ts';
+import { metricsFor } from '../src/observability/metrics.ts';
+import {
+  dispatchCounts,
+  memoryTracing,
+  range,
+  restoreTracing,
+  spansNamed,
+} from './helpers/tracing.ts';
+
+afterEach(restoreTracing);
 
 type Telemetry = ReturnType<typeof createConversationTelemetry<number, number>>;
 
@@ -361,6 +370,179 @@ describe('metrics', () => {
     ).toBe(3);
     // A listener sees no starts or failures, so it leaves the in-progress gauge alone.
     expect(s.get('orchestrator_conversations_in_progress{orchestrator="seed"}')).toBe(0);
+  });
+});
+
+describe('metrics stay exact and bounded on hostile input', () => {
+  const start = {
+    orchestrator: 'hostile',
+    conversationId: 'c',
+    input: { sender: 'user', content: 0 },
+    responders: ['a'],
+    startTimeMs: Date.now(),
+  };
+  const info = (durationMs: number, dispatchCount: number) => ({
+    state: {} as never,
+    decision: { terminate: false, reason: 'continue' },
+    dispatchCount,
+    elapsedMs: dispatchCount,
+    responderIndex: 0,
+    durationMs,
+  });
+
+  it('never counts a NaN, infinite or negative observation into a histogram', async () => {
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry({ registry });
+    const observation = telemetry.startConversation(start);
+    const durations = [2, Number.NaN, -5, Number.POSITIVE_INFINITY, 7];
+    durations.forEach((ms, i) => {
+      observation.onDispatch?.(info(ms, i + 1));
+    });
+    // The plain listener is handed numbers by whoever calls it.
+    telemetry.listener('hostile')(
+      { lastMessage: { sender: 'a', content: 0 } } as never,
+      { terminate: true, reason: 'converged' },
+      3,
+      Number.NaN,
+    );
+    const s = samples(await registry.metrics());
+    const series = (name: string, labels: string) => (suffix: string, le?: string) =>
+      s.get(`${name}_${suffix}{${le === undefined ? '' : `le="${le}",`}${labels}}`);
+    const dispatch = series(
+      'orchestrator_dispatch_duration_seconds',
+      'orchestrator="hostile",responder="a"',
+    );
+    expect(dispatch('count')).toBe(2);
+    expect(dispatch('sum')).toBeCloseTo(0.009, 12);
+    expect(dispatch('bucket', '0.000001')).toBe(0);
+    expect(dispatch('bucket', '0.005')).toBe(1);
+    expect(dispatch('bucket', '+Inf')).toBe(2);
+    const duration = series(
+      'orchestrator_conversation_duration_seconds',
+      'orchestrator="hostile",reason="converged"',
+    );
+    expect(duration('count')).toBe(0);
+    expect(duration('sum')).toBe(0);
+    expect(duration('bucket', '0.0001')).toBe(0);
+    // The dispatches themselves are still counted.
+    expect(s.get('orchestrator_dispatches_total{orchestrator="hostile",responder="a"}')).toBe(6);
+  });
+
+  it('keeps no key per reason past maxReasons, however many distinct reasons come', async () => {
+    const registry = new Registry();
+    const metrics = metricsFor(
+      registry,
+      {
+        buckets: {
+          dispatchDuration: [1],
+          conversationDuration: [1],
+          conversationDispatches: [1],
+        },
+        exemplars: false,
+        maxReasons: 3,
+      },
+      { warn() {}, error() {}, info() {}, debug() {}, verbose() {} },
+    );
+    const record = metrics.orchestrator('many');
+    const before = record.ends.size;
+    for (let i = 0; i < 10_000; i++) metrics.countEnd(record, `reason_${i}`, 0.1, 1, undefined, 0);
+    // Three user reasons and `other`: the other 9,997 left nothing behind.
+    expect(record.ends.size).toBe(before + 4);
+    const s = samples(await registry.metrics());
+    expect(
+      s.get('orchestrator_conversations_ended_total{orchestrator="many",reason="other"}'),
+    ).toBe(9_997);
+    expect(
+      s.get('orchestrator_conversations_ended_total{orchestrator="many",reason="reason_2"}'),
+    ).toBe(1);
+  });
+
+  it('warns when a second telemetry on the registry asks for other maxReasons or exemplars', () => {
+    const registry = openMetricsRegistry();
+    const warnings: string[] = [];
+    const logger = {
+      warn: (m: string) => warnings.push(m),
+      error() {},
+      info() {},
+      debug() {},
+      verbose() {},
+    };
+    createConversationTelemetry({ registry, logger });
+    createConversationTelemetry({ registry, logger });
+    expect(warnings).toEqual([]);
+    createConversationTelemetry({ registry, logger, maxReasons: 5, exemplars: false });
+    expect(warnings).toEqual([
+      'conversation-orchestrator: the orchestrator metrics on this registry were set up by an earlier telemetry with maxReasons 20 and exemplars on; this telemetry asked for maxReasons 5 and exemplars off, and shares the earlier settings',
+    ]);
+  });
+
+  it('rejects what is not a registry, saying what came', () => {
+    expect(() => createConversationTelemetry({ registry: {} as never })).toThrow(
+      'Expected `registry` to be a prom-client Registry (registerMetric(), getSingleMetric(), metrics() and a contentType), got `{}` (object)',
+    );
+  });
+
+  it('registers nothing when another library already took one of its names', async () => {
+    const registry = new Registry();
+    const { Counter } = await import('prom-client');
+    new Counter({ name: 'orchestrator_dispatches_total', help: 'x', registers: [registry] });
+    expect(() => createConversationTelemetry({ registry })).toThrow(
+      'Could not register the orchestrator metrics: a metric named `orchestrator_dispatches_total` is already registered on this registry (another library uses the name)',
+    );
+    expect(registry.getMetricsAsArray().map((m) => m.name)).toEqual([
+      'orchestrator_dispatches_total',
+    ]);
+  });
+});
+
+describe('the plain listener (the seed SPI)', () => {
+  const orchestrator = (listener: ReturnType<Telemetry['listener']>, n: number) =>
+    new ConversationOrchestrator<number, number>({
+      name: 'seed',
+      responders: [{ name: 'a', respond: (m) => ({ sender: 'a', content: m.content + 1 }) }],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (s) => s },
+      termination: maxDispatches(n),
+      listener,
+    });
+
+  it('keeps the first and the last dispatch events on the active span and counts the rest', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const telemetry = createConversationTelemetry<number, number>({ tracer });
+    await tracer.startActiveSpan('request', async (span) => {
+      await orchestrator(telemetry.listener('seed'), 300).run({ sender: 'user', content: 0 });
+      span.end();
+    });
+    const [span] = spansNamed(exporter, 'request');
+    expect(dispatchCounts(span)).toEqual([...range(1, 64), ...range(237, 300)]);
+    expect(span?.attributes['conversation.dispatch_events.dropped']).toBe(172);
+    expect(span?.droppedEventsCount).toBe(0);
+  });
+
+  it('counts what it could not write when it never sees the end (an abort)', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const telemetry = createConversationTelemetry<number, number>({ tracer });
+    const controller = new AbortController();
+    const listener = telemetry.listener('seed');
+    await tracer.startActiveSpan('request', async (span) => {
+      const o = orchestrator((state, decision, count, elapsed) => {
+        listener(state, decision, count, elapsed);
+        if (count === 200) controller.abort();
+      }, 1e9);
+      await o.run({ sender: 'user', content: 0 }, { signal: controller.signal }).catch(() => {});
+      span.end();
+    });
+    const [span] = spansNamed(exporter, 'request');
+    expect(dispatchCounts(span)).toEqual(range(1, 64));
+    expect(span?.attributes['conversation.dispatch_events.dropped']).toBe(136);
+    expect(span?.droppedEventsCount).toBe(0);
+  });
+
+  it('validates the name it is given like an orchestrator name', () => {
+    const telemetry = createConversationTelemetry();
+    expect(() => telemetry.listener('desks {prod}')).toThrow(
+      'Expected `name` to be a name of 1-64 letters, digits, `_`, `.`, `:` or `-`, got `"desks {prod}"` (string)',
+    );
   });
 });
 

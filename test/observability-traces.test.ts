@@ -1,10 +1,10 @@
 import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
 import { Registry } from 'prom-client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ConversationOrchestrator, type Message, maxDispatches, roundRobin } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { desksOrchestrator, spread } from './helpers/desks.ts';
-import { memoryTracing, spansNamed } from './helpers/tracing.ts';
+import { captureDiag, memoryTracing, restoreTracing, spansNamed } from './helpers/tracing.ts';
 
 const counter = (
   telemetry: ReturnType<typeof createConversationTelemetry<number, number>>,
@@ -25,10 +25,11 @@ const counter = (
 
 afterEach(() => {
   delete process.env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT;
+  restoreTracing();
 });
 
 describe('the conversation span', () => {
-  it('is one INTERNAL span per conversation with its attributes, status OK, and one event per dispatch', async () => {
+  it('is one INTERNAL span per conversation with its attributes, status Unset, and one event per dispatch', async () => {
     const { exporter, tracer } = memoryTracing();
     const telemetry = createConversationTelemetry({
       tracer,
@@ -41,7 +42,8 @@ describe('the conversation span', () => {
     const [span, ...others] = spansNamed(exporter, 'invoke_workflow desks');
     expect(others).toEqual([]);
     expect(span?.kind).toBe(SpanKind.INTERNAL);
-    expect(span?.status.code).toBe(SpanStatusCode.OK);
+    // Instrumentation leaves OK to the application: a conversation that ends well stays Unset.
+    expect(span?.status).toEqual({ code: SpanStatusCode.UNSET });
     expect(span?.attributes).toEqual({
       'gen_ai.operation.name': 'invoke_workflow',
       'gen_ai.workflow.name': 'desks',
@@ -76,19 +78,20 @@ describe('the conversation span', () => {
     expect([...elapsed].sort((x, y) => x - y)).toEqual(elapsed);
   });
 
-  it('ends with status OK and the reason when the queue runs dry', async () => {
+  it('ends with status Unset and the reason when the queue runs dry', async () => {
     const { exporter, tracer } = memoryTracing();
     const o = counter(createConversationTelemetry({ tracer }), {
       responders: [{ name: 'a', respond: () => undefined }],
     });
     await o.run({ sender: 'user', content: 0 });
     const [span] = spansNamed(exporter, 'invoke_workflow counter');
-    expect(span?.status.code).toBe(SpanStatusCode.OK);
+    expect(span?.status).toEqual({ code: SpanStatusCode.UNSET });
     expect(span?.attributes['conversation.end.reason']).toBe('queue_exhausted');
+    expect(span?.attributes['error.type']).toBeUndefined();
     expect(span?.attributes['conversation.dispatch_count']).toBe(1);
   });
 
-  it('ends with status ERROR and the exception recorded when a responder fails', async () => {
+  it('ends with status ERROR, the exception recorded and error.type when a responder fails', async () => {
     const { exporter, tracer } = memoryTracing();
     const o = counter(createConversationTelemetry({ tracer }), {
       responders: [
@@ -110,6 +113,7 @@ describe('the conversation span', () => {
       message: 'Responder `a` failed: model down',
     });
     expect(span?.attributes['conversation.end.reason']).toBe('error');
+    expect(span?.attributes['error.type']).toBe('ResponderError');
     expect(span?.attributes['conversation.dispatch_count']).toBe(2);
     const exception = span?.events.find((e) => e.name === 'exception');
     expect(exception?.attributes?.['exception.type']).toBe('ResponderError');
@@ -126,6 +130,7 @@ describe('the conversation span', () => {
     const [span] = spansNamed(exporter, 'invoke_workflow counter');
     expect(span?.status.code).toBe(SpanStatusCode.ERROR);
     expect(span?.attributes['conversation.end.reason']).toBe('deadline');
+    expect(span?.attributes['error.type']).toBe('DispatchDeadlineError');
   });
 
   it('ends with reason aborted (status unset: the caller chose it) when aborted', async () => {
@@ -141,8 +146,10 @@ describe('the conversation span', () => {
       o.run({ sender: 'user', content: 0 }, { signal: controller.signal }),
     ).rejects.toThrow('aborted');
     const [span] = spansNamed(exporter, 'invoke_workflow counter');
-    expect(span?.status.code).toBe(SpanStatusCode.UNSET);
+    expect(span?.status).toEqual({ code: SpanStatusCode.UNSET });
     expect(span?.attributes['conversation.end.reason']).toBe('aborted');
+    expect(span?.attributes['error.type']).toBeUndefined();
+    expect(span?.events.some((e) => e.name === 'exception')).toBe(false);
     expect(span?.attributes['conversation.dispatch_count']).toBe(7);
     expect(span?.events).toHaveLength(7);
   });
@@ -209,9 +216,8 @@ describe('the conversation span', () => {
 
 describe('responder spans', () => {
   it('are children of the conversation span, and spans a responder starts nest under them', async () => {
-    const { exporter, tracer, provider } = memoryTracing();
     // The responder's own tracer comes from the global provider, as an instrumentation's would.
-    trace.setGlobalTracerProvider(provider);
+    const { exporter, tracer } = memoryTracing();
     const o = counter(createConversationTelemetry({ tracer, responderSpans: true }), {
       responders: [
         {
@@ -245,7 +251,77 @@ describe('responder spans', () => {
       expect(calls[i]?.parentSpanContext?.spanId).toBe(agent.spanContext().spanId);
     });
     expect(agents.map((a) => a.attributes['conversation.dispatch.number'])).toEqual([1, 2]);
-    trace.disable();
+    expect(agents.every((a) => a.status.code === SpanStatusCode.UNSET)).toBe(true);
+  });
+
+  it('mark a failed invocation ERROR with the exception and its error.type', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const o = counter(createConversationTelemetry({ tracer, responderSpans: true }), {
+      responders: [
+        {
+          name: 'llm',
+          respond: async () => {
+            throw new RangeError('context too long');
+          },
+        },
+      ],
+    });
+    await expect(o.run({ sender: 'user', content: 0 })).rejects.toThrow('context too long');
+    const [agent] = spansNamed(exporter, 'invoke_agent llm');
+    expect(agent?.status).toEqual({ code: SpanStatusCode.ERROR, message: 'context too long' });
+    expect(agent?.attributes['error.type']).toBe('RangeError');
+    expect(agent?.events.map((e) => e.attributes?.['exception.type'])).toEqual(['RangeError']);
+  });
+
+  it('end once when an answer arrives after the abort that ended them, with no SDK diagnostic', async () => {
+    const diagnostics = captureDiag();
+    const { exporter, tracer } = memoryTracing();
+    const controller = new AbortController();
+    let answered = false;
+    const o = counter(createConversationTelemetry({ tracer, responderSpans: true }), {
+      responders: [
+        {
+          name: 'slow',
+          respond: async (m: Message<number>) => {
+            controller.abort();
+            await new Promise((r) => setTimeout(r, 20));
+            answered = true;
+            return { sender: 'slow', content: m.content + 1 };
+          },
+        },
+      ],
+    });
+    await expect(
+      o.run({ sender: 'user', content: 0 }, { signal: controller.signal }),
+    ).rejects.toThrow('aborted');
+    await vi.waitFor(() => expect(answered).toBe(true));
+    // The late answer's continuation has run once the responder's promise settled.
+    await new Promise((r) => setImmediate(r));
+    const [agent] = spansNamed(exporter, 'invoke_agent slow');
+    expect(agent?.status.code).toBe(SpanStatusCode.ERROR);
+    expect(agent?.attributes['error.type']).toBe('aborted');
+    expect(spansNamed(exporter, 'invoke_agent slow')).toHaveLength(1);
+    expect(diagnostics).toEqual([]);
+  });
+
+  it('carry gen_ai.provider.name only when the responder declares a provider', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const telemetry = createConversationTelemetry({ tracer, responderSpans: true });
+    // The core hands the providers to observers as ConversationStart.providers.
+    const observation = telemetry.startConversation({
+      orchestrator: 'chat',
+      conversationId: 'c',
+      input: { sender: 'user', content: 0 },
+      responders: ['gpt', 'rules'],
+      startTimeMs: performance.timeOrigin + performance.now(),
+      providers: ['openai', undefined],
+    } as Parameters<typeof telemetry.startConversation>[0]);
+    observation.runResponder?.(0, () => 1);
+    observation.runResponder?.(1, () => 1);
+    const [gpt] = spansNamed(exporter, 'invoke_agent gpt');
+    const [rules] = spansNamed(exporter, 'invoke_agent rules');
+    expect(gpt?.attributes['gen_ai.provider.name']).toBe('openai');
+    expect(rules?.attributes).not.toHaveProperty('gen_ai.provider.name');
   });
 });
 
@@ -293,6 +369,80 @@ describe('concurrency', () => {
 });
 
 describe('message content', () => {
+  it('is cut without splitting a surrogate pair, and stays valid UTF-8', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const o = new ConversationOrchestrator<string, string>({
+      name: 'emoji',
+      responders: [{ name: 'bot', respond: () => ({ sender: 'bot', content: '\ud800 lone' }) }],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => '', fold: (_s, m) => m.content },
+      termination: maxDispatches(1),
+      observers: [
+        createConversationTelemetry({ tracer, captureContent: true, maxContentLength: 4 }),
+      ],
+    });
+    // Three emoji are six UTF-16 units; four units would end inside the second one.
+    await o.run({ sender: 'user', content: '😀😀😀' });
+    const [span] = spansNamed(exporter, 'invoke_workflow emoji');
+    expect(span?.attributes['conversation.input.content']).toBe('😀…');
+    // A lone surrogate cannot be encoded in UTF-8: it becomes U+FFFD.
+    expect(span?.events[0]?.attributes?.['conversation.dispatch.content']).toBe('\ufffd l…');
+  });
+
+  it('copies stateAttributes when the dispatch happens, so a reused object rewrites nothing', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const reused: { 'test.total': number; 'test.path': number[] } = {
+      'test.total': 0,
+      'test.path': [],
+    };
+    await counter(
+      createConversationTelemetry<number, number>({
+        tracer,
+        stateAttributes: (state) => {
+          reused['test.total'] = state.projection;
+          reused['test.path'].push(state.dispatchCount);
+          return reused;
+        },
+      }),
+    ).run({ sender: 'user', content: 0 });
+    const [span] = spansNamed(exporter, 'invoke_workflow counter');
+    expect(span?.events.map((e) => e.attributes?.['test.total'])).toEqual([1, 3, 6, 10, 15]);
+    expect(span?.events.map((e) => e.attributes?.['test.path'])).toEqual([
+      [1],
+      [1, 2],
+      [1, 2, 3],
+      [1, 2, 3, 4],
+      [1, 2, 3, 4, 5],
+    ]);
+  });
+
+  it('reports a throwing stateAttributes through the logger, rate-limited, and keeps the events', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const warnings: string[] = [];
+    const logger = {
+      warn: (message: string) => warnings.push(message),
+      error: () => {},
+      info: () => {},
+      debug: () => {},
+      verbose: () => {},
+    };
+    await counter(
+      createConversationTelemetry<number, number>({
+        tracer,
+        logger,
+        stateAttributes: () => {
+          throw new Error('bug');
+        },
+      }),
+    ).run({ sender: 'user', content: 0 });
+    const [span] = spansNamed(exporter, 'invoke_workflow counter');
+    expect(span?.events).toHaveLength(5);
+    // Five failures within ten seconds: the first is said at once, the rest wait for the next line.
+    expect(warnings).toEqual([
+      'conversation-orchestrator: stateAttributes threw; the dispatch event is recorded without them',
+    ]);
+  });
+
   const input = { sender: 'user', content: 0 };
   it('is never recorded by default', async () => {
     const { exporter, tracer } = memoryTracing();

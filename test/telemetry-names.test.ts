@@ -1,10 +1,13 @@
+import { readFileSync } from 'node:fs';
 import { Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it } from 'vitest';
 import { type Message, maxDispatches } from '../src/index.ts';
 import { createConversationTelemetry, semconv } from '../src/observability/index.ts';
 import { counterOrchestrator } from './helpers/desks.ts';
 import { readmeTableNames } from './helpers/readme.ts';
-import { memoryTracing } from './helpers/tracing.ts';
+import { memoryTracing, restoreTracing } from './helpers/tracing.ts';
+
+afterEach(restoreTracing);
 
 const constants = (prefix: string) =>
   Object.entries(semconv)
@@ -43,6 +46,17 @@ async function exercise() {
   })
     .run({ sender: 'u', content: 0 })
     .catch(() => {});
+  // A responder that declares its provider, as the core reports it (ConversationStart.providers).
+  telemetry
+    .startConversation({
+      orchestrator: 'chat',
+      conversationId: 'c',
+      input: { sender: 'u', content: 0 },
+      responders: ['gpt'],
+      startTimeMs: Date.now(),
+      providers: ['openai'],
+    } as Parameters<typeof telemetry.startConversation>[0])
+    .runResponder?.(0, () => undefined);
   return { registry, spans: exporter.getFinishedSpans() };
 }
 
@@ -65,6 +79,19 @@ describe('telemetry names: README, code and exposition agree', () => {
     expect(readmeTableNames('### Span events')).toEqual(constants('EVENT_'));
     const spans = readmeTableNames('### Spans').map((s) => s.replace(/\{\w+\}$/, ''));
     expect(spans.sort()).toEqual(constants('SPAN_'));
+  });
+
+  it('the tracer is named and versioned after the package, as package.json says', async () => {
+    const { name, version } = JSON.parse(readFileSync('package.json', 'utf8')) as {
+      name: string;
+      version: string;
+    };
+    const { exporter, provider } = memoryTracing();
+    await counterOrchestrator({
+      observers: [createConversationTelemetry({ tracerProvider: provider })],
+    }).run({ sender: 'u', content: 0 });
+    const [span] = exporter.getFinishedSpans();
+    expect(span?.instrumentationScope).toEqual({ name, version, schemaUrl: undefined });
   });
 
   it('every attribute the plugin emits is documented, and every documented one is emitted', async () => {

@@ -82,8 +82,12 @@ export class DispatchEvents {
     this.#numbers = next;
   }
 
-  /** The kept dispatches, in dispatch order. */
-  *kept(): Generator<KeptDispatch> {
+  /**
+   * The kept dispatches, in dispatch order. With `limit` below what is kept (room left on the
+   * span for events written after them, such as the exception), the middle ones give way: the
+   * first `ceil(limit / 2)` and the last `floor(limit / 2)` are yielded.
+   */
+  *kept(limit = Number.POSITIVE_INFINITY): Generator<KeptDispatch> {
     const stored = Math.min(this.#total, this.#capacity);
     const order: number[] = [];
     for (let i = 0; i < Math.min(stored, this.#head); i++) order.push(i);
@@ -93,6 +97,10 @@ export class DispatchEvents {
         order.push(this.#head + ((this.#next - this.#head + i) % tail));
     } else {
       for (let i = this.#head; i < stored; i++) order.push(i);
+    }
+    if (order.length > limit) {
+      const first = Math.ceil(limit / 2);
+      order.splice(first, order.length - limit);
     }
     const numbers = this.#numbers;
     for (const slot of order) {

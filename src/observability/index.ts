@@ -4,6 +4,7 @@ export {
   DEFAULT_CONVERSATION_DURATION_BUCKETS,
   DEFAULT_DISPATCH_DURATION_BUCKETS,
 } from './metrics.ts';
+export type { PrometheusRegistry } from './registry.ts';
 export * as semconv from './semconv.ts';
 export { ConversationTelemetry, createConversationTelemetry } from './telemetry.ts';
 export type { TelemetryOptions } from './types.ts';

@@ -1,17 +1,14 @@
 /**
  * The Prometheus metrics of the orchestrator, one set per registry. Two telemetry instances given
  * the same registry share the set (prom-client throws when a name is registered twice).
- * What the hot path counts (dispatches, conversation starts and ends, durations) is kept in plain
- * numbers and handed to prom-client at scrape time; exact, and nearly free per dispatch.
+ * Everything is counted in plain numbers and handed to prom-client at scrape time, through
+ * collectors of prom-client's metric shape: exact, nearly free per dispatch, and no prom-client
+ * import (see registry.ts).
  */
-import {
-  Counter,
-  Gauge,
-  type OpenMetricsContentType,
-  type PrometheusContentType,
-  type Registry,
-} from 'prom-client';
+import type { DiagLogger } from '@opentelemetry/api';
+import { CollectedCounter, type Series } from './collected-counter.ts';
 import { CollectedHistogram, type HistogramSeries } from './dispatch-histogram.ts';
+import { assertFree, type PrometheusRegistry, registerCollector } from './registry.ts';
 import {
   EXEMPLAR_TRACE_ID,
   LABEL_ORCHESTRATOR,
@@ -28,8 +25,6 @@ import {
   METRIC_RESPONDER_ERRORS,
   REASON_OTHER,
 } from './semconv.ts';
-
-type AnyRegistry = Registry<PrometheusContentType> | Registry<OpenMetricsContentType>;
 
 /** Sub-microsecond algorithmic agents to minute-long LLM calls, in seconds. */
 export const DEFAULT_DISPATCH_DURATION_BUCKETS = [
@@ -77,48 +72,19 @@ export interface MetricBuckets {
   readonly conversationDispatches: readonly number[];
 }
 
-/** A count kept on the hot path and handed to a prom-client counter at scrape time. */
-export interface Tally {
-  count: number;
-  /** What the counter has been given so far. */
-  flushed: number;
-  /** Whether the series exists yet (a zero is exposed once, then only changes). */
-  exposed: boolean;
-  readonly labels: Readonly<Record<string, string>>;
-}
-
-function tally(labels: Readonly<Record<string, string>>): Tally {
-  return { count: 0, flushed: 0, exposed: false, labels };
-}
-
-/** A scrape-time histogram registered on `registry`, with trace-id exemplars. */
-function histogram(
-  registry: AnyRegistry,
-  name: string,
-  help: string,
-  labelNames: readonly string[],
-  bounds: readonly number[],
-): CollectedHistogram {
-  const h = new CollectedHistogram(name, help, labelNames, [...bounds], EXEMPLAR_TRACE_ID);
-  h.register(registry);
-  return h;
-}
-
-function flush(counter: Counter<string>, t: Tally): void {
-  const delta = t.count - t.flushed;
-  if (delta === 0 && t.exposed) return;
-  counter.inc(t.labels, delta);
-  t.flushed = t.count;
-  t.exposed = true;
+function series(labels: Readonly<Record<string, string>>): Series {
+  return { labels, count: 0 };
 }
 
 /** Dispatches of one (orchestrator, responder): `count` is the dispatches. */
-export interface DispatchRecord extends Tally {
+export interface DispatchRecord extends Series {
   readonly duration: HistogramSeries;
+  /** Failed invocations; created at the first (a zero series per responder is not worth a scrape). */
+  errors: Series | undefined;
 }
 
-/** Conversations of one (orchestrator, reason) that ended: `count` is the conversations. */
-interface EndRecord extends Tally {
+/** Conversations of one (orchestrator, reason label) that ended: `count` is the conversations. */
+interface EndRecord extends Series {
   /** Created at the first conversation that ends with this reason. */
   duration: HistogramSeries | undefined;
   dispatches: HistogramSeries | undefined;
@@ -128,24 +94,43 @@ interface EndRecord extends Tally {
 export interface OrchestratorRecord {
   readonly name: string;
   readonly labels: Readonly<Record<string, string>>;
-  readonly started: Tally;
-  inProgress: number;
+  readonly started: Series;
+  /** The gauge: `count` is the conversations running now. */
+  readonly inProgress: Series;
+  readonly listenerErrors: Series;
+  /** By reason label: at most the built-in reasons, `maxReasons` user reasons and `other`. */
   readonly ends: Map<string, EndRecord>;
   readonly responders: Map<string, DispatchRecord>;
   /** The records of a responder-name array (an orchestrator's), by array identity. */
   readonly byNames: WeakMap<readonly string[], DispatchRecord[]>;
 }
 
+/** The settings a metric set was made with; a second telemetry on the registry is compared. */
+interface MetricSettings {
+  readonly buckets: MetricBuckets;
+  readonly exemplars: boolean;
+  readonly maxReasons: number;
+}
+
+const METRIC_NAMES = [
+  METRIC_CONVERSATIONS_STARTED,
+  METRIC_CONVERSATIONS_ENDED,
+  METRIC_CONVERSATIONS_IN_PROGRESS,
+  METRIC_CONVERSATION_DURATION,
+  METRIC_CONVERSATION_DISPATCHES,
+  METRIC_DISPATCHES,
+  METRIC_DISPATCH_DURATION,
+  METRIC_RESPONDER_ERRORS,
+  METRIC_LISTENER_ERRORS,
+] as const;
+
 /**
- * Every metric counted on the hot path is a plain number here, handed to prom-client at scrape
- * time: exact, and ~1 ns instead of prom-client's ~0.3 µs per `inc`/`observe`. Only the rare
- * events (responder and listener errors) go through prom-client directly.
+ * Every metric is a plain number here, handed to prom-client at scrape time: exact, and ~1 ns
+ * instead of prom-client's ~0.3 µs per `inc`/`observe`.
  */
 export class OrchestratorMetrics {
+  readonly settings: MetricSettings;
   readonly exemplars: boolean;
-  readonly buckets: MetricBuckets;
-  readonly #responderErrors: Counter<string>;
-  readonly #listenerErrors: Counter<string>;
   readonly #dispatchDuration: CollectedHistogram;
   readonly #conversationDuration: CollectedHistogram;
   readonly #conversationDispatches: CollectedHistogram;
@@ -153,87 +138,85 @@ export class OrchestratorMetrics {
   readonly #reasons = new Set<string>();
   readonly #maxReasons: number;
 
-  constructor(
-    registry: AnyRegistry,
-    buckets: MetricBuckets,
-    exemplars: boolean,
-    maxReasons: number,
-  ) {
-    this.exemplars = exemplars;
-    this.buckets = buckets;
-    this.#maxReasons = maxReasons;
-    const registers = [registry];
+  constructor(registry: PrometheusRegistry, settings: MetricSettings) {
+    this.settings = settings;
+    this.exemplars = settings.exemplars;
+    this.#maxReasons = settings.maxReasons;
+    const { buckets } = settings;
     const orchestrators = this.#orchestrators;
-    new Counter({
-      name: METRIC_CONVERSATIONS_STARTED,
-      help: 'Conversations started.',
-      labelNames: [LABEL_ORCHESTRATOR],
-      registers,
-      collect() {
-        for (const o of orchestrators.values()) flush(this, o.started);
-      },
-    });
-    new Counter({
-      name: METRIC_CONVERSATIONS_ENDED,
-      help: 'Conversations ended, by reason (converged, max_dispatches, timeout, queue_exhausted, aborted, deadline, error, ...).',
-      labelNames: [LABEL_ORCHESTRATOR, LABEL_REASON],
-      registers,
-      collect() {
-        for (const o of orchestrators.values()) for (const e of o.ends.values()) flush(this, e);
-      },
-    });
-    new Gauge({
-      name: METRIC_CONVERSATIONS_IN_PROGRESS,
-      help: 'Conversations running now.',
-      labelNames: [LABEL_ORCHESTRATOR],
-      registers,
-      collect() {
-        for (const o of orchestrators.values()) this.set(o.labels, o.inProgress);
-      },
-    });
+    const each = <T>(pick: (o: OrchestratorRecord) => Iterable<T>) =>
+      function* (): Generator<T> {
+        for (const o of orchestrators.values()) yield* pick(o);
+      };
+    const histogram = (name: string, help: string, labels: string[], bounds: readonly number[]) =>
+      new CollectedHistogram(name, help, labels, [...bounds], EXEMPLAR_TRACE_ID);
     this.#conversationDuration = histogram(
-      registry,
       METRIC_CONVERSATION_DURATION,
       'Elapsed time of a conversation at its end, by reason.',
       [LABEL_ORCHESTRATOR, LABEL_REASON],
       buckets.conversationDuration,
     );
     this.#conversationDispatches = histogram(
-      registry,
       METRIC_CONVERSATION_DISPATCHES,
       'Dispatches of a conversation at its end, by reason.',
       [LABEL_ORCHESTRATOR, LABEL_REASON],
       buckets.conversationDispatches,
     );
-    new Counter({
-      name: METRIC_DISPATCHES,
-      help: 'Successful dispatches (one responder answer each).',
-      labelNames: [LABEL_ORCHESTRATOR, LABEL_RESPONDER],
-      registers,
-      collect() {
-        for (const o of orchestrators.values())
-          for (const r of o.responders.values()) flush(this, r);
-      },
-    });
     this.#dispatchDuration = histogram(
-      registry,
       METRIC_DISPATCH_DURATION,
       'Duration of one dispatch: the responder answer plus the orchestrator work around it.',
       [LABEL_ORCHESTRATOR, LABEL_RESPONDER],
       buckets.dispatchDuration,
     );
-    this.#responderErrors = new Counter({
-      name: METRIC_RESPONDER_ERRORS,
-      help: 'Responder invocations that threw or rejected.',
-      labelNames: [LABEL_ORCHESTRATOR, LABEL_RESPONDER],
-      registers,
-    });
-    this.#listenerErrors = new Counter({
-      name: METRIC_LISTENER_ERRORS,
-      help: 'Listener calls that threw or rejected.',
-      labelNames: [LABEL_ORCHESTRATOR],
-      registers,
-    });
+    const collectors = [
+      new CollectedCounter(
+        METRIC_CONVERSATIONS_STARTED,
+        'Conversations started.',
+        'counter',
+        each((o) => [o.started]),
+      ),
+      new CollectedCounter(
+        METRIC_CONVERSATIONS_ENDED,
+        'Conversations ended, by reason (converged, max_dispatches, timeout, queue_exhausted, aborted, deadline, error, ...).',
+        'counter',
+        each((o) => o.ends.values()),
+      ),
+      new CollectedCounter(
+        METRIC_CONVERSATIONS_IN_PROGRESS,
+        'Conversations running now.',
+        'gauge',
+        each((o) => [o.inProgress]),
+      ),
+      this.#conversationDuration,
+      this.#conversationDispatches,
+      new CollectedCounter(
+        METRIC_DISPATCHES,
+        'Successful dispatches (one responder answer each).',
+        'counter',
+        each((o) => o.responders.values()),
+      ),
+      this.#dispatchDuration,
+      new CollectedCounter(
+        METRIC_RESPONDER_ERRORS,
+        'Responder invocations that threw or rejected.',
+        'counter',
+        each(function* (o) {
+          for (const r of o.responders.values()) if (r.errors !== undefined) yield r.errors;
+        }),
+      ),
+      new CollectedCounter(
+        METRIC_LISTENER_ERRORS,
+        'Listener calls that threw or rejected.',
+        'counter',
+        each((o) => [o.listenerErrors]),
+      ),
+    ];
+    // All or nothing: a name taken by another library must not leave half the set registered.
+    assertFree(registry, METRIC_NAMES);
+    for (const collector of collectors) {
+      if (collector instanceof CollectedHistogram) collector.register(registry);
+      else registerCollector(registry, collector);
+    }
   }
 
   /**
@@ -249,15 +232,15 @@ export class OrchestratorMetrics {
     record = {
       name,
       labels,
-      started: tally(labels),
-      inProgress: 0,
+      started: series(labels),
+      inProgress: series(labels),
+      listenerErrors: series(labels),
       ends: new Map(),
       responders: new Map(),
       byNames: new WeakMap(),
     };
     this.#orchestrators.set(name, record);
     for (const reason of INITIALIZED_REASONS) this.#end(record, reason);
-    this.#listenerErrors.inc(labels, 0);
     return record;
   }
 
@@ -269,7 +252,11 @@ export class OrchestratorMetrics {
       let record = orchestrator.responders.get(responder);
       if (record === undefined) {
         const labels = { [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_RESPONDER]: responder };
-        record = { ...tally(labels), duration: this.#dispatchDuration.series(labels) };
+        record = {
+          ...series(labels),
+          duration: this.#dispatchDuration.series(labels),
+          errors: undefined,
+        };
         orchestrator.responders.set(responder, record);
       }
       return record;
@@ -281,7 +268,7 @@ export class OrchestratorMetrics {
   /** A conversation began and is in progress until `conversationEnded`. */
   conversationStarted(orchestrator: OrchestratorRecord): void {
     orchestrator.started.count++;
-    orchestrator.inProgress++;
+    orchestrator.inProgress.count++;
   }
 
   /** The end of a conversation that `conversationStarted` counted. */
@@ -293,7 +280,7 @@ export class OrchestratorMetrics {
     traceId: string | undefined,
     endTimeSeconds: number,
   ): void {
-    orchestrator.inProgress--;
+    orchestrator.inProgress.count--;
     this.countEnd(orchestrator, reason, elapsedSeconds, dispatches, traceId, endTimeSeconds);
   }
 
@@ -309,7 +296,7 @@ export class OrchestratorMetrics {
     traceId: string | undefined,
     endTimeSeconds: number,
   ): void {
-    const end = orchestrator.ends.get(reason) ?? this.#end(orchestrator, reason);
+    const end = this.#end(orchestrator, reason);
     end.count++;
     if (end.duration === undefined) end.duration = this.#conversationDuration.series(end.labels);
     if (end.dispatches === undefined)
@@ -318,33 +305,33 @@ export class OrchestratorMetrics {
     const n = end.dispatches.observe(dispatches);
     if (this.exemplars && traceId !== undefined) {
       // Per conversation, not per dispatch: keep the latest.
-      end.duration.exemplar(d, traceId, elapsedSeconds, endTimeSeconds);
-      end.dispatches.exemplar(n, traceId, dispatches, endTimeSeconds);
+      if (d >= 0) end.duration.exemplar(d, traceId, elapsedSeconds, endTimeSeconds);
+      if (n >= 0) end.dispatches.exemplar(n, traceId, dispatches, endTimeSeconds);
     }
   }
 
+  /** The end record of `reason`'s label; past the cap, reasons share `other` and leave no key. */
   #end(orchestrator: OrchestratorRecord, reason: string): EndRecord {
     const label = this.reasonLabel(reason);
-    // Past the cap several reasons share the `other` record.
     let end = orchestrator.ends.get(label);
     if (end === undefined) {
       end = {
-        ...tally({ [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_REASON]: label }),
+        ...series({ [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_REASON]: label }),
         duration: undefined,
         dispatches: undefined,
       };
       orchestrator.ends.set(label, end);
     }
-    if (label !== reason) orchestrator.ends.set(reason, end);
     return end;
   }
 
-  responderFailed(orchestrator: string, responder: string): void {
-    this.#responderErrors.inc({ [LABEL_ORCHESTRATOR]: orchestrator, [LABEL_RESPONDER]: responder });
+  responderFailed(record: DispatchRecord): void {
+    if (record.errors === undefined) record.errors = series(record.labels);
+    record.errors.count++;
   }
 
-  listenerFailed(orchestrator: string): void {
-    this.#listenerErrors.inc({ [LABEL_ORCHESTRATOR]: orchestrator });
+  listenerFailed(orchestrator: OrchestratorRecord): void {
+    orchestrator.listenerErrors.count++;
   }
 
   /** Bounded label values: past `maxReasons` distinct user reasons, a new one becomes `other`. */
@@ -356,33 +343,34 @@ export class OrchestratorMetrics {
   }
 }
 
-const byRegistry = new WeakMap<AnyRegistry, OrchestratorMetrics>();
+const byRegistry = new WeakMap<PrometheusRegistry, OrchestratorMetrics>();
 
-/** The metric set of `registry`, created on first use. */
+/**
+ * The metric set of `registry`, created on first use. A second telemetry on the same registry
+ * shares it: other buckets are an error (one histogram cannot have two bucket lists), other
+ * `maxReasons` or `exemplars` a warning (the first telemetry's settings stay in force).
+ */
 export function metricsFor(
-  registry: AnyRegistry,
-  buckets: MetricBuckets,
-  exemplars: boolean,
-  maxReasons: number,
+  registry: PrometheusRegistry,
+  settings: MetricSettings,
+  logger: DiagLogger,
 ): OrchestratorMetrics {
   const existing = byRegistry.get(registry);
   if (existing !== undefined) {
-    if (!sameBuckets(existing.buckets, buckets)) {
+    if (!sameBuckets(existing.settings.buckets, settings.buckets)) {
       throw new TypeError(
         'The orchestrator metrics are already registered on this registry with other buckets; give every telemetry on one registry the same buckets',
       );
     }
+    const was = existing.settings;
+    if (was.maxReasons !== settings.maxReasons || was.exemplars !== settings.exemplars) {
+      logger.warn(
+        `conversation-orchestrator: the orchestrator metrics on this registry were set up by an earlier telemetry with maxReasons ${was.maxReasons} and exemplars ${was.exemplars ? 'on' : 'off'}; this telemetry asked for maxReasons ${settings.maxReasons} and exemplars ${settings.exemplars ? 'on' : 'off'}, and shares the earlier settings`,
+      );
+    }
     return existing;
   }
-  let metrics: OrchestratorMetrics;
-  try {
-    metrics = new OrchestratorMetrics(registry, buckets, exemplars, maxReasons);
-  } catch (error) {
-    throw new TypeError(
-      `Could not register the orchestrator metrics: ${(error as Error).message} (another library registered that name on this registry)`,
-      { cause: error },
-    );
-  }
+  const metrics = new OrchestratorMetrics(registry, settings);
   byRegistry.set(registry, metrics);
   return metrics;
 }

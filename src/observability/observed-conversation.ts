@@ -7,6 +7,7 @@ import {
   type Attributes,
   type Context,
   context,
+  isSpanContextValid,
   type Span,
   SpanKind,
   SpanStatusCode,
@@ -35,9 +36,11 @@ import {
   ATTR_DISPATCH_COUNT,
   ATTR_DISPATCH_DURATION_MS,
   ATTR_DISPATCH_ELAPSED_MS,
+  ATTR_ERROR_TYPE,
   ATTR_GEN_AI_AGENT_NAME,
   ATTR_GEN_AI_CONVERSATION_ID,
   ATTR_GEN_AI_OPERATION_NAME,
+  ATTR_GEN_AI_PROVIDER_NAME,
   ATTR_GEN_AI_WORKFLOW_NAME,
   ATTR_RESPONDER_DISPATCH_NUMBER,
   EVENT_DISPATCH,
@@ -46,15 +49,37 @@ import {
   SPAN_CONVERSATION_PREFIX,
   SPAN_RESPONDER_PREFIX,
 } from './semconv.ts';
-import { endResponderSpan, type Settings, safeAttributes, truncate } from './utils.ts';
+import { endResponderSpan, errorType, type Settings, safeAttributes, truncate } from './utils.ts';
+
+/**
+ * `ConversationStart` as the core may extend it: `providers[i]` is `Responder.provider` of
+ * responder i (the GenAI `gen_ai.provider.name`), when the core passes it.
+ */
+type StartWithProviders<C> = ConversationStart<C> & {
+  readonly providers?: readonly (string | undefined)[];
+};
+
+/** A responder span not yet ended, and whether it has been (a late answer must not end it again). */
+interface OpenSpan {
+  readonly span: Span;
+  ended: boolean;
+}
+
+function endOnce(open: OpenSpan, failure?: { readonly error: unknown }, type?: string): void {
+  if (open.ended) return;
+  open.ended = true;
+  endResponderSpan(open.span, failure, type);
+}
 
 export class ObservedConversation<S, C> implements ConversationObservation<S, C> {
   readonly #settings: Settings<S, C>;
   readonly #orchestrator: string;
   readonly #responders: readonly string[];
   readonly #conversationId: string;
+  readonly #providers: readonly (string | undefined)[] | undefined;
   readonly #startTimeMs: number;
   readonly #span: Span;
+  /** The context with the conversation span active: entered once, by `runConversation`. */
   readonly #context: Context;
   readonly #events: DispatchEvents | undefined;
   /** State attributes or content are kept per dispatch. */
@@ -65,13 +90,15 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   readonly #traceId: string | undefined;
   readonly #stateAttributes: ((state: ConversationState<S, C>) => Attributes) | undefined;
   #lastMessage: Message<C> | undefined;
-  #openResponderSpan: Span | undefined;
+  #openResponderSpan: OpenSpan | undefined;
   readonly runResponder: (<T>(index: number, invoke: () => T) => T) | undefined;
+  readonly runConversation: (<T>(run: () => T) => T) | undefined;
 
-  constructor(settings: Settings<S, C>, start: ConversationStart<C>) {
+  constructor(settings: Settings<S, C>, start: StartWithProviders<C>) {
     this.#settings = settings;
     this.#orchestrator = start.orchestrator;
     this.#responders = start.responders;
+    this.#providers = Array.isArray(start.providers) ? start.providers : undefined;
     this.#conversationId = start.conversationId;
     this.#startTimeMs = start.startTimeMs;
     const parent = context.active();
@@ -93,16 +120,23 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       parent,
     );
     const recording = this.#span.isRecording();
-    // The responders' context: only needed (and only made) for responder spans.
-    this.#context =
-      settings.responderSpans && recording ? trace.setSpan(parent, this.#span) : parent;
+    const spanContext = this.#span.spanContext();
+    // The conversation span is the active context of everything the conversation runs (turn
+    // policy, responders, listener), so spans they start nest under it. With an AsyncLocalStorage
+    // context manager, entering it once carries it through every promise continuation and timer
+    // of the loop: no per-dispatch `context.with`. Without a tracer provider the span is the
+    // parent's own (or invalid), and there is nothing to enter.
+    const entered =
+      isSpanContextValid(spanContext) &&
+      spanContext.spanId !== trace.getSpanContext(parent)?.spanId;
+    this.#context = entered ? trace.setSpan(parent, this.#span) : parent;
+    this.runConversation = entered ? this.#enter : undefined;
     this.#withExtras = settings.stateAttributes !== undefined || settings.captureContent;
     this.#events = recording
       ? new DispatchEvents(settings.maxDispatchEvents, this.#withExtras)
       : undefined;
     this.#stateAttributes = recording ? settings.stateAttributes : undefined;
     this.#lastMessage = start.input;
-    const spanContext = this.#span.spanContext();
     this.#traceId =
       settings.exemplars && (spanContext.traceFlags & TraceFlags.SAMPLED) !== 0
         ? spanContext.traceId
@@ -165,12 +199,16 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     events.add(info, extra);
   };
 
+  readonly #enter = <T>(run: () => T): T => context.with(this.#context, run);
+
   onResponderError(index: number): void {
-    this.#settings.metrics?.responderFailed(this.#orchestrator, this.#responders[index] as string);
+    const record = this.#records?.[index];
+    if (record !== undefined) this.#settings.metrics?.responderFailed(record);
   }
 
   onListenerError(): void {
-    this.#settings.metrics?.listenerFailed(this.#orchestrator);
+    if (this.#metricsRecord !== undefined)
+      this.#settings.metrics?.listenerFailed(this.#metricsRecord);
   }
 
   onConversationEnd(end: ConversationEnd<S, C>): void {
@@ -187,16 +225,26 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     );
 
     const span = this.#span;
-    if (this.#openResponderSpan !== undefined) {
-      endResponderSpan(
-        this.#openResponderSpan,
-        new Error(`Conversation ended (${reason}) before the responder answered`),
-      );
+    const open = this.#openResponderSpan;
+    if (open !== undefined) {
       this.#openResponderSpan = undefined;
+      endOnce(
+        open,
+        { error: new Error(`Conversation ended (${reason}) before the responder answered`) },
+        reason,
+      );
     }
     const events = this.#events;
     if (events !== undefined) {
-      for (const e of events.kept()) {
+      // A failure is an ending the caller did not choose: status ERROR, the exception, error.type.
+      // An abort is the caller's choice (status left Unset, the reason says it), as is every
+      // resolved ending: instrumentation leaves OK to the application.
+      const failed = !end.ok && reason !== 'aborted';
+      // The exception event is written after the dispatch events: leave it room under the
+      // span's event limit, or the SDK would drop the first dispatch event to make it.
+      const room = this.#settings.maxDispatchEvents - (failed ? 1 : 0);
+      let written = 0;
+      for (const e of events.kept(room)) {
         const attributes: Attributes = {
           [ATTR_DISPATCH_COUNT]: e.count,
           [ATTR_GEN_AI_AGENT_NAME]: this.#responders[e.responder],
@@ -207,16 +255,18 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
           ...e.extra,
         };
         span.addEvent(EVENT_DISPATCH, attributes, this.#startTimeMs + e.elapsedMs);
+        written++;
       }
       span.setAttributes({
         [ATTR_CONVERSATION_DISPATCH_COUNT]: dispatches,
         [ATTR_CONVERSATION_END_REASON]: reason,
         [ATTR_CONVERSATION_ELAPSED_MS]: elapsedMs,
-        [ATTR_CONVERSATION_EVENTS_DROPPED]: events.dropped,
+        // Of the dispatches the result or error reports, those without an event.
+        [ATTR_CONVERSATION_EVENTS_DROPPED]: Math.max(0, dispatches - written),
       });
-      if (end.ok) span.setStatus({ code: SpanStatusCode.OK });
-      else if (reason !== 'aborted') {
+      if (failed) {
         span.recordException(end.error);
+        span.setAttribute(ATTR_ERROR_TYPE, errorType(end.error));
         span.setStatus({ code: SpanStatusCode.ERROR, message: end.error.message });
       }
     }
@@ -225,40 +275,51 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
 
   readonly #runInSpan = <T>(index: number, invoke: () => T): T => {
     const name = this.#responders[index] as string;
+    const attributes: Attributes = {
+      [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_INVOKE_AGENT,
+      [ATTR_GEN_AI_AGENT_NAME]: name,
+      [ATTR_GEN_AI_CONVERSATION_ID]: this.#conversationId,
+      [ATTR_RESPONDER_DISPATCH_NUMBER]: (this.#events?.total ?? 0) + 1,
+    };
+    const provider = this.#providers?.[index];
+    if (typeof provider === 'string') attributes[ATTR_GEN_AI_PROVIDER_NAME] = provider;
     const span = this.#settings.tracer.startSpan(
       SPAN_RESPONDER_PREFIX + name,
-      {
-        kind: SpanKind.INTERNAL,
-        attributes: {
-          [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_INVOKE_AGENT,
-          [ATTR_GEN_AI_AGENT_NAME]: name,
-          [ATTR_GEN_AI_CONVERSATION_ID]: this.#conversationId,
-          [ATTR_RESPONDER_DISPATCH_NUMBER]: (this.#events?.total ?? 0) + 1,
-        },
-      },
+      { kind: SpanKind.INTERNAL, attributes },
       this.#context,
     );
+    const open: OpenSpan = { span, ended: false };
+    // Open from the start: an abort inside the call itself ends the conversation, and the span
+    // with it, before the call returns.
+    this.#openResponderSpan = open;
     let result: T;
     try {
       result = context.with(trace.setSpan(this.#context, span), invoke);
     } catch (error) {
-      endResponderSpan(span, error);
+      if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
+      endOnce(open, { error });
       throw error;
     }
-    if (result === null || typeof (result as { then?: unknown })?.then !== 'function') {
-      endResponderSpan(span, undefined);
+    if (
+      result === null ||
+      (typeof result !== 'object' && typeof result !== 'function') ||
+      typeof (result as { then?: unknown }).then !== 'function'
+    ) {
+      if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
+      endOnce(open);
       return result;
     }
-    this.#openResponderSpan = span;
+    // A late answer (after an abort or a deadline ended the conversation and this span) finds
+    // the span ended and leaves it alone.
     return (result as unknown as PromiseLike<unknown>).then(
       (value) => {
-        if (this.#openResponderSpan === span) this.#openResponderSpan = undefined;
-        endResponderSpan(span, undefined);
+        if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
+        endOnce(open);
         return value;
       },
       (error: unknown) => {
-        if (this.#openResponderSpan === span) this.#openResponderSpan = undefined;
-        endResponderSpan(span, error);
+        if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
+        endOnce(open, { error });
         throw error;
       },
     ) as T;

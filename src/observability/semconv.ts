@@ -10,8 +10,16 @@ export const ATTR_GEN_AI_OPERATION_NAME = 'gen_ai.operation.name';
 export const ATTR_GEN_AI_CONVERSATION_ID = 'gen_ai.conversation.id';
 export const ATTR_GEN_AI_AGENT_NAME = 'gen_ai.agent.name';
 export const ATTR_GEN_AI_WORKFLOW_NAME = 'gen_ai.workflow.name';
+/** On `invoke_agent` spans, only when the responder declares `provider`. */
+export const ATTR_GEN_AI_PROVIDER_NAME = 'gen_ai.provider.name';
 export const GEN_AI_OPERATION_INVOKE_WORKFLOW = 'invoke_workflow';
 export const GEN_AI_OPERATION_INVOKE_AGENT = 'invoke_agent';
+
+// --- General semantic conventions (stable) ---
+/** The class of error a failed span ended with (the error's class name, or `_OTHER`). */
+export const ATTR_ERROR_TYPE = 'error.type';
+/** `error.type` of a thrown value that is not an Error. */
+export const ERROR_TYPE_OTHER = '_OTHER';
 
 // --- Spans ---
 /** The conversation span: `invoke_workflow {orchestrator}`. */
@@ -63,5 +71,5 @@ export const REASON_OTHER = 'other';
 /** Environment variable that switches content capture on (`true`). */
 export const ENV_CAPTURE_CONTENT = 'OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT';
 
-/** The instrumentation scope (tracer) name. */
-export const TRACER_NAME = 'conversation-orchestrator';
+/** The instrumentation scope (tracer): the package's name and version, generated from package.json. */
+export { PACKAGE_NAME as TRACER_NAME, PACKAGE_VERSION as TRACER_VERSION } from './version.ts';

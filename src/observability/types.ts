@@ -1,18 +1,19 @@
 /** Options of `createConversationTelemetry()`. */
 import type { Attributes, DiagLogger, Tracer, TracerProvider } from '@opentelemetry/api';
-import type { OpenMetricsContentType, PrometheusContentType, Registry } from 'prom-client';
 import type { ConversationState } from '../core/types.ts';
+import type { PrometheusRegistry } from './registry.ts';
 
 export interface TelemetryOptions<S = unknown, C = unknown> {
   /**
-   * The prom-client registry the metrics are registered on. Never the global default registry
-   * unless that is what you pass. Without it, no metrics are recorded.
+   * The prom-client registry the metrics are registered on (any prom-client 15 copy: it is
+   * recognised by its shape). Never the global default registry unless that is what you pass.
+   * Without it, no metrics are recorded and prom-client need not be installed.
    * @default undefined (no metrics)
    */
-  readonly registry?: Registry<PrometheusContentType> | Registry<OpenMetricsContentType>;
+  readonly registry?: PrometheusRegistry;
   /**
    * The tracer. Takes precedence over `tracerProvider`.
-   * @default the global tracer provider's `conversation-orchestrator` tracer
+   * @default the global tracer provider's tracer named and versioned after this package
    */
   readonly tracer?: Tracer;
   /**
@@ -23,6 +24,7 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
   /**
    * Attributes of the state added to every dispatch event (the spread of the desks' quotes, say).
    * Called once per dispatch while the span is recording; keep it cheap and the values small.
+   * The returned values are copied at once, so reusing one object between calls is safe.
    * @default undefined (none)
    * @example (state) => ({ 'desks.spread': spread(state.projection) })
    */
@@ -35,7 +37,8 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
    */
   readonly captureContent?: boolean;
   /**
-   * Characters of recorded content; longer content is cut and ends with `…`.
+   * Length of recorded content in UTF-16 code units (JavaScript string length, not characters);
+   * longer content is cut and ends with `…`. A cut never splits a surrogate pair.
    * @default 1024
    */
   readonly maxContentLength?: number;
@@ -81,7 +84,9 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
    */
   readonly maxReasons?: number;
   /**
-   * Where failures of `stateAttributes` and of exporting are reported. They never break a run.
+   * Where a throwing `stateAttributes` (rate-limited: the first at once, then one line per 10 s
+   * with the count) and settings that a shared registry cannot honour are reported. They never
+   * break a run.
    * @default diag (the OpenTelemetry diagnostics logger)
    */
   readonly logger?: DiagLogger;

@@ -1,4 +1,4 @@
-import { context } from '@opentelemetry/api';
+import { context, DiagLogLevel, diag, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
   BasicTracerProvider,
@@ -7,22 +7,63 @@ import {
   SimpleSpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
 
-let contextManager: AsyncLocalStorageContextManager | undefined;
-
-/** A tracer provider exporting to memory, and async context propagation for nesting. */
+/**
+ * A tracer provider exporting to memory, registered globally (so spans a responder starts with
+ * `trace.getTracer(...)`, as an instrumentation would, go to it too), with the
+ * AsyncLocalStorage context manager that `@opentelemetry/sdk-node` registers. Call
+ * `restoreTracing()` in `afterEach`.
+ */
 export function memoryTracing(spanLimits?: { eventCountLimit?: number }) {
-  if (contextManager === undefined) {
-    contextManager = new AsyncLocalStorageContextManager().enable();
-    context.setGlobalContextManager(contextManager);
-  }
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   const exporter = new InMemorySpanExporter();
   const provider = new BasicTracerProvider({
     spanProcessors: [new SimpleSpanProcessor(exporter)],
     ...(spanLimits ? { spanLimits } : {}),
   });
+  trace.setGlobalTracerProvider(provider);
   return { exporter, provider, tracer: provider.getTracer('test') };
+}
+
+/** Undoes every global that a test may have set: context manager, tracer provider, diag logger. */
+export function restoreTracing(): void {
+  context.disable();
+  trace.disable();
+  propagation.disable();
+  diag.disable();
+}
+
+/** Collects the OpenTelemetry diagnostics at WARN and above (the SDK reports misuse there). */
+export function captureDiag(): string[] {
+  const messages: string[] = [];
+  const keep =
+    (level: string) =>
+    (message: string, ...args: unknown[]) =>
+      messages.push(`${level}: ${message} ${args.map(String).join(' ')}`.trim());
+  diag.setLogger(
+    {
+      error: keep('error'),
+      warn: keep('warn'),
+      info: () => {},
+      debug: () => {},
+      verbose: () => {},
+    },
+    { logLevel: DiagLogLevel.WARN, suppressOverrideMessage: true },
+  );
+  return messages;
 }
 
 export function spansNamed(exporter: InMemorySpanExporter, name: string): ReadableSpan[] {
   return exporter.getFinishedSpans().filter((s) => s.name === name);
+}
+
+/** The dispatch counts of a span's `conversation.dispatch` events, in order. */
+export function dispatchCounts(span: ReadableSpan | undefined): number[] {
+  return (span?.events ?? [])
+    .filter((e) => e.name === 'conversation.dispatch')
+    .map((e) => e.attributes?.['conversation.dispatch.count'] as number);
+}
+
+/** 1..n */
+export function range(from: number, to: number): number[] {
+  return Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);
 }

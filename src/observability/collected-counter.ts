@@ -1,0 +1,47 @@
+/**
+ * A counter or gauge whose values live in plain numbers on the hot path and are read at scrape
+ * time: exact, ~1 ns per count instead of prom-client's ~0.2 µs per `inc`, and no prom-client
+ * class needed (the registry formats the structured values of `get()` like its own metrics').
+ */
+import type { CollectedMetric, CollectedValue, Collector } from './registry.ts';
+
+/** One series: its labels and where its value is read from. */
+export interface Series {
+  readonly labels: Readonly<Record<string, string>>;
+  /** A counter's count (reset by `registry.resetMetrics()`). */
+  count: number;
+}
+
+export class CollectedCounter implements Collector {
+  readonly aggregator = 'sum' as const;
+
+  /**
+   * `series()` lists the series to expose, in order, at each scrape. `value` reads a series'
+   * value (a gauge reads its own number; a counter, its `count`).
+   */
+  constructor(
+    public name: string,
+    readonly help: string,
+    readonly type: 'counter' | 'gauge',
+    private readonly series: () => Iterable<Series>,
+    private readonly value: (series: Series) => number = (s) => s.count,
+  ) {}
+
+  get(): CollectedMetric {
+    const values: CollectedValue[] = [];
+    for (const s of this.series()) values.push({ value: this.value(s), labels: s.labels });
+    return {
+      name: this.name,
+      help: this.help,
+      type: this.type,
+      aggregator: this.aggregator,
+      values,
+    };
+  }
+
+  /** A counter starts again from 0; a gauge is read afresh at the next scrape anyway. */
+  reset(): void {
+    if (this.type !== 'counter') return;
+    for (const s of this.series()) s.count = 0;
+  }
+}
