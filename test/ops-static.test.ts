@@ -2,7 +2,8 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { DASHBOARDS, render } from '../grafana/dashboards.ts';
+import { DEFAULT_OPS_CONFIG } from '../ops/config.ts';
+import { renderOps } from '../ops/render.ts';
 import {
   dashboardFiles,
   dashboardQueries,
@@ -104,18 +105,14 @@ describe('names in dashboards and rules', () => {
 });
 
 describe('grafana', () => {
-  it('dashboards are regenerated from grafana/dashboards.ts exactly', () => {
-    for (const [file, make] of Object.entries(DASHBOARDS)) {
-      expect(
-        readFileSync(`grafana/dashboards/${file}`, 'utf8'),
-        `${file}: run npm run dashboards`,
-      ).toBe(render(make));
+  it('every generated file is what npm run ops writes for the default config', () => {
+    const generated = renderOps(DEFAULT_OPS_CONFIG);
+    for (const [path, content] of generated) {
+      expect(readFileSync(path, 'utf8'), `${path} is stale: run npm run ops`).toBe(content);
     }
-    expect(
-      dashboardFiles()
-        .map((f) => f.split('/').pop())
-        .sort(),
-    ).toEqual(Object.keys(DASHBOARDS).sort());
+    expect(dashboardFiles().sort()).toEqual(
+      [...generated.keys()].filter((p) => p.startsWith('grafana/dashboards/')).sort(),
+    );
   });
 
   it('dashboards have fixed uids, a datasource variable, and every query uses it', () => {
@@ -225,6 +222,44 @@ describe('docker-compose.yml', () => {
     ]) {
       expect(existsSync(path)).toBe(true);
     }
+  });
+
+  it('gives every service a healthcheck and starts each after what it needs is healthy', () => {
+    const r = spawnSync('docker-compose', ['-f', 'docker-compose.yml', 'config'], {
+      encoding: 'utf8',
+    });
+    expect(r.status).toBe(0);
+    const { services } = parse(r.stdout) as {
+      services: Record<
+        string,
+        {
+          healthcheck?: { test: string[]; interval: string; timeout: string; retries: number };
+          depends_on?: Record<string, { condition: string }>;
+        }
+      >;
+    };
+    const missing = Object.entries(services)
+      .filter(([, s]) => s.healthcheck?.test[0] !== 'CMD')
+      .map(([name]) => name);
+    expect(missing).toEqual([]);
+    const dependencies = Object.fromEntries(
+      Object.entries(services).map(([name, s]) => [
+        name,
+        Object.entries(s.depends_on ?? {}).map(([on, d]) => `${on}: ${d.condition}`),
+      ]),
+    );
+    expect(dependencies).toMatchObject({
+      desks: ['jaeger: service_healthy'],
+      jaeger: [],
+      prometheus: ['desks: service_healthy'],
+      grafana: ['jaeger: service_healthy', 'prometheus: service_healthy'],
+    });
+    // Each probe asks the service's own port, on its own health endpoint.
+    const probe = (name: string) => services[name]?.healthcheck?.test.join(' ');
+    expect(probe('desks')).toContain('http://127.0.0.1:9464/healthz');
+    expect(probe('jaeger')).toContain('http://127.0.0.1:13133/status');
+    expect(probe('prometheus')).toContain('http://127.0.0.1:9090/-/ready');
+    expect(probe('grafana')).toContain('http://127.0.0.1:3000/api/health');
   });
 
   it("scrapes the service by its compose name on its port, and the Dockerfile runs npm start's command", () => {

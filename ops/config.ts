@@ -1,0 +1,292 @@
+/**
+ * The ops bundle's one configuration, in the way monitoring mixins keep theirs: every selector,
+ * threshold, `for:` duration and window the rules, dashboards and Kubernetes manifests use is one
+ * commented value here. `npm run ops` renders the defaults into the committed files;
+ * `npm run ops -- --config my-ops.ts --out my-ops/` renders a variant for your own config.
+ */
+
+/** A Prometheus duration: `30s`, `5m`, `1h`, `1h30m`. */
+export type Duration = string;
+
+/** One alert's knobs. */
+export interface AlertConfig {
+  /**
+   * How long the condition must hold before the alert fires.
+   */
+  readonly for: Duration;
+}
+
+export interface OpsConfig {
+  /**
+   * PromQL label matchers that select the service's series, as they appear inside `{...}`. Every
+   * rule and dashboard query carries them, so a scrape job named differently needs only this.
+   * @default 'job="conversation-orchestrator"'
+   */
+  readonly selector: string;
+  /**
+   * Labels kept beside `orchestrator` when rules aggregate the replicas of a service; alerts carry
+   * them, and Alertmanager's inhibition matches on them (a down target silences the alerts of its
+   * own job only). They also name the recording rules' level (`job_orchestrator:...`).
+   * @default []
+   */
+  readonly groupLabels: readonly string[];
+  /**
+   * The range of the rates and quantiles the alerts look at.
+   * @default '5m'
+   */
+  readonly rateWindow: Duration;
+  /**
+   * The range within which at least one dispatch counts as progress (stalled conversations).
+   * @default '1m'
+   */
+  readonly dispatchWindow: Duration;
+  /**
+   * Conversations ended per second below which the ratio alerts stay quiet (too little traffic
+   * for a share to mean anything).
+   * @default 0.01
+   */
+  readonly minTraffic: number;
+  /** `OrchestratorSlowConvergence` (warning). */
+  readonly slowConvergence: AlertConfig & {
+    /**
+     * p95 time to converge, in seconds, above which conversations count as slow.
+     * @default 5
+     */
+    readonly p95Seconds: number;
+  };
+  /** `OrchestratorConvergenceFailures` (warning). */
+  readonly convergenceFailures: AlertConfig & {
+    /**
+     * Share of conversations ending without converging (max dispatches, timeout, failure).
+     * @default 0.25
+     */
+    readonly ratio: number;
+  };
+  /** `OrchestratorConversationErrors` (critical). */
+  readonly conversationErrors: AlertConfig & {
+    /**
+     * Share of conversations failing (error, deadline, queue overflow).
+     * @default 0.1
+     */
+    readonly ratio: number;
+  };
+  /** `OrchestratorStalledConversations` (critical): conversations in progress, no dispatch. */
+  readonly stalledConversations: AlertConfig;
+  /** `OrchestratorListenerErrors` (warning): any listener error, for this long. */
+  readonly listenerErrors: AlertConfig;
+  /** `OrchestratorTargetDown` (critical): the scrape of an instance fails. */
+  readonly targetDown: AlertConfig;
+  /**
+   * Where `runbook.md` lives; each alert's `runbook_url` is this plus `#alertname` in lower case.
+   * @default 'https://github.com/conversation-orchestrator/conversation-orchestrator/blob/main/prometheus/runbook.md'
+   */
+  readonly runbookUrl: string;
+  /** The Kubernetes manifests (kubernetes/). */
+  readonly kubernetes: KubernetesConfig;
+}
+
+export interface KubernetesConfig {
+  /**
+   * Namespace of every object.
+   * @default 'conversation-orchestrator'
+   */
+  readonly namespace: string;
+  /**
+   * The demo service's image (built from the Dockerfile).
+   * @default 'conversation-orchestrator-demo:0.1.0'
+   */
+  readonly image: string;
+  /**
+   * Replicas of the demo service.
+   * @default 3
+   */
+  readonly replicas: number;
+  /**
+   * The label the kube-prometheus-stack's Prometheus selects ServiceMonitors and PrometheusRules
+   * by (its Helm release name).
+   * @default { release: 'kube-prometheus-stack' }
+   */
+  readonly prometheusSelector: Readonly<Record<string, string>>;
+  /**
+   * OTLP/HTTP endpoint the service exports traces to (`OTEL_EXPORTER_OTLP_ENDPOINT`).
+   * @default 'http://jaeger-collector.observability:4318'
+   */
+  readonly otlpEndpoint: string;
+}
+
+/** Partial at every level: what `defineOpsConfig` accepts. */
+export type OpsConfigInput = {
+  readonly [K in keyof OpsConfig]?: OpsConfig[K] extends readonly unknown[]
+    ? OpsConfig[K]
+    : OpsConfig[K] extends object
+      ? Partial<OpsConfig[K]>
+      : OpsConfig[K];
+};
+
+export const DEFAULT_OPS_CONFIG: OpsConfig = {
+  selector: 'job="conversation-orchestrator"',
+  groupLabels: [],
+  rateWindow: '5m',
+  dispatchWindow: '1m',
+  minTraffic: 0.01,
+  slowConvergence: { p95Seconds: 5, for: '10m' },
+  convergenceFailures: { ratio: 0.25, for: '10m' },
+  conversationErrors: { ratio: 0.1, for: '5m' },
+  stalledConversations: { for: '5m' },
+  listenerErrors: { for: '5m' },
+  targetDown: { for: '2m' },
+  runbookUrl:
+    'https://github.com/conversation-orchestrator/conversation-orchestrator/blob/main/prometheus/runbook.md',
+  kubernetes: {
+    namespace: 'conversation-orchestrator',
+    image: 'conversation-orchestrator-demo:0.1.0',
+    replicas: 3,
+    prometheusSelector: { release: 'kube-prometheus-stack' },
+    otlpEndpoint: 'http://jaeger-collector.observability:4318',
+  },
+};
+
+export class OpsConfigError extends Error {
+  override name = 'OpsConfigError';
+}
+
+function describe(value: unknown): string {
+  return `\`${typeof value === 'string' ? value : JSON.stringify(value)}\` (${typeof value})`;
+}
+
+function expect(ok: boolean, what: string, expected: string, value: unknown): void {
+  if (!ok)
+    throw new OpsConfigError(`Expected \`${what}\` to be ${expected}, got ${describe(value)}`);
+}
+
+const DURATION = /^(\d+(ms|s|m|h|d|w|y))+$/;
+const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
+// One or more `label op "value"` matchers, comma-separated (values without unescaped quotes).
+const MATCHERS =
+  /^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"(\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*")*\s*$/;
+const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
+
+function duration(what: string, value: unknown): void {
+  expect(
+    typeof value === 'string' && DURATION.test(value),
+    what,
+    'a Prometheus duration such as `5m`',
+    value,
+  );
+}
+
+function ratio(what: string, value: unknown): void {
+  expect(
+    typeof value === 'number' && value > 0 && value < 1,
+    what,
+    'a ratio between 0 and 1',
+    value,
+  );
+}
+
+/** The defaults with your changes, checked: a bad value throws with what was expected and what came. */
+export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
+  const d = DEFAULT_OPS_CONFIG;
+  const config: OpsConfig = {
+    ...d,
+    ...input,
+    slowConvergence: { ...d.slowConvergence, ...input.slowConvergence },
+    convergenceFailures: { ...d.convergenceFailures, ...input.convergenceFailures },
+    conversationErrors: { ...d.conversationErrors, ...input.conversationErrors },
+    stalledConversations: { ...d.stalledConversations, ...input.stalledConversations },
+    listenerErrors: { ...d.listenerErrors, ...input.listenerErrors },
+    targetDown: { ...d.targetDown, ...input.targetDown },
+    kubernetes: { ...d.kubernetes, ...input.kubernetes },
+  };
+  expect(
+    typeof config.selector === 'string' && MATCHERS.test(config.selector),
+    'selector',
+    'PromQL label matchers such as `job="conversation-orchestrator"`',
+    config.selector,
+  );
+  expect(
+    Array.isArray(config.groupLabels) &&
+      config.groupLabels.every(
+        (l) => typeof l === 'string' && LABEL.test(l) && l !== 'orchestrator',
+      ),
+    'groupLabels',
+    'an array of label names other than `orchestrator`',
+    config.groupLabels,
+  );
+  duration('rateWindow', config.rateWindow);
+  duration('dispatchWindow', config.dispatchWindow);
+  expect(
+    typeof config.minTraffic === 'number' &&
+      Number.isFinite(config.minTraffic) &&
+      config.minTraffic >= 0,
+    'minTraffic',
+    'a non-negative number of conversations per second',
+    config.minTraffic,
+  );
+  expect(
+    typeof config.slowConvergence.p95Seconds === 'number' &&
+      Number.isFinite(config.slowConvergence.p95Seconds) &&
+      config.slowConvergence.p95Seconds > 0,
+    'slowConvergence.p95Seconds',
+    'a positive number of seconds',
+    config.slowConvergence.p95Seconds,
+  );
+  ratio('convergenceFailures.ratio', config.convergenceFailures.ratio);
+  ratio('conversationErrors.ratio', config.conversationErrors.ratio);
+  for (const alert of [
+    'slowConvergence',
+    'convergenceFailures',
+    'conversationErrors',
+    'stalledConversations',
+    'listenerErrors',
+    'targetDown',
+  ] as const) {
+    duration(`${alert}.for`, config[alert].for);
+  }
+  let url: URL | undefined;
+  try {
+    url = new URL(config.runbookUrl);
+  } catch {
+    url = undefined;
+  }
+  expect(
+    url !== undefined && (url.protocol === 'https:' || url.protocol === 'http:') && url.hash === '',
+    'runbookUrl',
+    'an http(s) URL without a #fragment',
+    config.runbookUrl,
+  );
+  const k = config.kubernetes;
+  expect(
+    typeof k.namespace === 'string' && DNS_LABEL.test(k.namespace),
+    'kubernetes.namespace',
+    'a DNS label',
+    k.namespace,
+  );
+  expect(
+    typeof k.image === 'string' && /^\S+$/.test(k.image) && k.image !== '',
+    'kubernetes.image',
+    'an image reference',
+    k.image,
+  );
+  expect(
+    Number.isInteger(k.replicas) && k.replicas >= 1,
+    'kubernetes.replicas',
+    'a positive integer',
+    k.replicas,
+  );
+  expect(
+    typeof k.prometheusSelector === 'object' &&
+      k.prometheusSelector !== null &&
+      Object.values(k.prometheusSelector).every((v) => typeof v === 'string'),
+    'kubernetes.prometheusSelector',
+    'an object of label values',
+    k.prometheusSelector,
+  );
+  expect(
+    typeof k.otlpEndpoint === 'string' && /^https?:\/\/\S+$/.test(k.otlpEndpoint),
+    'kubernetes.otlpEndpoint',
+    'an http(s) URL',
+    k.otlpEndpoint,
+  );
+  return config;
+}

@@ -1,0 +1,169 @@
+/**
+ * What both dashboards share: the datasource variable every query goes through, the selectors
+ * built from the config, the units, the query and variable builders.
+ */
+
+import {
+  LegendDisplayMode,
+  LegendPlacement,
+  SortOrder,
+  TooltipDisplayMode,
+  VizLegendOptionsBuilder,
+  VizTooltipOptionsBuilder,
+} from '@grafana/grafana-foundation-sdk/common';
+import {
+  type Dashboard,
+  DashboardBuilder,
+  DashboardCursorSync,
+  DashboardLinkBuilder,
+  DashboardLinkType,
+  type DataSourceRef,
+  DatasourceVariableBuilder,
+  QueryVariableBuilder,
+  VariableRefresh,
+  VariableSort,
+} from '@grafana/grafana-foundation-sdk/dashboard';
+import {
+  HeatmapColorMode,
+  HeatmapColorOptionsBuilder,
+  HeatmapColorScale,
+} from '@grafana/grafana-foundation-sdk/heatmap';
+import { DataqueryBuilder, PromQueryFormat } from '@grafana/grafana-foundation-sdk/prometheus';
+import { PanelBuilder as TimeseriesPanel } from '@grafana/grafana-foundation-sdk/timeseries';
+import type { OpsConfig } from '../config.ts';
+
+/** Every panel and query goes to the dashboard's datasource variable. */
+// biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana interpolates it, not JavaScript.
+export const DATASOURCE: DataSourceRef = { type: 'prometheus', uid: '${datasource}' };
+
+/** Grafana's rate range: at least four scrape intervals, so a rate always has samples. */
+export const RATE = '$__rate_interval';
+
+/**
+ * Units. Grafana's `reqps` would print conversations per second as "req/s", and `short` gives an
+ * error rate no unit at all: `suffix:` units say what is counted.
+ */
+export const UNIT = {
+  conversationsPerSecond: 'suffix: conv/s',
+  dispatchesPerSecond: 'suffix: dispatches/s',
+  errorsPerSecond: 'suffix: errors/s',
+  conversations: 'short',
+  dispatches: 'short',
+  seconds: 's',
+  ratio: 'percentunit',
+} as const;
+
+/** Label matchers of the dashboard's variables, after the config's own selector. */
+export function selector(config: OpsConfig, variables: readonly string[]): string {
+  return [config.selector, ...variables.map((v) => `${v}=~"$${v}"`)].join(',');
+}
+
+export interface QueryOptions {
+  /** The query's id within its panel. @default 'A' */
+  readonly refId?: string;
+  readonly legend?: string;
+  /** Ask for exemplars: the trace ids Grafana links to Jaeger. */
+  readonly exemplar?: boolean;
+  /** One value now instead of a range (tables). */
+  readonly instant?: boolean;
+  readonly format?: PromQueryFormat;
+}
+
+export function query(expr: string, options: QueryOptions = {}): DataqueryBuilder {
+  const q = new DataqueryBuilder()
+    .datasource(DATASOURCE)
+    .refId(options.refId ?? 'A')
+    .expr(expr);
+  if (options.legend !== undefined) q.legendFormat(options.legend);
+  if (options.exemplar === true) q.exemplar(true);
+  if (options.instant === true) q.instant();
+  else q.range();
+  if (options.format !== undefined) q.format(options.format);
+  return q;
+}
+
+export { PromQueryFormat };
+
+/** A multi-value variable filled from `label_values(...)`, "All" by default. */
+export function labelVariable(
+  name: string,
+  label: string,
+  definition: string,
+): QueryVariableBuilder {
+  return new QueryVariableBuilder(name)
+    .label(label)
+    .datasource(DATASOURCE)
+    .query({ query: definition, refId: `${name}-query` })
+    .refresh(VariableRefresh.OnTimeRangeChanged)
+    .sort(VariableSort.AlphabeticalAsc)
+    .multi(true)
+    .includeAll(true)
+    .allValue('.*')
+    .current({ selected: true, text: ['All'], value: ['$__all'] });
+}
+
+function datasourceVariable(): DatasourceVariableBuilder {
+  return new DatasourceVariableBuilder('datasource')
+    .label('Data source')
+    .type('prometheus')
+    .current({ selected: true, text: 'Prometheus', value: 'prometheus' });
+}
+
+/** A dashboard with the bundle's settings: fixed uid, the datasource variable first, shared crosshair. */
+export function dashboard(uid: string, title: string): DashboardBuilder {
+  return new DashboardBuilder(title)
+    .uid(uid)
+    .tags(['conversation-orchestrator'])
+    .timezone('browser')
+    .editable()
+    .tooltip(DashboardCursorSync.Crosshair)
+    .refresh('10s')
+    .time({ from: 'now-30m', to: 'now' })
+    .withVariable(datasourceVariable());
+}
+
+/** A link to the other dashboard that keeps the time range and the variables. */
+export function linkTo(title: string, uid: string): DashboardLinkBuilder {
+  return new DashboardLinkBuilder(title)
+    .type(DashboardLinkType.Link)
+    .url(`/d/${uid}`)
+    .keepTime(true)
+    .includeVars(true);
+}
+
+/** A time series panel, legend below, the tooltip listing every series (largest first). */
+export function timeseries(title: string, unit: string, span: number): TimeseriesPanel {
+  return new TimeseriesPanel()
+    .datasource(DATASOURCE)
+    .title(title)
+    .unit(unit)
+    .span(span)
+    .height(8)
+    .legend(
+      new VizLegendOptionsBuilder()
+        .displayMode(LegendDisplayMode.List)
+        .placement(LegendPlacement.Bottom)
+        .showLegend(true),
+    )
+    .tooltip(
+      new VizTooltipOptionsBuilder().mode(TooltipDisplayMode.Multi).sort(SortOrder.Descending),
+    );
+}
+
+/** Builds the dashboard and numbers its panels 1, 2, 3 … (panel links and the API use the ids). */
+export function build(builder: DashboardBuilder): Dashboard {
+  const built = builder.build();
+  for (const [i, panel] of (built.panels ?? []).entries()) panel.id = i + 1;
+  return built;
+}
+
+/** The heatmaps' colours: Grafana's own defaults for the Oranges scheme. */
+export function heatmapColor(): HeatmapColorOptionsBuilder {
+  return new HeatmapColorOptionsBuilder()
+    .mode(HeatmapColorMode.Scheme)
+    .scheme('Oranges')
+    .fill('dark-orange')
+    .scale(HeatmapColorScale.Exponential)
+    .exponent(0.5)
+    .steps(64);
+}

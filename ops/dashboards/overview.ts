@@ -1,0 +1,195 @@
+/**
+ * Conversation orchestrator / Overview: how many conversations end, how, how fast they converge,
+ * and the alerts. Metric names come from the plugin's semconv constants, so a rename cannot leave
+ * a panel behind.
+ */
+import {
+  BigValueColorMode,
+  BigValueGraphMode,
+  ReduceDataOptionsBuilder,
+} from '@grafana/grafana-foundation-sdk/common';
+import type { Dashboard } from '@grafana/grafana-foundation-sdk/dashboard';
+import {
+  PanelBuilder as HeatmapPanel,
+  YAxisConfigBuilder,
+} from '@grafana/grafana-foundation-sdk/heatmap';
+import { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
+import { PanelBuilder as TablePanel } from '@grafana/grafana-foundation-sdk/table';
+import {
+  METRIC_CONVERSATION_DISPATCHES,
+  METRIC_CONVERSATION_DURATION,
+  METRIC_CONVERSATIONS_ENDED,
+  METRIC_CONVERSATIONS_IN_PROGRESS,
+  METRIC_CONVERSATIONS_STARTED,
+  METRIC_DISPATCHES,
+  METRIC_LISTENER_ERRORS,
+} from '../../src/observability/semconv.ts';
+import type { OpsConfig } from '../config.ts';
+import { byOrchestrator, recordName } from '../names.ts';
+import {
+  build,
+  DATASOURCE,
+  dashboard,
+  heatmapColor,
+  labelVariable,
+  linkTo,
+  PromQueryFormat,
+  query,
+  RATE,
+  selector,
+  timeseries,
+  UNIT,
+} from './common.ts';
+import { OVERVIEW_UID, RESPONDERS_UID } from './uids.ts';
+
+function stat(title: string, unit: string, expr: string): StatPanel {
+  return new StatPanel()
+    .datasource(DATASOURCE)
+    .title(title)
+    .unit(unit)
+    .span(6)
+    .height(4)
+    .reduceOptions(new ReduceDataOptionsBuilder().calcs(['lastNotNull']).fields('').values(false))
+    .colorMode(BigValueColorMode.Value)
+    .graphMode(BigValueGraphMode.Area)
+    .withTarget(query(expr));
+}
+
+export function overviewDashboard(config: OpsConfig): Dashboard {
+  const O = selector(config, ['orchestrator']);
+  const OI = selector(config, ['orchestrator', 'instance']);
+  const ended = `${METRIC_CONVERSATIONS_ENDED}{${OI}}`;
+  const converged = `${METRIC_CONVERSATIONS_ENDED}{reason="converged",${OI}}`;
+  const quantile = (q: string) =>
+    `histogram_quantile(${q}, sum by (le) (rate(${METRIC_CONVERSATION_DURATION}_bucket{reason="converged",${OI}}[${RATE}])))`;
+  const convergedRatio = recordName(
+    byOrchestrator(config),
+    'orchestrator_conversations_converged',
+    `ratio_rate${config.rateWindow}`,
+  );
+  return build(
+    dashboard(OVERVIEW_UID, 'Conversation orchestrator / Overview')
+      .withVariable(
+        labelVariable(
+          'orchestrator',
+          'Orchestrator',
+          `label_values(${METRIC_CONVERSATIONS_STARTED}{${config.selector}}, orchestrator)`,
+        ),
+      )
+      .withVariable(
+        labelVariable(
+          'instance',
+          'Instance',
+          `label_values(${METRIC_CONVERSATIONS_STARTED}{${O}}, instance)`,
+        ),
+      )
+      .link(linkTo('Responders', RESPONDERS_UID))
+      .withPanel(
+        stat(
+          'Conversations ended / s',
+          UNIT.conversationsPerSecond,
+          `sum(rate(${ended}[${RATE}]))`,
+        ),
+      )
+      .withPanel(
+        stat(
+          'Share converged',
+          UNIT.ratio,
+          `sum(rate(${converged}[${RATE}])) / sum(rate(${ended}[${RATE}]))`,
+        )
+          .min(0)
+          .max(1),
+      )
+      .withPanel(
+        stat('In progress', UNIT.conversations, `sum(${METRIC_CONVERSATIONS_IN_PROGRESS}{${OI}})`),
+      )
+      .withPanel(
+        stat(
+          'Listener errors / s',
+          UNIT.errorsPerSecond,
+          `sum(rate(${METRIC_LISTENER_ERRORS}{${OI}}[${RATE}]))`,
+        ),
+      )
+      .withPanel(
+        timeseries(
+          'Conversations ended per second by reason',
+          UNIT.conversationsPerSecond,
+          12,
+        ).withTarget(query(`sum by (reason) (rate(${ended}[${RATE}]))`, { legend: '{{reason}}' })),
+      )
+      .withPanel(
+        timeseries('Time to converge (p50 / p95 / p99)', UNIT.seconds, 12)
+          .description(
+            'Elapsed time of conversations that converged. Exemplars link to the trace in Jaeger.',
+          )
+          .withTarget(query(quantile('0.5'), { legend: 'p50' }))
+          .withTarget(query(quantile('0.95'), { legend: 'p95', exemplar: true, refId: 'B' }))
+          .withTarget(query(quantile('0.99'), { legend: 'p99', refId: 'C' })),
+      )
+      .withPanel(
+        new HeatmapPanel()
+          .datasource(DATASOURCE)
+          .title('Dispatches per conversation')
+          .description('Distribution of the dispatches a conversation took, all reasons.')
+          .unit(UNIT.dispatches)
+          .span(12)
+          .height(8)
+          .calculate(false)
+          .cellGap(1)
+          .yAxis(new YAxisConfigBuilder().unit(UNIT.dispatches))
+          .color(heatmapColor())
+          .withTarget(
+            query(
+              `sum by (le) (increase(${METRIC_CONVERSATION_DISPATCHES}_bucket{${OI}}[${RATE}]))`,
+              {
+                legend: '{{le}}',
+                format: PromQueryFormat.Heatmap,
+              },
+            ),
+          ),
+      )
+      .withPanel(
+        timeseries('Share converged by orchestrator', UNIT.ratio, 12)
+          .description(`Recording rule ${convergedRatio}.`)
+          .min(0)
+          .max(1)
+          .withTarget(query(`${convergedRatio}{${O}}`, { legend: '{{orchestrator}}' })),
+      )
+      .withPanel(
+        timeseries('In progress by orchestrator', UNIT.conversations, 8).withTarget(
+          query(`sum by (orchestrator) (${METRIC_CONVERSATIONS_IN_PROGRESS}{${OI}})`, {
+            legend: '{{orchestrator}}',
+          }),
+        ),
+      )
+      .withPanel(
+        timeseries('Dispatches per second by orchestrator', UNIT.dispatchesPerSecond, 8).withTarget(
+          query(`sum by (orchestrator) (rate(${METRIC_DISPATCHES}{${OI}}[${RATE}]))`, {
+            legend: '{{orchestrator}}',
+          }),
+        ),
+      )
+      .withPanel(
+        timeseries('Listener errors per second', UNIT.errorsPerSecond, 8).withTarget(
+          query(`sum by (orchestrator) (rate(${METRIC_LISTENER_ERRORS}{${OI}}[${RATE}]))`, {
+            legend: '{{orchestrator}}',
+          }),
+        ),
+      )
+      .withPanel(
+        new TablePanel()
+          .datasource(DATASOURCE)
+          .title('Orchestrator alerts')
+          .description('Alerts of the orchestrator rules, pending or firing.')
+          .span(24)
+          .height(6)
+          .showHeader(true)
+          .withTarget(
+            query('ALERTS{alertname=~"Orchestrator.*"}', {
+              instant: true,
+              format: PromQueryFormat.Table,
+            }),
+          ),
+      ),
+  );
+}
