@@ -18,3 +18,45 @@ export function readmeTableNames(heading: string): string[] {
   }
   return names;
 }
+
+export interface ReadmeCodeBlock {
+  /** The nearest heading above the block, e.g. `## Quick start`. */
+  readonly heading: string;
+  /** 1-based line of the opening fence. */
+  readonly line: number;
+  readonly lang: string;
+  readonly code: string;
+  /**
+   * Declarations the block relies on from the prose around it ("`options`: the orchestrator
+   * options of the quick start"), given in an HTML comment right above the fence:
+   * `<!-- context: declare const options: ...; -->`. Invisible on GitHub; compiled before the block.
+   */
+  readonly context?: string;
+}
+
+/** Every fenced code block of the README, in order. */
+export function readmeCodeBlocks(readme: string): ReadmeCodeBlock[] {
+  const lines = readme.split('\n');
+  const blocks: ReadmeCodeBlock[] = [];
+  let heading = '';
+  for (let i = 0; i < lines.length; i++) {
+    const line = lines[i] as string;
+    if (/^#{1,6} /.test(line)) heading = line;
+    const fence = /^```(\w*)\s*$/.exec(line);
+    if (!fence) continue;
+    const end = lines.indexOf('```', i + 1);
+    if (end < 0) throw new Error(`README line ${i + 1}: a code block never closes`);
+    const before = lines.slice(0, i).join('\n').trimEnd();
+    const comment = before.endsWith('-->') ? before.slice(before.lastIndexOf('<!--')) : '';
+    const context = /^<!-- context:([\s\S]*)-->$/.exec(comment)?.[1];
+    blocks.push({
+      heading,
+      line: i + 1,
+      lang: fence[1] ?? '',
+      code: `${lines.slice(i + 1, end).join('\n')}\n`,
+      ...(context === undefined ? {} : { context }),
+    });
+    i = end;
+  }
+  return blocks;
+}
