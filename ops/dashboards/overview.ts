@@ -153,7 +153,12 @@ export function overviewDashboard(config: OpsConfig): Dashboard {
           .description(`Recording rule ${convergedRatio}.`)
           .min(0)
           .max(1)
-          .withTarget(query(`${convergedRatio}{${O}}`, { legend: '{{orchestrator}}' })),
+          // A recorded series: its rule applied the config's selector already.
+          .withTarget(
+            query(`${convergedRatio}{orchestrator=~"$orchestrator"}`, {
+              legend: '{{orchestrator}}',
+            }),
+          ),
       )
       .withPanel(
         timeseries('In progress by orchestrator', UNIT.conversations, 8).withTarget(
