@@ -226,9 +226,7 @@ describe('installed without prom-client (traces only)', () => {
     expect(existsSync(join(dir, 'node_modules', PROM))).toBe(false);
   });
 
-  // Waits for the telemetry agent's part of issue 12: src/observability/ still imports prom-client
-  // at load time (ERR_MODULE_NOT_FOUND here). Re-enable when prom-client loads lazily.
-  it.skip('imports both entry points and runs a conversation with spans', async () => {
+  it('imports both entry points and runs a conversation with spans', async () => {
     const out = await app('without-prom-client').output;
     expect(out.versions.promClient).toBeNull();
     expect(out.result).toEqual(FOUR_DISPATCHES);

@@ -20,12 +20,7 @@ const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
  * Blocks that fail because of a library type another change is fixing, by `heading #n`. Each
  * entry names what it waits for; remove it when that lands.
  */
-const PENDING: Readonly<Record<string, string>> = {
-  // `stateAttributes: (state) => spread(state.projection)` sees `unknown`, and the telemetry's
-  // `unknown` state then clashes with the quick start's options.
-  '## Observability: `conversation-orchestrator/observability` #1':
-    'createConversationTelemetry carries the state type (telemetry agent, issue 12)',
-};
+const PENDING: Readonly<Record<string, string>> = {};
 
 interface Block extends ReadmeCodeBlock {
   readonly name: string;
