@@ -2,6 +2,7 @@
  * The demo service's knobs: flags, else environment variables, else defaults. Bad values are
  * rejected with what was expected and what came.
  */
+import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 
 export const SCENARIOS = ['converge', 'slow', 'never', 'timeout', 'fail', 'abort'] as const;
@@ -24,6 +25,18 @@ export interface ServiceConfig {
   readonly mix: Readonly<Record<Scenario, number>>;
   /** Seconds between progress lines. */
   readonly progressSeconds: number;
+  /** Most WebSocket clients at once; past it an upgrade is refused with 503. */
+  readonly maxClients: number;
+  /** Seconds between WebSocket pings; a client that has not answered the last one is dropped. */
+  readonly wsPingSeconds: number;
+  /** Longest wait for a request's headers (also for a connection that sends nothing), ms. */
+  readonly headersTimeoutMs: number;
+  /** Longest wait for a whole request, ms (at least `headersTimeoutMs`). */
+  readonly requestTimeoutMs: number;
+  /** How long an idle keep-alive connection stays open after a response, ms. */
+  readonly keepAliveTimeoutMs: number;
+  /** Longest wait at shutdown for spans to reach the OTLP endpoint, ms. */
+  readonly flushTimeoutMs: number;
 }
 
 interface Knob {
@@ -83,6 +96,42 @@ const KNOBS = {
     fallback: '2',
     help: 'seconds between progress lines',
   },
+  maxClients: {
+    flag: 'max-clients',
+    env: 'MAX_CLIENTS',
+    fallback: '500',
+    help: 'most WebSocket clients at once (past it: 503)',
+  },
+  wsPingSeconds: {
+    flag: 'ws-ping-s',
+    env: 'WS_PING_S',
+    fallback: '15',
+    help: 'seconds between WebSocket pings (silent clients are dropped)',
+  },
+  headersTimeoutMs: {
+    flag: 'headers-timeout-ms',
+    env: 'HEADERS_TIMEOUT_MS',
+    fallback: '10000',
+    help: 'longest wait for request headers (and for a silent connection)',
+  },
+  requestTimeoutMs: {
+    flag: 'request-timeout-ms',
+    env: 'REQUEST_TIMEOUT_MS',
+    fallback: '30000',
+    help: 'longest wait for a whole request',
+  },
+  keepAliveTimeoutMs: {
+    flag: 'keep-alive-timeout-ms',
+    env: 'KEEP_ALIVE_TIMEOUT_MS',
+    fallback: '5000',
+    help: 'idle keep-alive connections close after this',
+  },
+  flushTimeoutMs: {
+    flag: 'flush-timeout-ms',
+    env: 'FLUSH_TIMEOUT_MS',
+    fallback: '3000',
+    help: 'longest wait for the span flush at shutdown',
+  },
 } as const satisfies Record<keyof ServiceConfig, Knob>;
 
 export class ConfigError extends Error {
@@ -92,7 +141,7 @@ export class ConfigError extends Error {
 export function usage(): string {
   const rows = Object.values(KNOBS).map(
     (k) =>
-      `  --${k.flag.padEnd(13)} ${k.help}\n  ${''.padEnd(15)} env ${k.env}, default ${k.fallback}`,
+      `  --${k.flag.padEnd(22)} ${k.help}\n  ${''.padEnd(24)} env ${k.env}, default ${k.fallback}`,
   );
   return [
     'conversation-orchestrator demo service: trading desks converging on prices, instrumented.',
@@ -100,7 +149,7 @@ export function usage(): string {
     'Usage: npm start -- [options]',
     '',
     ...rows,
-    '  --help          this text',
+    `  --${'help'.padEnd(22)} this text`,
     '',
     'Serves /metrics (Prometheus text; OpenMetrics with exemplars when asked), /healthz and',
     'a WebSocket at /ws pushing every dispatch. Traces go out over OTLP/HTTP when',
@@ -140,7 +189,7 @@ export function parseConfig(
     const { value, from } = raw(key);
     const n = Number(value);
     if (
-      value.trim() === '' ||
+      !DECIMAL.test(value) ||
       !Number.isFinite(n) ||
       n < min ||
       n > max ||
@@ -152,9 +201,15 @@ export function parseConfig(
     }
     return n;
   };
-  const host = raw('host').value;
+  const headersTimeoutMs = number('headersTimeoutMs', 100, 600_000, true);
+  const requestTimeoutMs = number('requestTimeoutMs', 100, 3_600_000, true);
+  if (requestTimeoutMs < headersTimeoutMs) {
+    throw new ConfigError(
+      `Expected ${raw('requestTimeoutMs').from} to be at least ${raw('headersTimeoutMs').from} (${headersTimeoutMs}), got \`${requestTimeoutMs}\``,
+    );
+  }
   return {
-    host,
+    host: parseHost(raw('host')),
     port: number('port', 0, 65535, true),
     concurrency: number('concurrency', 1, 10_000, true),
     rate: number('rate', 0.01, 100_000, false),
@@ -163,7 +218,36 @@ export function parseConfig(
     latencyMs: number('latencyMs', 0, 60_000, false),
     mix: parseMix(raw('mix')),
     progressSeconds: number('progressSeconds', 0.1, 3600, false),
+    maxClients: number('maxClients', 0, 100_000, true),
+    wsPingSeconds: number('wsPingSeconds', 0.1, 3600, false),
+    headersTimeoutMs,
+    requestTimeoutMs,
+    keepAliveTimeoutMs: number('keepAliveTimeoutMs', 100, 600_000, true),
+    flushTimeoutMs: number('flushTimeoutMs', 0, 60_000, true),
   };
+}
+
+/**
+ * Plain decimal notation only: `Number()` alone would also take `0x10`, `0b1`, `0o7` and ` 5 `,
+ * which nobody means in a config value.
+ */
+const DECIMAL = /^(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i;
+
+/** A DNS name label: letters, digits and inner hyphens, at most 63 characters. */
+const LABEL = /^[a-z\d]([a-z\d-]{0,61}[a-z\d])?$/i;
+
+/**
+ * An IP address, or a host name the resolver may look up. A dotted string of digits must be a
+ * valid IPv4 address (`999.1.1.1` is not a name either), and a name must have DNS syntax.
+ */
+function parseHost({ value, from }: { value: string; from: string }): string {
+  if (isIP(value) !== 0) return value;
+  const labels = value.replace(/\.$/, '').split('.');
+  const looksNumeric = /^[\d.]+$/.test(value);
+  if (!looksNumeric && value.length <= 253 && labels.every((l) => LABEL.test(l))) return value;
+  throw new ConfigError(
+    `Expected ${from} to be an IP address (0.0.0.0, 127.0.0.1, ::) or a host name, got \`${value}\``,
+  );
 }
 
 function parseMix({ value, from }: { value: string; from: string }): Record<Scenario, number> {
@@ -174,6 +258,7 @@ function parseMix({ value, from }: { value: string; from: string }): Record<Scen
     if (
       !SCENARIOS.includes(name as Scenario) ||
       weight === undefined ||
+      !DECIMAL.test(weight) ||
       !Number.isFinite(w) ||
       w < 0
     ) {

@@ -2,63 +2,79 @@
  * The seed's consumer case: a WebSocket endpoint pushing per-dispatch convergence updates to
  * subscribed clients. `/ws` subscribes to everything; `/ws?orchestrator=fx_desks` to one
  * orchestrator. A slow client is skipped (its updates dropped and counted), never waited for.
+ *
+ * The endpoint faces the network, so nothing a client does may end the process or grow its
+ * memory: frames are capped at a few bytes (the endpoint only sends), a client that sends data
+ * is closed, clients are capped, silent clients are dropped by ping, and shutdown gives clients
+ * a short grace before cutting them off.
  */
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
-import type { TerminationDecision } from '../src/index.ts';
+import type { RefusalReason, ServiceMetrics } from './health-metrics.ts';
+import { type RequestTarget, requestTarget } from './target.ts';
+import type { LiveMessage } from './updates.ts';
 
-export interface DispatchUpdate {
-  readonly type: 'dispatch';
-  readonly orchestrator: string;
-  readonly conversationId: string;
-  readonly dispatchCount: number;
-  readonly spread: number;
-  readonly decision: TerminationDecision;
-  readonly elapsedMs: number;
+export interface LiveUpdatesOptions {
+  /** The orchestrators a client may subscribe to with `?orchestrator=`. */
+  readonly orchestrators: readonly string[];
+  /** Most clients at once; past it an upgrade is refused with 503. */
+  readonly maxClients: number;
+  /** Between pings; a client that has not answered the previous ping is dropped. */
+  readonly pingIntervalMs: number;
+  /** Where refusals and dropped updates are counted. */
+  readonly metrics: ServiceMetrics;
+  /** What the hello message tells a client besides its subscription (the page's settings). */
+  readonly hello: Readonly<Record<string, unknown>>;
+  /**
+   * How long a client gets to answer the close handshake at shutdown before it is cut off.
+   * @default 1000
+   */
+  readonly closeGraceMs?: number;
 }
 
 /** Past this many buffered bytes a client is too slow: its updates are dropped. */
-const MAX_BUFFERED = 1 << 20;
+const MAX_BUFFERED = 256 * 1024;
+/** Clients only receive; this fits any control frame and refuses every data frame of size. */
+const MAX_PAYLOAD = 1024;
+/** A WebSocket close reason is at most 123 bytes. */
+const MAX_REASON_BYTES = 123;
+/** Orchestrator names are label values: the plugin's name syntax, bounded. */
+const NAME = /^[a-zA-Z_][a-zA-Z0-9_]{0,63}$/;
 
 export class LiveUpdates {
-  readonly #wss = new WebSocketServer({ noServer: true });
+  readonly #options: LiveUpdatesOptions;
+  readonly #wss: WebSocketServer;
   readonly #subscribers = new Map<WebSocket, string | undefined>();
-  dropped = 0;
+  readonly #alive = new WeakSet<WebSocket>();
+  readonly #heartbeat: NodeJS.Timeout;
+  #closing = false;
+
+  constructor(options: LiveUpdatesOptions) {
+    this.#options = options;
+    this.#wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD });
+    this.#heartbeat = setInterval(() => this.#ping(), options.pingIntervalMs);
+    this.#heartbeat.unref();
+  }
 
   attach(server: Server): void {
-    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
-      const url = new URL(req.url ?? '/', 'http://localhost');
-      if (url.pathname !== '/ws') {
-        socket.destroy();
-        return;
-      }
-      this.#wss.handleUpgrade(req, socket, head, (ws) => {
-        this.#subscribers.set(ws, url.searchParams.get('orchestrator') ?? undefined);
-        ws.on('close', () => this.#subscribers.delete(ws));
-        ws.on('error', () => this.#subscribers.delete(ws));
-        ws.send(
-          JSON.stringify({
-            type: 'hello',
-            subscribed: url.searchParams.get('orchestrator') ?? '*',
-          }),
-        );
-      });
-    });
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
+      this.#upgrade(req, socket, head),
+    );
   }
 
   get subscribers(): number {
     return this.#subscribers.size;
   }
 
-  publish(update: DispatchUpdate): void {
+  publish(update: LiveMessage): void {
     if (this.#subscribers.size === 0) return;
     let payload: string | undefined;
     for (const [ws, filter] of this.#subscribers) {
       if (filter !== undefined && filter !== update.orchestrator) continue;
       if (ws.readyState !== WebSocket.OPEN) continue;
       if (ws.bufferedAmount > MAX_BUFFERED) {
-        this.dropped++;
+        this.#options.metrics.dropped.inc();
         continue;
       }
       payload ??= JSON.stringify(update);
@@ -66,8 +82,139 @@ export class LiveUpdates {
     }
   }
 
+  /** Says goodbye to every client, waits at most the grace, then cuts off the rest. */
   close(): Promise<void> {
-    for (const ws of this.#subscribers.keys()) ws.close(1001, 'service shutting down');
+    this.#closing = true;
+    clearInterval(this.#heartbeat);
+    for (const ws of this.#wss.clients) this.#goodbye(ws, 1001, 'service shutting down');
     return new Promise((resolve) => this.#wss.close(() => resolve()));
   }
+
+  #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
+    // Node hands over the raw socket without an error listener: a reset here must not be an
+    // unhandled 'error' event.
+    socket.on('error', () => socket.destroy());
+    const target = requestTarget(req);
+    const refusal = this.#refusal(target);
+    if (refusal !== undefined || target === undefined) {
+      this.#refuse(socket, refusal ?? { status: 400, why: 'bad request target' });
+      return;
+    }
+    const subscription = this.#subscription(target.searchParams.getAll('orchestrator'));
+    // Without verifyClient, ws completes the handshake synchronously: the cap above holds.
+    this.#wss.handleUpgrade(req, socket, head, (ws) => {
+      if ('refused' in subscription) {
+        this.#options.metrics.refused.inc({ reason: 'bad_subscription' });
+        this.#goodbye(ws, 1008, subscription.refused);
+        return;
+      }
+      this.#accept(ws, subscription.filter);
+    });
+  }
+
+  #accept(ws: WebSocket, filter: string | undefined): void {
+    this.#subscribers.set(ws, filter);
+    this.#alive.add(ws);
+    ws.on('pong', () => this.#alive.add(ws));
+    ws.on('close', () => this.#subscribers.delete(ws));
+    // Oversized frames (over maxPayload) and protocol errors: ws has already sent the close
+    // code (1009, 1002) and stopped reading; the client gets the grace to see it, then goes.
+    ws.on('error', () => {
+      this.#options.metrics.refused.inc({ reason: 'client_sent_data' });
+      this.#goodbye(ws, 1008, '');
+    });
+    ws.once('message', () => {
+      this.#options.metrics.refused.inc({ reason: 'client_sent_data' });
+      this.#goodbye(ws, 1008, 'this endpoint only sends; it reads nothing');
+    });
+    ws.send(JSON.stringify({ type: 'hello', subscribed: filter ?? '*', ...this.#options.hello }));
+  }
+
+  #subscription(
+    values: readonly string[],
+  ): { readonly filter: string | undefined } | { readonly refused: string } {
+    if (values.length === 0) return { filter: undefined };
+    const known = this.#options.orchestrators;
+    const value = values[0] as string;
+    if (values.length === 1 && known.includes(value)) return { filter: value };
+    const got =
+      values.length > 1
+        ? `${values.length} values`
+        : value === '' || NAME.test(value)
+          ? `\`${value}\``
+          : `a value of ${value.length} characters`;
+    return { refused: clip(`Expected orchestrator to be one of ${known.join(', ')}, got ${got}`) };
+  }
+
+  #ping(): void {
+    for (const ws of this.#subscribers.keys()) {
+      if (!this.#alive.has(ws)) {
+        this.#cutOff(ws, 'no_pong');
+        continue;
+      }
+      this.#alive.delete(ws);
+      ws.ping();
+    }
+  }
+
+  /**
+   * A close handshake waits for the client's answer (30 s by default in ws); a client that
+   * never reads never answers, so it gets the grace and is then cut off.
+   */
+  #goodbye(ws: WebSocket, code: number, reason: string): void {
+    ws.close(code, reason);
+    const cut = setTimeout(() => ws.terminate(), this.#options.closeGraceMs ?? 1000);
+    cut.unref();
+    ws.once('close', () => clearTimeout(cut));
+  }
+
+  #cutOff(ws: WebSocket, reason: RefusalReason): void {
+    if (!this.#subscribers.delete(ws)) return;
+    this.#options.metrics.refused.inc({ reason });
+    ws.terminate();
+  }
+
+  #refusal(target: RequestTarget | undefined): Refusal | undefined {
+    if (target === undefined)
+      return { status: 400, why: 'bad request target', reason: 'bad_target' };
+    if (target.pathname !== '/ws') return { status: 404, why: 'WebSocket only at /ws' };
+    if (this.#closing) return { status: 503, why: 'shutting down' };
+    const max = this.#options.maxClients;
+    if (this.#subscribers.size >= max) {
+      return { status: 503, why: `at most ${max} WebSocket clients`, reason: 'over_capacity' };
+    }
+    return undefined;
+  }
+
+  /** Answers in HTTP and closes: the upgrade never happened. */
+  #refuse(socket: Duplex, { status, why, reason }: Refusal): void {
+    if (reason !== undefined) this.#options.metrics.refused.inc({ reason });
+    const text = STATUS_TEXT[status] ?? 'Error';
+    // Written, then destroyed: a client that never reads or closes must not hold the socket.
+    socket.end(
+      `HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(why) + 1}\r\n\r\n${why}\n`,
+      () => socket.destroy(),
+    );
+  }
+}
+
+interface Refusal {
+  readonly status: number;
+  readonly why: string;
+  /** Counted on /metrics when set (a wrong path is not worth a series). */
+  readonly reason?: RefusalReason;
+}
+
+const STATUS_TEXT: Record<number, string> = {
+  400: 'Bad Request',
+  404: 'Not Found',
+  503: 'Service Unavailable',
+};
+
+function clip(reason: string): string {
+  if (Buffer.byteLength(reason) <= MAX_REASON_BYTES) return reason;
+  return `${Buffer.from(reason)
+    .subarray(0, MAX_REASON_BYTES - 3)
+    .toString()
+    .replace(/\uFFFD$/, '')}...`;
 }

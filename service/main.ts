@@ -3,13 +3,15 @@
  * continuous mix of calm, thin, choppy, slow, broken and abandoned markets, so every dashboard
  * panel and alert has something real to show. Serves /metrics, /healthz and a WebSocket at /ws.
  */
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type OpenMetricsContentType, Registry } from 'prom-client';
 import { ConversationError, type ConversationOrchestrator } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { ConfigError, parseConfig, usage } from './config.ts';
 import { exposition } from './exposition.ts';
+import { createServiceMetrics } from './health-metrics.ts';
 import { LiveUpdates } from './live.ts';
 import {
   type Book,
@@ -19,9 +21,22 @@ import {
   pickScenario,
 } from './market.ts';
 import { Progress } from './progress.ts';
-import { startTracing } from './tracing.ts';
+import { RateLimitedReport } from './rate-limited-report.ts';
+import { requestTarget } from './target.ts';
+import { describeFlush, startTracing } from './tracing.ts';
 
 const MAX_DISPATCH_EVENTS = 128;
+/** At most one "span export failing" line per this many ms (with the count since the last). */
+const EXPORT_FAILURE_REPORT_MS = 10_000;
+const SERVER_CLOSE_GRACE_MS = 500;
+
+const LISTEN_ERRORS: Record<string, string> = {
+  EADDRINUSE: 'the port is in use (EADDRINUSE)',
+  EADDRNOTAVAIL: "the address is not one of this machine's (EADDRNOTAVAIL)",
+  EACCES: 'not allowed (EACCES; ports below 1024 need privileges)',
+  ENOTFOUND: 'the host name does not resolve (ENOTFOUND)',
+  EAI_AGAIN: 'the host name does not resolve (EAI_AGAIN)',
+};
 
 async function main(): Promise<number> {
   let config: ReturnType<typeof parseConfig>;
@@ -40,7 +55,19 @@ async function main(): Promise<number> {
   }
   const cfg = config;
 
-  const tracing = startTracing(process.env, MAX_DISPATCH_EVENTS);
+  const exportFailures = new RateLimitedReport(EXPORT_FAILURE_REPORT_MS, (spans, exports, error) =>
+    process.stderr.write(
+      `span export failing: ${spans} spans lost in ${exports} failed export${exports === 1 ? '' : 's'} since the last report (last error: ${error})\n`,
+    ),
+  );
+  const tracing = startTracing(process.env, {
+    maxDispatchEvents: MAX_DISPATCH_EVENTS,
+    flushTimeoutMs: cfg.flushTimeoutMs,
+    onExportFailure: (spans, error) => {
+      health.exportFailures.inc(spans);
+      exportFailures.record(spans, error?.message ?? 'unknown error');
+    },
+  });
   // OpenMetrics (for exemplars) must be set before the metrics are created.
   const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
   registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
@@ -49,21 +76,26 @@ async function main(): Promise<number> {
     maxDispatchEvents: MAX_DISPATCH_EVENTS,
     stateAttributes: (state) => ({ 'desks.spread': state.projection.spread }),
   });
-  const live = new LiveUpdates();
+  const health = createServiceMetrics(registry, () => live.subscribers);
+  const names = ['fx_desks', 'rates_desks'] as const;
+  const live = new LiveUpdates({
+    orchestrators: names,
+    maxClients: cfg.maxClients,
+    pingIntervalMs: cfg.wsPingSeconds * 1000,
+    metrics: health,
+    hello: {},
+  });
 
-  const orchestrators: ConversationOrchestrator<Book, DeskMessage>[] = [
-    ['fx_desks', cfg.desks],
-    ['rates_desks', Math.min(cfg.desks + 1, 8)],
-  ].map(([name, desks]) =>
+  const orchestrators: ConversationOrchestrator<Book, DeskMessage>[] = names.map((name, i) =>
     createDeskOrchestrator(
-      name as string,
-      desks as number,
+      name,
+      Math.min(cfg.desks + i, 8),
       cfg,
       [telemetry],
       (state, decision, dispatchCount, elapsedMs) =>
         live.publish({
           type: 'dispatch',
-          orchestrator: name as string,
+          orchestrator: name,
           conversationId: state.conversationId,
           dispatchCount,
           spread: state.projection.spread,
@@ -73,14 +105,44 @@ async function main(): Promise<number> {
     ),
   );
 
-  const server = createServer((req, res) => {
-    const path = new URL(req.url ?? '/', 'http://localhost').pathname;
-    if (req.method === 'GET' && path === '/metrics') {
+  const server = createServer(
+    {
+      headersTimeout: cfg.headersTimeoutMs,
+      requestTimeout: cfg.requestTimeoutMs,
+      keepAliveTimeout: cfg.keepAliveTimeoutMs,
+      // Node checks the two timeouts above on this interval (30 s by default, which let a silent
+      // connection live 90 s): check often enough to cut it close to its timeout.
+      connectionsCheckingInterval: Math.min(1000, Math.ceil(cfg.headersTimeoutMs / 4)),
+    },
+    (req, res) => {
+      try {
+        route(req, res);
+      } catch (error) {
+        process.stderr.write(`request ${req.method} failed: ${String(error)}\n`);
+        if (res.headersSent) res.destroy();
+        else res.writeHead(500, { 'content-type': 'text/plain' }).end('internal error\n');
+      }
+    },
+  );
+  // A client that stops reading a response is cut after this long without progress.
+  server.setTimeout(cfg.requestTimeoutMs);
+  const route = (req: IncomingMessage, res: ServerResponse) => {
+    const target = requestTarget(req);
+    if (target === undefined) {
+      res
+        .writeHead(400, { 'content-type': 'text/plain', connection: 'close' })
+        .end('bad request target\n');
+      return;
+    }
+    const known = target.pathname === '/metrics' || target.pathname === '/healthz';
+    if (known && req.method !== 'GET' && req.method !== 'HEAD') {
+      res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('read only\n');
+    } else if (target.pathname === '/metrics') {
       exposition(registry, req.headers).then(
         ({ contentType, body }) => res.writeHead(200, { 'content-type': contentType }).end(body),
         (error: unknown) => res.writeHead(500).end(String(error)),
       );
-    } else if (req.method === 'GET' && path === '/healthz') {
+    } else if (target.pathname === '/healthz') {
       res.writeHead(stopping ? 503 : 200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ status: stopping ? 'stopping' : 'ok', inFlight: inFlight.size }));
     } else {
@@ -88,12 +150,21 @@ async function main(): Promise<number> {
         .writeHead(404, { 'content-type': 'text/plain' })
         .end('not found: try /metrics, /healthz or /ws\n');
     }
-  });
+  };
   live.attach(server);
-  await new Promise<void>((resolve, reject) => {
-    server.once('error', reject);
-    server.listen(cfg.port, cfg.host, resolve);
-  });
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(cfg.port, cfg.host, resolve);
+    });
+  } catch (error) {
+    const { code, message } = error as NodeJS.ErrnoException;
+    process.stderr.write(
+      `Cannot listen on --host ${cfg.host} --port ${cfg.port}: ${LISTEN_ERRORS[code ?? ''] ?? message}\n`,
+    );
+    return 2;
+  }
+  server.on('error', (error) => process.stderr.write(`server error: ${String(error)}\n`));
   const { port } = server.address() as AddressInfo;
   process.stdout.write(
     `conversation-orchestrator demo listening on http://${cfg.host}:${port} (/metrics, /healthz, ws://${cfg.host}:${port}/ws)\n${tracing.description}\n`,
@@ -154,7 +225,8 @@ async function main(): Promise<number> {
     process.stdout.write(tty ? `\r${line}\u001b[K` : `${line}\n`);
   }, cfg.progressSeconds * 1000);
 
-  // Graceful shutdown: abort in-flight conversations (recorded as aborted), flush spans, close.
+  // Graceful shutdown, bounded: abort in-flight conversations (recorded as aborted), then flush
+  // spans (at most --flush-timeout-ms) while WebSocket clients get a short grace, then close.
   return new Promise<number>((resolve) => {
     const shutdown = async (signal: string) => {
       if (stopping) return;
@@ -165,14 +237,16 @@ async function main(): Promise<number> {
       for (const controller of inFlight.values())
         controller.abort(new Error(`service stopping (${signal})`));
       await Promise.allSettled([...inFlight.keys()]);
-      await tracing
-        .shutdown()
-        .catch((error: unknown) => process.stderr.write(`span flush failed: ${String(error)}\n`));
-      await live.close();
+      const [flush] = await Promise.all([tracing.shutdown(), live.close()]);
+      exportFailures.flush();
       server.closeAllConnections();
-      await new Promise<void>((r) => server.close(() => r()));
+      // Every HTTP connection is closed above; do not let a straggler hold the exit.
+      await Promise.race([
+        new Promise<void>((r) => server.close(() => r())),
+        sleep(SERVER_CLOSE_GRACE_MS),
+      ]);
       process.stdout.write(
-        `${tty ? '\n' : ''}${signal}: aborted ${aborting} in-flight conversations, flushed spans, closed. ${progress.summary()}\n`,
+        `${tty ? '\n' : ''}${signal}: aborted ${aborting} in-flight conversations, ${describeFlush(flush, cfg.flushTimeoutMs)}, closed. ${progress.summary()}\n`,
       );
       resolve(0);
     };

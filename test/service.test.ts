@@ -1,8 +1,22 @@
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
+import { usage } from '../service/config.ts';
+import {
+  METRIC_LIVE_UPDATES_DROPPED,
+  METRIC_SPAN_EXPORT_FAILURES,
+  METRIC_WEBSOCKET_CLIENTS,
+  METRIC_WEBSOCKET_REFUSED,
+} from '../service/health-metrics.ts';
 import { attrs, startOtlpReceiver } from './helpers/otlp-receiver.ts';
-import { type RunningService, startService, sumSamples } from './helpers/service.ts';
+import { readmeTableNames } from './helpers/readme.ts';
+import {
+  type RunningService,
+  runServiceCommand,
+  startService,
+  sumSamples,
+} from './helpers/service.ts';
 
 const FAST = ['--rate', '40', '--concurrency', '12', '--latency-ms', '1', '--progress-s', '0.5'];
 let running: RunningService | undefined;
@@ -106,9 +120,10 @@ describe('the demo service (npm start)', () => {
     await new Promise((r) => setTimeout(r, 1500));
     running.child.kill('SIGTERM');
     expect(await running.exited).toBe(0);
-    const aborted = /aborted (\d+) in-flight conversations, flushed spans, closed/.exec(
+    const line = /aborted (\d+) in-flight conversations, (\d+) spans exported, closed/.exec(
       running.stdout(),
     );
+    const aborted = line;
     expect(Number(aborted?.[1])).toBeGreaterThan(0);
     await receiver.close();
     const conversations = receiver.spans.filter((s) => s.name.startsWith('invoke_workflow '));
@@ -118,6 +133,8 @@ describe('the demo service (npm start)', () => {
     // Every conversation aborted at shutdown reached the receiver before the process exited.
     expect(abortedSpans.length).toBe(Number(aborted?.[1]));
     expect(abortedSpans[0]?.events.length).toBeGreaterThan(0);
+    // The shutdown line is true: it counts what the receiver got.
+    expect(Number(line?.[2])).toBe(receiver.spans.length);
   });
 
   it('prints --help and rejects bad values clearly', () => {
@@ -144,5 +161,87 @@ describe('the demo service (npm start)', () => {
     expect(env.stderr.trim()).toBe(
       'Expected MIX to be scenario=weight pairs (scenarios: converge, slow, never, timeout, fail, abort; weights >= 0), got `converge=1,chaos=2`',
     );
+  });
+
+  it('rejects every bad value with a clear message and exit code 2, before listening', () => {
+    const cases: [string[], NodeJS.ProcessEnv, string][] = [
+      [
+        ['--host', '999.1.1.1'],
+        {},
+        'Expected --host to be an IP address (0.0.0.0, 127.0.0.1, ::) or a host name, got `999.1.1.1`',
+      ],
+      [
+        [],
+        { HOST: 'bad host!' },
+        'Expected HOST to be an IP address (0.0.0.0, 127.0.0.1, ::) or a host name, got `bad host!`',
+      ],
+      [
+        [],
+        { CONCURRENCY: '0x10' },
+        'Expected CONCURRENCY to be an integer from 1 to 10000, got `0x10`',
+      ],
+      [['--rate', ' 5'], {}, 'Expected --rate to be a number from 0.01 to 100000, got ` 5`'],
+      [
+        ['--tolerance', '1e400'],
+        {},
+        'Expected --tolerance to be a number from 1e-9 to 1000000, got `1e400`',
+      ],
+      [
+        ['--mix', 'converge=0x1'],
+        {},
+        'Expected --mix to be scenario=weight pairs (scenarios: converge, slow, never, timeout, fail, abort; weights >= 0), got `converge=0x1`',
+      ],
+      [
+        ['--max-clients=-1'],
+        {},
+        'Expected --max-clients to be an integer from 0 to 100000, got `-1`',
+      ],
+      [
+        ['--headers-timeout-ms', '5000', '--request-timeout-ms', '1000'],
+        {},
+        'Expected --request-timeout-ms to be at least --headers-timeout-ms (5000), got `1000`',
+      ],
+      [
+        ['--host', '192.0.2.1'],
+        {},
+        "Cannot listen on --host 192.0.2.1 --port 0: the address is not one of this machine's (EADDRNOTAVAIL)",
+      ],
+    ];
+    for (const [args, env, message] of cases) {
+      const result = runServiceCommand(['--port', '0', ...args], env);
+      expect({ args, env, status: result.status, stderr: result.stderr.trim() }).toEqual({
+        args,
+        env,
+        status: 2,
+        stderr: message,
+      });
+    }
+  });
+
+  it('says so and exits 2 when its port is taken', async () => {
+    running = await startService(FAST);
+    const taken = runServiceCommand(['--port', String(running.port)]);
+    expect(taken.status).toBe(2);
+    expect(taken.stderr.trim()).toBe(
+      `Cannot listen on --host 127.0.0.1 --port ${running.port}: the port is in use (EADDRINUSE)`,
+    );
+  });
+
+  it('documents exactly its own metrics and every knob in the README', async () => {
+    running = await startService(FAST);
+    const text = await (await fetch(`${running.url}/metrics`)).text();
+    const exposed = [...text.matchAll(/^# TYPE (demo_\S+) /gm)].map((m) => m[1]).sort();
+    expect(readmeTableNames('### Demo service metrics').sort()).toEqual(exposed);
+    expect(exposed).toEqual([
+      METRIC_LIVE_UPDATES_DROPPED,
+      METRIC_SPAN_EXPORT_FAILURES,
+      METRIC_WEBSOCKET_CLIENTS,
+      METRIC_WEBSOCKET_REFUSED,
+    ]);
+    const readme = readFileSync('README.md', 'utf8');
+    const flags = [...usage().matchAll(/^ {2}(--[a-z-]+)/gm)].map((m) => m[1] as string);
+    expect(flags.length).toBe(16);
+    for (const flag of flags.filter((f) => f !== '--help'))
+      expect(readme).toContain(`| \`${flag}\``);
   });
 });

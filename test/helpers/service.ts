@@ -1,4 +1,5 @@
-import { type ChildProcessWithoutNullStreams, spawn } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 
 export interface RunningService {
   readonly child: ChildProcessWithoutNullStreams;
@@ -81,4 +82,37 @@ export function sumSamples(
     sum += Number(rest);
   }
   return sum;
+}
+
+/** Runs the service's command line to its end (for bad configuration: it must exit at once). */
+export function runServiceCommand(
+  args: string[],
+  env: NodeJS.ProcessEnv = {},
+): { status: number | null; stdout: string; stderr: string } {
+  const result = spawnSync(process.execPath, ['--import', 'tsx', 'service/main.ts', ...args], {
+    encoding: 'utf8',
+    env: { ...process.env, ...env },
+    timeout: 30_000,
+  });
+  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
+}
+
+/** Stops a service started by `startService`, whatever state it is in (for `finally`). */
+export async function stopService(service: RunningService | undefined): Promise<void> {
+  if (service === undefined || service.child.exitCode !== null) return;
+  service.child.kill('SIGKILL');
+  await service.exited;
+}
+
+/** The resident set size of a process, from /proc (Linux), in bytes. */
+export function rssBytes(pid: number): number {
+  const status = readFileSync(`/proc/${pid}/status`, 'utf8');
+  const kb = /^VmRSS:\s+(\d+) kB$/m.exec(status)?.[1];
+  if (kb === undefined) throw new Error(`no VmRSS for process ${pid}`);
+  return Number(kb) * 1024;
+}
+
+/** The service's /metrics as Prometheus text. */
+export async function scrape(service: RunningService): Promise<string> {
+  return (await fetch(`${service.url}/metrics`)).text();
 }

@@ -1,0 +1,68 @@
+/**
+ * The demo service's own health on /metrics, beside the plugin's conversation metrics: what an
+ * operator needs to see when the live feed or the trace export is in trouble. The names are
+ * public (README "Demo service metrics"); the plugin's `orchestrator_*` names stay the plugin's.
+ */
+import { Counter, Gauge, type OpenMetricsContentType, type Registry } from 'prom-client';
+
+export const METRIC_WEBSOCKET_CLIENTS = 'demo_websocket_clients';
+export const METRIC_WEBSOCKET_REFUSED = 'demo_websocket_refused_total';
+export const METRIC_LIVE_UPDATES_DROPPED = 'demo_live_updates_dropped_total';
+export const METRIC_SPAN_EXPORT_FAILURES = 'demo_span_export_failures_total';
+
+/** Why a WebSocket client was refused or cut off (a bounded label). */
+export type RefusalReason =
+  | 'over_capacity'
+  | 'bad_target'
+  | 'bad_subscription'
+  | 'client_sent_data'
+  | 'no_pong';
+
+export interface ServiceMetrics {
+  readonly refused: Counter<'reason'>;
+  readonly dropped: Counter;
+  readonly exportFailures: Counter;
+}
+
+const REFUSAL_REASONS: readonly RefusalReason[] = [
+  'over_capacity',
+  'bad_target',
+  'bad_subscription',
+  'client_sent_data',
+  'no_pong',
+];
+
+export function createServiceMetrics(
+  registry: Registry<OpenMetricsContentType>,
+  clients: () => number,
+): ServiceMetrics {
+  new Gauge({
+    name: METRIC_WEBSOCKET_CLIENTS,
+    help: 'WebSocket clients connected to /ws',
+    registers: [registry],
+    collect() {
+      this.set(clients());
+    },
+  });
+  const refused = new Counter({
+    name: METRIC_WEBSOCKET_REFUSED,
+    help: 'WebSocket clients refused or cut off, by reason',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
+  // Every reason shows from the first scrape, so a rate() over it never starts from nothing.
+  for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);
+  return {
+    refused,
+    dropped: new Counter({
+      name: METRIC_LIVE_UPDATES_DROPPED,
+      help: 'live updates not sent to a client because it was too slow to read them',
+      registers: [registry],
+    }),
+    exportFailures: new Counter({
+      name: METRIC_SPAN_EXPORT_FAILURES,
+      help: 'spans the OTLP exporter failed to deliver',
+      registers: [registry],
+    }),
+  };
+}

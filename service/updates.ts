@@ -1,0 +1,19 @@
+/**
+ * What `/ws` sends: the message types a client (the page, a trading UI) reads. Public: the
+ * README documents each one.
+ */
+import type { TerminationDecision } from '../src/index.ts';
+
+/** After every dispatch of a conversation. */
+export interface DispatchUpdate {
+  readonly type: 'dispatch';
+  readonly orchestrator: string;
+  readonly conversationId: string;
+  readonly dispatchCount: number;
+  readonly spread: number;
+  readonly decision: TerminationDecision;
+  readonly elapsedMs: number;
+}
+
+/** Every message sent after the hello, each with the orchestrator it concerns. */
+export type LiveMessage = DispatchUpdate;

@@ -1,0 +1,396 @@
+/**
+ * The demo service as an attacker and an operator meet it: the real process, real sockets.
+ * Outcomes and counts are exact; wall-clock bounds are generous (a loaded 2-core machine).
+ */
+import { createServer, type Server, type Socket } from 'node:net';
+import { afterEach, describe, expect, it, vi } from 'vitest';
+import { WebSocket } from 'ws';
+import {
+  frameHeader,
+  type RawConnection,
+  rawConnect,
+  rawStatusLine,
+  rawWebSocket,
+} from './helpers/raw-client.ts';
+import {
+  type RunningService,
+  rssBytes,
+  sampleValue,
+  scrape,
+  startService,
+  stopService,
+} from './helpers/service.ts';
+
+const FAST = ['--rate', '40', '--concurrency', '12', '--latency-ms', '1'];
+const services: RunningService[] = [];
+const cleanups: (() => Promise<void> | void)[] = [];
+
+async function service(args: string[] = FAST, env: NodeJS.ProcessEnv = {}) {
+  const s = await startService(args, env);
+  services.push(s);
+  return s;
+}
+
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0)) await cleanup();
+  for (const s of services.splice(0)) await stopService(s);
+});
+
+const refused = (text: string, reason: string) =>
+  sampleValue(text, `demo_websocket_refused_total{reason="${reason}"}`);
+
+/** A WebSocket client that records what it got and how it was closed. */
+function client(url: string, options: { autoPong?: boolean } = {}) {
+  const ws = new WebSocket(url, options);
+  const messages: { type: string }[] = [];
+  const state: { code?: number; reason?: string; status?: number | undefined } = {};
+  ws.on('message', (data) => messages.push(JSON.parse(String(data))));
+  ws.on('close', (code, reason) => {
+    state.code = code;
+    state.reason = reason.toString();
+  });
+  ws.on('unexpected-response', (_req, res) => {
+    state.status = res.statusCode;
+    ws.terminate();
+  });
+  ws.on('error', () => {});
+  cleanups.push(() => ws.terminate());
+  return { ws, messages, state };
+}
+
+/** A TCP server that accepts connections and never answers (an OTLP endpoint that hangs). */
+async function blackHole(): Promise<{ url: string; accepted: () => number }> {
+  const sockets: Socket[] = [];
+  const server: Server = createServer((socket) => {
+    sockets.push(socket);
+    socket.on('error', () => {});
+    socket.resume();
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const s of sockets) s.destroy();
+        server.close(() => resolve());
+      }),
+  );
+  const { port } = server.address() as { port: number };
+  return { url: `http://127.0.0.1:${port}`, accepted: () => sockets.length };
+}
+
+/** A port nothing listens on (an OTLP endpoint that is down). */
+async function closedPort(): Promise<number> {
+  const server = createServer();
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const { port } = server.address() as { port: number };
+  await new Promise<void>((resolve) => server.close(() => resolve()));
+  return port;
+}
+
+/**
+ * Sends a frame header announcing `length` bytes, then payload as fast as the server takes it,
+ * until the server closes the connection; resolves with the payload bytes the socket took.
+ */
+async function pushFrame(c: RawConnection, length: number): Promise<number> {
+  c.socket.write(frameHeader(length));
+  const chunk = Buffer.alloc(64 * 1024, 7);
+  let sent = 0;
+  while (c.closedAfterMs() === undefined && sent < length) {
+    sent += chunk.length;
+    if (!c.socket.write(chunk)) {
+      await Promise.race([new Promise((r) => c.socket.once('drain', r)), c.closed]);
+    }
+  }
+  await c.closed;
+  return sent;
+}
+
+async function sigterm(s: RunningService): Promise<{ code: number | null; ms: number }> {
+  const started = performance.now();
+  s.child.kill('SIGTERM');
+  const code = await s.exited;
+  return { code, ms: performance.now() - started };
+}
+
+describe('the demo service under hostile input', () => {
+  it('answers malformed request targets with 400 on both the HTTP and the upgrade path, and lives', async () => {
+    const s = await service();
+    const upgrade =
+      'Connection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\n';
+    const targets = [
+      '//[',
+      '//a:99999',
+      '//metrics',
+      '/%zz',
+      '/ws?a=[1]',
+      'http://[',
+      '*',
+      'ftp://x/ws',
+    ];
+    for (const target of targets) {
+      for (const extra of ['', upgrade]) {
+        const line = await rawStatusLine(
+          s.port,
+          `GET ${target} HTTP/1.1\r\nHost: x\r\n${extra}Connection: close\r\n\r\n`,
+        );
+        expect({ target, upgrade: extra !== '', line }).toEqual({
+          target,
+          upgrade: extra !== '',
+          line: 'HTTP/1.1 400 Bad Request',
+        });
+      }
+    }
+    // Well-formed targets are still served, in origin-form and in absolute-form.
+    expect(
+      await rawStatusLine(s.port, 'GET /nowhere HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n'),
+    ).toBe('HTTP/1.1 404 Not Found');
+    expect(
+      await rawStatusLine(
+        s.port,
+        'GET http://x/healthz HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n',
+      ),
+    ).toBe('HTTP/1.1 200 OK');
+    expect(s.child.exitCode).toBeNull();
+    expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
+    // Only the upgrade attempts are WebSocket refusals.
+    expect(refused(await scrape(s), 'bad_target')).toBe(targets.length);
+  });
+
+  it('closes a client that sends an oversized frame before reading it, and one that sends anything', async () => {
+    const s = await service();
+    // An attacker's frame: a header announcing 90 MB, then as much as the server will take.
+    const attacker = await rawWebSocket(s.port, '/ws');
+    expect(await pushFrame(attacker, 90_000_000)).toBeLessThan(90_000_000);
+    // The close frame (opcode 8) with 1009 "message too big" came before the socket closed.
+    expect(attacker.received()).toContain('\x88\x02\x03\xf1');
+
+    const chatty = client(`ws://127.0.0.1:${s.port}/ws`);
+    await new Promise((r) => chatty.ws.once('open', r));
+    chatty.ws.send('{"type":"subscribe","orchestrator":"rates_desks"}');
+    await vi.waitFor(() => expect(chatty.state.code).toBe(1008), { timeout: 10_000 });
+    expect(chatty.state.reason).toBe('this endpoint only sends; it reads nothing');
+
+    const text = await scrape(s);
+    expect(refused(text, 'client_sent_data')).toBe(2);
+    await vi.waitFor(async () =>
+      expect(sampleValue(await scrape(s), 'demo_websocket_clients')).toBe(0),
+    );
+    expect(s.child.exitCode).toBeNull();
+  });
+
+  it('refuses upgrades past --max-clients with 503 and takes new clients once one leaves', async () => {
+    const s = await service([...FAST, '--max-clients', '3']);
+    const url = `ws://127.0.0.1:${s.port}/ws`;
+    const first = [client(url), client(url), client(url)];
+    await vi.waitFor(() => expect(first.every((c) => c.messages.length > 0)).toBe(true));
+    const fourth = client(url);
+    await vi.waitFor(() => expect(fourth.state.status).toBe(503));
+    expect(fourth.messages).toEqual([]);
+    let text = await scrape(s);
+    expect(sampleValue(text, 'demo_websocket_clients')).toBe(3);
+    expect(refused(text, 'over_capacity')).toBe(1);
+
+    first[0]?.ws.close();
+    await vi.waitFor(async () =>
+      expect(sampleValue(await scrape(s), 'demo_websocket_clients')).toBe(2),
+    );
+    const fifth = client(url);
+    await vi.waitFor(() => expect(fifth.messages[0]).toEqual({ type: 'hello', subscribed: '*' }));
+    text = await scrape(s);
+    expect(refused(text, 'over_capacity')).toBe(1);
+  });
+
+  it('refuses unknown, repeated and oversized subscriptions with a clear close reason', async () => {
+    const s = await service();
+    const base = `ws://127.0.0.1:${s.port}/ws`;
+    const cases = [
+      [
+        '?orchestrator=bond_desks',
+        'Expected orchestrator to be one of fx_desks, rates_desks, got `bond_desks`',
+      ],
+      ['?orchestrator=', 'Expected orchestrator to be one of fx_desks, rates_desks, got ``'],
+      [
+        `?orchestrator=${'x'.repeat(10_000)}`,
+        'Expected orchestrator to be one of fx_desks, rates_desks, got a value of 10000 characters',
+      ],
+      [
+        '?orchestrator=fx_desks&orchestrator=rates_desks',
+        'Expected orchestrator to be one of fx_desks, rates_desks, got 2 values',
+      ],
+    ] as const;
+    for (const [query, reason] of cases) {
+      const c = client(`${base}${query}`);
+      await vi.waitFor(() => expect(c.state.code).toBe(1008), { timeout: 10_000 });
+      expect(c.state.reason).toBe(reason);
+      expect(c.messages).toEqual([]);
+    }
+    expect(refused(await scrape(s), 'bad_subscription')).toBe(4);
+  });
+
+  it('drops a client that stops answering pings', async () => {
+    const s = await service([...FAST, '--ws-ping-s', '0.2']);
+    const deaf = client(`ws://127.0.0.1:${s.port}/ws`, { autoPong: false });
+    const alive = client(`ws://127.0.0.1:${s.port}/ws`);
+    await vi.waitFor(() => expect(deaf.state.code).toBe(1006), { timeout: 15_000 });
+    const text = await scrape(s);
+    expect(refused(text, 'no_pong')).toBe(1);
+    expect(sampleValue(text, 'demo_websocket_clients')).toBe(1);
+    expect(alive.state.code).toBeUndefined();
+  });
+
+  it('cuts silent, slow-headers and idle keep-alive connections at the configured timeouts', async () => {
+    const s = await service([
+      ...FAST,
+      '--headers-timeout-ms',
+      '600',
+      '--request-timeout-ms',
+      '1200',
+      '--keep-alive-timeout-ms',
+      '400',
+    ]);
+    const silent = await rawConnect(s.port);
+    const slow = await rawConnect(s.port);
+    slow.socket.write('GET /metrics HTTP/1.1\r\n');
+    const drip = setInterval(() => slow.socket.write('X-Drip: 1\r\n'), 100);
+    cleanups.push(() => clearInterval(drip));
+    const idle = await rawConnect(s.port);
+    idle.socket.write('GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n');
+
+    await Promise.all([silent.closed, slow.closed, idle.closed]);
+    expect(silent.received()).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    expect(slow.received()).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
+    expect(idle.received()).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    for (const c of [silent, slow, idle]) {
+      // Not at once (the timeouts are what closed them), and far sooner than Node's defaults.
+      expect(c.closedAfterMs()).toBeGreaterThanOrEqual(350);
+      expect(c.closedAfterMs()).toBeLessThan(5_000);
+    }
+  });
+
+  it('keeps its memory bounded while hostile clients flood it', async () => {
+    const s = await service(['--rate', '200', '--concurrency', '64', '--latency-ms', '1']);
+    await vi.waitFor(async () =>
+      expect(
+        sampleValue(
+          await scrape(s),
+          'orchestrator_conversations_started_total{orchestrator="fx_desks"}',
+        ),
+      ).toBeGreaterThan(50),
+    );
+    const before = rssBytes(s.child.pid as number);
+    let peak = before;
+    const sample = setInterval(() => {
+      peak = Math.max(peak, rssBytes(s.child.pid as number));
+    }, 50);
+    cleanups.push(() => clearInterval(sample));
+
+    // 40 clients that never read (their updates pile up), 8 sending 90 MB frames, 20 chatty.
+    const readers = await Promise.all(
+      Array.from({ length: 40 }, () => rawWebSocket(s.port, '/ws')),
+    );
+    for (const r of readers) r.socket.pause();
+    cleanups.push(() => {
+      for (const r of readers) r.socket.destroy();
+    });
+    const floods = Array.from({ length: 8 }, async () => {
+      const c = await rawWebSocket(s.port, '/ws');
+      cleanups.push(() => {
+        c.socket.destroy();
+      });
+      return pushFrame(c, 90_000_000);
+    });
+    const chatty = Array.from({ length: 20 }, () => {
+      const c = client(`ws://127.0.0.1:${s.port}/ws`);
+      c.ws.on('open', () => c.ws.send(Buffer.alloc(1000)));
+      return c;
+    });
+    // The server closed every flood long before 90 MB went in.
+    for (const sent of await Promise.all(floods)) expect(sent).toBeLessThan(90_000_000);
+    await vi.waitFor(() => expect(chatty.every((c) => c.state.code === 1008)).toBe(true), {
+      timeout: 15_000,
+    });
+    await vi.waitFor(
+      async () =>
+        expect(sampleValue(await scrape(s), 'demo_live_updates_dropped_total')).toBeGreaterThan(0),
+      { timeout: 20_000 },
+    );
+    clearInterval(sample);
+
+    const text = await scrape(s);
+    expect(refused(text, 'client_sent_data')).toBe(28);
+    expect(sampleValue(text, 'demo_websocket_clients')).toBe(40);
+    // The flood took 153 MB to 680 MB before frames were capped; now it barely shows.
+    expect(peak - before).toBeLessThan(100 * 1024 * 1024);
+    expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
+  });
+});
+
+describe('the demo service shutting down', () => {
+  it('exits 0 on SIGTERM within 5 s while a WebSocket client never reads', async () => {
+    const s = await service(['--rate', '200', '--concurrency', '64', '--latency-ms', '1']);
+    const stuck = await rawWebSocket(s.port, '/ws');
+    stuck.socket.pause();
+    await vi.waitFor(
+      async () =>
+        expect(sampleValue(await scrape(s), 'demo_live_updates_dropped_total')).toBeGreaterThan(0),
+      { timeout: 20_000 },
+    );
+    const { code, ms } = await sigterm(s);
+    expect(code).toBe(0);
+    expect(ms).toBeLessThan(5_000);
+    expect(s.stdout()).toMatch(
+      /SIGTERM: aborted \d+ in-flight conversations, tracing off, closed\./,
+    );
+  });
+
+  it('bounds the span flush when the OTLP endpoint never answers, and says what was not flushed', async () => {
+    const hole = await blackHole();
+    const s = await service([...FAST, '--mix', 'slow=1'], {
+      OTEL_EXPORTER_OTLP_ENDPOINT: hole.url,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+    });
+    await vi.waitFor(() => expect(hole.accepted()).toBeGreaterThan(0), { timeout: 15_000 });
+    const { code, ms } = await sigterm(s);
+    expect(code).toBe(0);
+    expect(ms).toBeLessThan(5_000);
+    const line =
+      /SIGTERM: aborted (\d+) in-flight conversations, 0 spans exported, (\d+) not flushed \(gave up after 3000 ms\), closed\./.exec(
+        s.stdout(),
+      );
+    expect(line).not.toBeNull();
+    // Every aborted conversation's span is among those not flushed.
+    expect(Number(line?.[2])).toBeGreaterThanOrEqual(Number(line?.[1]));
+  });
+
+  it('reports span export failures while running, rate-limited, and counts them on /metrics', async () => {
+    const port = await closedPort();
+    const s = await service(FAST, {
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      // The exporter retries a refused connection within its timeout (10 s by default).
+      OTEL_EXPORTER_OTLP_TIMEOUT: '1000',
+    });
+    const reported = () => [
+      ...s
+        .stderr()
+        .matchAll(
+          /^span export failing: (\d+) spans lost in (\d+) failed exports? since the last report \(last error: (.+)\)$/gm,
+        ),
+    ];
+    await vi.waitFor(() => expect(reported().length).toBe(1), { timeout: 20_000 });
+    const failures = sampleValue(await scrape(s), 'demo_span_export_failures_total') as number;
+    expect(failures).toBeGreaterThanOrEqual(Number(reported()[0]?.[1]));
+    // Rate-limited: one line now, the rest in the next window or at shutdown.
+    expect(reported().length).toBe(1);
+    const { code } = await sigterm(s);
+    expect(code).toBe(0);
+    const stopped =
+      /aborted \d+ in-flight conversations, 0 spans exported, (\d+) failed to export/.exec(
+        s.stdout(),
+      );
+    const lost = reported().reduce((sum, m) => sum + Number(m[1]), 0);
+    // Every lost span was said, and the shutdown line says the same number.
+    expect(Number(stopped?.[1])).toBe(lost);
+    expect(s.stdout()).not.toContain('flushed spans');
+  });
+});
