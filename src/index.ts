@@ -1,3 +1,4 @@
+export type { ResponderFailurePolicy } from './core/config.ts';
 export {
   ConversationAbortedError,
   ConversationError,
@@ -16,11 +17,15 @@ export type {
   DispatchInfo,
   ResponderFailure,
 } from './core/observer.ts';
+export { ConversationOrchestrator, type OrchestratorOptions } from './core/orchestrator.ts';
 export {
-  ConversationOrchestrator,
-  type OrchestratorOptions,
-  type ResponderFailurePolicy,
-} from './core/orchestrator.ts';
+  CONTINUE,
+  type TerminationCheck,
+  type TerminationPolicy,
+  type TurnFunction,
+  type TurnPolicy,
+  type TurnSelection,
+} from './core/policy.ts';
 export type {
   ConversationListener,
   ConversationResult,
@@ -37,21 +42,10 @@ export type {
 export {
   allOf,
   anyOf,
-  CONTINUE,
   type ConvergedOptions,
   converged,
   maxDispatches,
   stopWhen,
-  type TerminationCheck,
-  type TerminationPolicy,
   timeout,
 } from './policies/termination.ts';
-export {
-  type AddressedOptions,
-  addressed,
-  broadcast,
-  roundRobin,
-  type TurnFunction,
-  type TurnPolicy,
-  type TurnSelection,
-} from './policies/turn.ts';
+export { type AddressedOptions, addressed, broadcast, roundRobin } from './policies/turn.ts';

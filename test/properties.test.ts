@@ -1,3 +1,4 @@
+import { getEventListeners } from 'node:events';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
@@ -125,6 +126,157 @@ describe('invariants of the loop (property-based)', () => {
         expect(seen.length).toBe(abortAfter);
       }),
       { numRuns: 100 },
+    );
+  });
+});
+
+type Mode = 'sync' | 'resolved' | 'delayed' | 'throw' | 'reject' | 'abort';
+type Hostile = {
+  modes: Mode[];
+  turn: 'sync' | 'async';
+  termination: { kind: 'normal' | 'throws' | 'not_a_decision'; at: number };
+  abortAfterMs: number | undefined;
+  skip: boolean;
+};
+
+const hostile = fc.record({
+  modes: fc.array(
+    fc.constantFrom<Mode>('sync', 'resolved', 'delayed', 'throw', 'reject', 'abort'),
+    {
+      minLength: 1,
+      maxLength: 30,
+    },
+  ),
+  turn: fc.constantFrom<'sync' | 'async'>('sync', 'async'),
+  termination: fc.record({
+    kind: fc.constantFrom<'normal' | 'throws' | 'not_a_decision'>(
+      'normal',
+      'throws',
+      'not_a_decision',
+    ),
+    at: fc.integer({ min: 1, max: 80 }),
+  }),
+  abortAfterMs: fc.option(fc.integer({ min: 0, max: 4 }), { nil: undefined }),
+  skip: fc.boolean(),
+});
+
+describe('invariants under hostile responders (property-based)', () => {
+  it('listener and observers see exactly dispatchCount dispatches, nothing after the settle, nothing left behind', async () => {
+    await fc.assert(
+      fc.asyncProperty(hostile, async (h: Hostile) => {
+        const controller = new AbortController();
+        let invocation = 0;
+        let settled = false;
+        let afterSettle = 0;
+        let listened = 0;
+        let observed = 0;
+        let ends = 0;
+        const timersBefore = process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length;
+        const o = new ConversationOrchestrator<number, number>({
+          name: 'hostile',
+          responders: ['a', 'b'].map((name) => ({
+            name,
+            respond: (m: Message<number>) => {
+              const mode = h.modes[invocation++ % h.modes.length] as Mode;
+              const answer = { sender: name, content: m.content + 1 };
+              switch (mode) {
+                case 'sync':
+                  return answer;
+                case 'resolved':
+                  return Promise.resolve(answer);
+                case 'delayed':
+                  return new Promise<Message<number>>((r) => setTimeout(() => r(answer), 0));
+                case 'throw':
+                  throw new Error('scripted');
+                case 'reject':
+                  return Promise.reject(new Error('scripted'));
+                case 'abort':
+                  controller.abort();
+                  return answer;
+              }
+            },
+          })),
+          turnPolicy:
+            h.turn === 'sync'
+              ? (m, _s, rs) => rs.filter((r) => r.name !== m.sender)
+              : async (m, _s, rs) => rs.filter((r) => r.name !== m.sender),
+          projection: {
+            initial: () => 0,
+            fold: (_s, m) => {
+              if (settled) afterSettle++;
+              return m.content;
+            },
+          },
+          termination: {
+            name: 'scripted',
+            start: () => (state) => {
+              if (settled) afterSettle++;
+              if (h.termination.kind !== 'normal' && state.dispatchCount === h.termination.at) {
+                if (h.termination.kind === 'throws') throw new Error('policy bug');
+                return 'oops' as unknown as TerminationDecision;
+              }
+              return state.dispatchCount >= 60
+                ? { terminate: true, reason: 'enough' }
+                : { terminate: false, reason: 'continue' };
+            },
+          },
+          onResponderError: h.skip ? 'skip' : 'stop',
+          dispatchTimeoutMs: 10_000,
+          listener: () => {
+            listened++;
+            if (settled) afterSettle++;
+          },
+          observers: [
+            {
+              startConversation: () => ({
+                onDispatch: () => {
+                  observed++;
+                  if (settled) afterSettle++;
+                },
+                onResponderStart: () => {
+                  if (settled) afterSettle++;
+                },
+                onConversationEnd: () => {
+                  ends++;
+                },
+              }),
+            },
+          ],
+        });
+        const abortTimer =
+          h.abortAfterMs === undefined
+            ? undefined
+            : setTimeout(() => controller.abort(), h.abortAfterMs);
+        const outcome = await o
+          .run({ sender: 'user', content: 0 }, { signal: controller.signal })
+          .then(
+            (result) => ({
+              ok: true as const,
+              dispatchCount: result.dispatchCount,
+              state: result.state,
+            }),
+            (error: ConversationError<number>) => ({
+              ok: false as const,
+              dispatchCount: error.dispatchCount,
+              state: error.state,
+            }),
+          );
+        settled = true;
+        clearTimeout(abortTimer);
+        // Let every late answer (delayed promises, timers) arrive: none may reach a hook.
+        await new Promise((r) => setTimeout(r, 2));
+        expect(listened).toBe(outcome.dispatchCount);
+        expect(observed).toBe(outcome.dispatchCount);
+        expect(outcome.state.dispatchCount).toBe(outcome.dispatchCount);
+        expect(afterSettle).toBe(0);
+        expect(ends).toBe(1);
+        expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+        // No dispatch deadline timer left behind (the 10 s deadline would still be pending).
+        expect(
+          process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length,
+        ).toBeLessThanOrEqual(timersBefore);
+      }),
+      { numRuns: 200 },
     );
   });
 });

@@ -117,6 +117,110 @@ export class QueueOverflowError<S = unknown, C = unknown> extends ConversationEr
   }
 }
 
+// Failures of a running conversation, built where the loop detects them. Each message says what was
+// expected and what came, in the shape of the construction-time errors.
+
+/** A responder threw or rejected (and the failure policy said stop). */
+export function responderFailed<S, C>(
+  responder: string,
+  cause: unknown,
+  state: ConversationState<S, C>,
+  elapsedMs: number,
+): ResponderError<S, C> {
+  return new ResponderError(
+    `Responder \`${responder}\` failed: ${describeCause(cause)}`,
+    responder,
+    state,
+    elapsedMs,
+    cause,
+  );
+}
+
+/** A responder answered something that is not a message, an array of messages or nothing. */
+export function badResponderOutput<S, C>(
+  responder: string,
+  output: unknown,
+  state: ConversationState<S, C>,
+  elapsedMs: number,
+): ResponderError<S, C> {
+  return new ResponderError(
+    `Expected responder \`${responder}\` to return a message ({ sender: string, content }), an array of messages or nothing, got ${describeValue(output)}`,
+    responder,
+    state,
+    elapsedMs,
+  );
+}
+
+/** The turn policy answered something that is not an array of responders or names. */
+export function badTurnSelection<S, C>(
+  selection: unknown,
+  state: ConversationState<S, C>,
+  elapsedMs: number,
+): PolicyError<S, C> {
+  return new PolicyError(
+    'turn',
+    state,
+    elapsedMs,
+    new TypeError(
+      `Expected the turn policy to return an array of responders or names, got ${describeValue(selection)}`,
+    ),
+  );
+}
+
+/** The turn policy selected something that is not one of the orchestrator's responders. */
+export function unknownResponder<S, C>(
+  selected: unknown,
+  orchestrator: string,
+  known: readonly string[],
+  state: ConversationState<S, C>,
+  elapsedMs: number,
+): PolicyError<S, C> {
+  const shown =
+    typeof selected === 'object' && selected !== null
+      ? (selected as { name?: unknown }).name
+      : selected;
+  return new PolicyError(
+    'turn',
+    state,
+    elapsedMs,
+    new TypeError(
+      `The turn policy selected ${describeValue(shown)}, which is not a responder of \`${orchestrator}\` (known: ${known.join(', ')})`,
+    ),
+  );
+}
+
+/** The termination policy answered something that is not a TerminationDecision. */
+export function badDecision<S, C>(
+  policy: string,
+  decision: unknown,
+  state: ConversationState<S, C>,
+  elapsedMs: number,
+): PolicyError<S, C> {
+  return new PolicyError(
+    'termination',
+    state,
+    elapsedMs,
+    new TypeError(
+      `Expected termination policy \`${policy}\` to return a decision ({ terminate: boolean, reason: string }), got ${describeValue(decision)}`,
+    ),
+  );
+}
+
+/** Anything else that escaped the loop: still a ConversationError carrying the state reached. */
+export function unexpectedFailure<S, C>(
+  cause: unknown,
+  state: ConversationState<S, C>,
+  elapsedMs: number,
+): ConversationError<S, C> {
+  return new ConversationError(
+    `Conversation failed: ${describeCause(cause)}`,
+    'error',
+    state,
+    elapsedMs,
+    { cause },
+  );
+}
+
 export function describeCause(cause: unknown): string {
   return cause instanceof Error ? cause.message : String(cause);
 }

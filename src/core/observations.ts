@@ -1,7 +1,7 @@
 /**
  * The observers of one conversation, as the loop calls them. Which hooks each observation has is
  * read once, at the start, so a conversation without per-dispatch hooks pays nothing for them; a
- * hook that throws never breaks the run (it is reported once per process).
+ * hook that throws never breaks the run (it is reported as a rate-limited process warning).
  */
 import { describeCause } from './errors.ts';
 import type {
@@ -12,16 +12,14 @@ import type {
   DispatchInfo,
 } from './observer.ts';
 import type { Message } from './types.ts';
+import { rateLimitedWarning } from './warnings.ts';
 
-let hookFailureReported = false;
+// Rate-limited per process, not muted after the first: a hook that fails on every dispatch is
+// reported once a minute with the count of failures held back.
+const warnHookFailure = rateLimitedWarning('ConversationObserverWarning');
 
 function hookFailed(error: unknown): void {
-  if (hookFailureReported) return;
-  hookFailureReported = true;
-  process.emitWarning(
-    `An observer hook failed (further failures are not reported): ${describeCause(error)}`,
-    'ConversationObserverWarning',
-  );
+  warnHookFailure(`An observer hook failed: ${describeCause(error)}`);
 }
 
 export class Observations<S, C> {

@@ -2,15 +2,14 @@
  * The ConversationOrchestrator: holds the validated, immutable configuration. Each `run()` gets a
  * `ConversationRun` of its own, so concurrent conversations share nothing mutable.
  */
-import type { TerminationPolicy } from '../policies/termination.ts';
-import type { TurnFunction, TurnPolicy } from '../policies/turn.ts';
+import type { ResponderFailurePolicy, RunConfig } from './config.ts';
 import { describeValue as describe, OrchestratorConfigError } from './errors.ts';
 import type { ConversationObserver } from './observer.ts';
-import { ConversationRun, type RunConfig } from './run.ts';
+import type { TerminationPolicy, TurnFunction, TurnPolicy } from './policy.ts';
+import { ConversationRun } from './run.ts';
 import type {
   ConversationListener,
   ConversationResult,
-  ConversationState,
   Message,
   Projection,
   Responder,
@@ -25,12 +24,7 @@ import {
   positiveInteger,
   positiveNumber,
 } from './validate.ts';
-
-/** What to do when a responder throws or rejects. */
-export type ResponderFailurePolicy<S, C = unknown> =
-  | 'stop'
-  | 'skip'
-  | ((error: unknown, responder: string, state: ConversationState<S, C>) => 'stop' | 'skip');
+import { rateLimitedWarning } from './warnings.ts';
 
 export interface OrchestratorOptions<S, C = unknown> {
   /** A bounded name (1-64 of `[A-Za-z0-9_.:-]`): it becomes the `orchestrator` metric label. */
@@ -73,7 +67,7 @@ export interface OrchestratorOptions<S, C = unknown> {
   readonly onResponderError?: ResponderFailurePolicy<S, C>;
   /**
    * Receives errors thrown (or rejected) by the listener; they never change the run's result.
-   * @default a one-time process warning
+   * @default a process warning, at most one per minute per orchestrator, with the count held back
    */
   readonly onListenerError?: (error: unknown) => void;
   /**
@@ -152,19 +146,17 @@ export class ConversationOrchestrator<S, C = unknown> {
     }
     if (options.onListenerError !== undefined)
       isFunction('onListenerError', options.onListenerError);
-    let warned = false;
+    // Rate-limited, not muted: a listener failing on every dispatch is reported once a minute
+    // per orchestrator, with the count of failures since the last report.
+    const warn = rateLimitedWarning('ConversationListenerWarning');
     const onListenerError =
       options.onListenerError ??
-      ((error: unknown) => {
-        if (warned) return;
-        warned = true;
-        process.emitWarning(
-          `A listener of orchestrator \`${this.name}\` failed (further listener errors are not reported): ${
+      ((error: unknown) =>
+        warn(
+          `A listener of orchestrator \`${this.name}\` failed: ${
             error instanceof Error ? error.stack : String(error)
           }`,
-          'ConversationListenerWarning',
-        );
-      });
+        ));
 
     this.#config = {
       name: this.name,

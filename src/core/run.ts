@@ -2,82 +2,77 @@
  * One conversation: the queue loop of DESIGN §1. This is the hot path: per dispatch it does one
  * responder call, the fold, one snapshot allocation, the termination check, the observers and the
  * listener, and nothing else unless a signal, a deadline or history asks for it.
+ *
+ * How to read it:
+ * - `#pump()` runs `#step()` until a step must wait for a promise, the run ends, or the event loop
+ *   is owed a turn (every `yieldIntervalMs`, on every path: sync answers, already-resolved
+ *   promises and async turn policies alike, since promise continuations never let timers run).
+ * - `#step()` is one step: take the next message and ask the turn policy who answers it
+ *   (`#selectNext`), or invoke the next selected responder (`#dispatch`) and complete its dispatch
+ *   (`#completeDispatch`: fold, decide, tell the observers, call the listener).
+ * - When a step gets a promise it answers WAIT; the promise's callbacks (`#afterWait`) finish the
+ *   same step and go back to `#pump()`.
+ * - Failures travel one way: thrown as a `ConversationError` (built in errors.ts) and handed to
+ *   `#fail()`. Aborts and deadlines arrive from outside the loop and call `#fail()` directly.
+ * - Once the run has settled (`#settled`), nothing more happens for it: every step checks after
+ *   calling user code (which may abort the run), and late promise answers are ignored.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
+import type { RunConfig } from './config.ts';
 import {
-  CONTINUE,
-  type TerminationCheck,
-  type TerminationPolicy,
-} from '../policies/termination.ts';
-import type { TurnFunction, TurnPolicy, TurnSelection } from '../policies/turn.ts';
-import {
+  badDecision,
+  badResponderOutput,
+  badTurnSelection,
   ConversationAbortedError,
   ConversationError,
   DispatchDeadlineError,
-  describeCause,
-  describeValue,
   PolicyError,
   QueueOverflowError,
-  ResponderError,
+  responderFailed,
+  unexpectedFailure,
+  unknownResponder,
 } from './errors.ts';
 import { Observations } from './observations.ts';
-import type { ConversationEnd, ConversationObserver, DispatchInfo } from './observer.ts';
-import type { ResponderFailurePolicy } from './orchestrator.ts';
+import type { DispatchInfo } from './observer.ts';
+import {
+  CONTINUE,
+  type TerminationCheck,
+  type TurnFunction,
+  type TurnSelection,
+} from './policy.ts';
 import { History, MessageQueue } from './queue.ts';
 import type {
   ConversationListener,
   ConversationResult,
   ConversationState,
   Message,
-  Projection,
   Responder,
   ResponderContext,
   RunOptions,
   TerminationDecision,
 } from './types.ts';
 
-/** The orchestrator's validated configuration, shared read-only by its runs. */
-export interface RunConfig<S, C> {
-  readonly name: string;
-  readonly responders: readonly Responder<S, C>[];
-  readonly responderNames: readonly string[];
-  readonly responderIndex: ReadonlyMap<Responder<S, C> | string, number>;
-  readonly turnPolicy: TurnPolicy<S, C> | TurnFunction<S, C>;
-  readonly projection: Projection<S, C>;
-  readonly termination: TerminationPolicy<S, C>;
-  readonly listener: ConversationListener<S, C> | undefined;
-  readonly observers: readonly ConversationObserver<S, C>[];
-  readonly dispatchTimeoutMs: number | undefined;
-  readonly maxQueueLength: number;
-  readonly historySize: number;
-  readonly onResponderError: ResponderFailurePolicy<S, C>;
-  readonly onListenerError: (error: unknown) => void;
-  readonly yieldIntervalMs: number;
-}
-
 const QUEUE_EXHAUSTED: TerminationDecision = Object.freeze({
   terminate: true,
   reason: 'queue_exhausted',
 });
 const NO_HISTORY: readonly never[] = Object.freeze([]);
-/** What #invoke answers when the responder threw synchronously and the failure was handled. */
-const FAILED = Symbol('failed');
 
-/** Thrown inside the loop when the caller aborts or a deadline passes; turned into an error. */
-class Interrupt {
-  constructor(
-    readonly kind: 'aborted' | 'deadline',
-    /** The abort's reason, or the responder whose deadline passed (undefined: the turn policy). */
-    readonly cause: unknown,
-  ) {}
-}
+/** What one step of the loop answers. */
+type Step = typeof NEXT | typeof WAIT | typeof ENDED;
+/** Go on with the next step. */
+const NEXT = 0;
+/** A promise will resume the loop. */
+const WAIT = 1;
+/** The run has settled. */
+const ENDED = 2;
 
-function isThenable<T>(value: unknown): value is PromiseLike<T> {
+function isThenable(value: unknown): value is PromiseLike<unknown> {
   return (
     value !== null &&
     (typeof value === 'object' || typeof value === 'function') &&
-    typeof (value as PromiseLike<T>).then === 'function'
+    typeof (value as PromiseLike<unknown>).then === 'function'
   );
 }
 
@@ -86,17 +81,66 @@ export class ConversationRun<S, C> {
   readonly #input: Message<C>;
   readonly #conversationId: string;
   readonly #signal: AbortSignal | undefined;
-  /** Made when a responder first reads `context.signal`: most never do, and one costs ~1 µs. */
-  #controller: AbortController | undefined;
   readonly #queue = new MessageQueue<Message<C>>();
   readonly #history: History<Message<C>> | undefined;
   #observations!: Observations<S, C>;
+  /** Whether an observer wraps responder calls (read once: most never do). */
+  #wrapsResponders = false;
   #projection!: S;
+  /** The snapshot of the last completed dispatch (or of the start). */
   #state!: ConversationState<S, C>;
   #lastMessage: Message<C>;
   #dispatchCount = 0;
   #startedAt = 0;
-  #interrupted: Interrupt | undefined;
+  #check!: TerminationCheck<S, C>;
+  #turn!: TurnFunction<S, C>;
+  #context!: ResponderContext & { dispatchNumber: number };
+  #info!: { -readonly [K in keyof DispatchInfo<S, C>]: DispatchInfo<S, C>[K] };
+
+  // Where the loop stands: the message being answered, its selected responders, the next one.
+  #message!: Message<C>;
+  #selection: TurnSelection<S, C> | undefined;
+  #nextSelected = 0;
+  /** Set while a promise is awaited: the responder's index, or -1 for the turn policy. */
+  #waitingFor = -1;
+  #waiting = false;
+
+  // One clock read per dispatch (performance.now() costs ~55 ns here): a dispatch's duration
+  // runs from the previous clock read to the end of its answer.
+  #lastTick = 0;
+  #lastYield = 0;
+
+  #settled = false;
+  #resolve!: (result: ConversationResult<S, C>) => void;
+  #reject!: (error: ConversationError<S, C>) => void;
+  #deadline: NodeJS.Timeout | undefined;
+  #immediate: NodeJS.Immediate | undefined;
+  /** Made when a responder first reads `context.signal`: most never do, and one costs ~1 µs. */
+  #controller: AbortController | undefined;
+  /** Why the responder's signal aborts (set when the run is aborted or a deadline passes). */
+  #interruption: ConversationError<S, C> | undefined;
+
+  readonly #onAbort = (): void => this.#interrupt(this.#abortedError());
+  readonly #onDeadline = (): void => {
+    this.#deadline = undefined;
+    const responder =
+      this.#waitingFor < 0 ? undefined : this.#config.responderNames[this.#waitingFor];
+    this.#interrupt(
+      new DispatchDeadlineError(
+        responder,
+        this.#config.dispatchTimeoutMs ?? 0,
+        this.#endState(),
+        this.#elapsed(),
+      ),
+    );
+  };
+  readonly #resume = (): void => {
+    this.#immediate = undefined;
+    if (!this.#settled) this.#pump();
+  };
+  readonly #onSettledValue = (value: unknown): void => this.#afterWait(value, false);
+  readonly #onSettledError = (error: unknown): void => this.#afterWait(error, true);
+  readonly #onListenerRejection = (error: unknown): void => this.#listenerFailed(error);
 
   constructor(config: RunConfig<S, C>, input: Message<C>, options: RunOptions) {
     this.#config = config;
@@ -110,71 +154,11 @@ export class ConversationRun<S, C> {
   /** Runs the conversation; settles exactly once. */
   execute(): Promise<ConversationResult<S, C>> {
     return new Promise<ConversationResult<S, C>>((resolve, reject) => {
-      this.#settle = (outcome) => {
-        if (outcome.ok) resolve(outcome.result);
-        else reject(outcome.error);
-      };
+      this.#resolve = resolve;
+      this.#reject = reject;
       this.#begin();
     });
   }
-
-  // The loop is a pump: it runs synchronously until an answer is a promise, then resumes from that
-  // promise's callback. Resuming an `await` in a big async function costs ~200 ns per dispatch
-  // here (the frame's registers are restored); a prebound callback costs a promise reaction only.
-  #settle!: (end: ConversationEnd<S, C>) => void;
-  #settled = false;
-  #check!: TerminationCheck<S, C>;
-  #turn!: TurnFunction<S, C>;
-  #lastTick = 0;
-  #lastYield = 0;
-  #context!: ResponderContext & { dispatchNumber: number };
-  #info!: { -readonly [K in keyof DispatchInfo<S, C>]: DispatchInfo<S, C>[K] };
-  #message!: Message<C>;
-  #selection: TurnSelection<S, C> | undefined;
-  #selected = 0;
-  #pendingIndex = 0;
-  #timer: NodeJS.Timeout | undefined;
-  readonly #onAbort = () => this.#interrupt(new Interrupt('aborted', this.#signal?.reason));
-  readonly #resume = () => this.#pump();
-  readonly #onSelection = (selection: TurnSelection<S, C>) => {
-    if (this.#settled) return;
-    this.#clearTimer();
-    this.#lastTick = performance.now();
-    try {
-      this.#useSelection(selection);
-    } catch (error) {
-      this.#fail(error);
-      return;
-    }
-    this.#pump();
-  };
-  readonly #onSelectionError = (error: unknown) => {
-    if (this.#settled) return;
-    this.#clearTimer();
-    this.#fail(new PolicyError('turn', this.#state, this.#elapsed(), error));
-  };
-  readonly #onAnswer = (output: unknown) => {
-    if (this.#settled) return;
-    this.#clearTimer();
-    try {
-      if (this.#complete(this.#pendingIndex, output).terminate) return;
-    } catch (error) {
-      this.#fail(error);
-      return;
-    }
-    this.#pump();
-  };
-  readonly #onAnswerError = (error: unknown) => {
-    if (this.#settled) return;
-    this.#clearTimer();
-    try {
-      this.#failed(this.#pendingIndex, error);
-    } catch (thrown) {
-      this.#fail(thrown);
-      return;
-    }
-    this.#pump();
-  };
 
   #begin(): void {
     const config = this.#config;
@@ -186,24 +170,25 @@ export class ConversationRun<S, C> {
       responders: config.responderNames,
       startTimeMs: performance.timeOrigin + this.#startedAt,
     });
+    this.#wrapsResponders = this.#observations.wrapsResponders;
     try {
       try {
         this.#projection = config.projection.initial(this.#input);
       } catch (error) {
-        this.#state = this.#snapshot();
-        throw new PolicyError('projection', this.#state, 0, error);
+        throw new PolicyError('projection', this.#snapshot(0), 0, error);
       }
       this.#history?.push(this.#input);
-      this.#state = this.#snapshot();
+      this.#state = this.#snapshot(0);
+      this.#check = this.#startPolicy('termination', () => config.termination.start());
+      const turnPolicy = config.turnPolicy;
+      this.#turn =
+        typeof turnPolicy === 'function'
+          ? turnPolicy
+          : this.#startPolicy('turn', () => turnPolicy.start(config.responders));
       if (this.#signal !== undefined) {
-        if (this.#signal.aborted) throw new Interrupt('aborted', this.#signal.reason);
+        if (this.#signal.aborted) throw this.#abortedError();
         this.#signal.addEventListener('abort', this.#onAbort, { once: true });
       }
-      this.#check = config.termination.start();
-      this.#turn =
-        typeof config.turnPolicy === 'function'
-          ? config.turnPolicy
-          : config.turnPolicy.start(config.responders);
     } catch (error) {
       this.#fail(error);
       return;
@@ -223,56 +208,40 @@ export class ConversationRun<S, C> {
       responderIndex: 0,
       durationMs: 0,
     };
-    // One clock read per dispatch (performance.now() costs ~55 ns here): a dispatch's duration
-    // runs from the previous clock read to the end of its answer.
     this.#lastTick = this.#lastYield = this.#startedAt;
     this.#queue.push(this.#input);
+    // Observers may enter a context (the conversation span's) once for the whole loop.
     this.#observations.enter(this.#resume);
   }
 
-  /** Runs dispatches until the conversation ends or must wait for a promise. */
-  #pump(): void {
+  #startPolicy<T>(stage: 'turn' | 'termination', start: () => T): T {
+    let started: T;
     try {
-      const queue = this.#queue;
-      const yieldIntervalMs = this.#config.yieldIntervalMs;
+      started = start();
+    } catch (error) {
+      throw new PolicyError(stage, this.#state, this.#elapsed(), error);
+    }
+    if (typeof started !== 'function') {
+      throw new PolicyError(
+        stage,
+        this.#state,
+        this.#elapsed(),
+        new TypeError(`Expected the ${stage} policy's start() to return a function`),
+      );
+    }
+    return started;
+  }
+
+  /** Runs steps until one waits for a promise or the run ends; yields to the event loop on time. */
+  #pump(): void {
+    const yieldIntervalMs = this.#config.yieldIntervalMs;
+    try {
       for (;;) {
-        if (this.#interrupted !== undefined) throw this.#interrupted;
-        let selection = this.#selection;
-        if (selection === undefined) {
-          if (queue.length === 0) {
-            this.#succeed(QUEUE_EXHAUSTED);
-            return;
-          }
-          this.#message = queue.shift();
-          const selected = this.#select(this.#turn, this.#message);
-          if (isThenable(selected)) {
-            this.#await(selected, undefined, this.#onSelection, this.#onSelectionError);
-            return;
-          }
-          selection = this.#useSelection(selected);
-        }
-        if (this.#selected >= selection.length) {
-          this.#selection = undefined;
-          continue;
-        }
-        const index = this.#resolve(selection[this.#selected++]);
-        const output = this.#invoke(index, this.#message);
-        if (isThenable(output)) {
-          this.#pendingIndex = index;
-          this.#await(
-            output,
-            this.#config.responderNames[index],
-            this.#onAnswer,
-            this.#onAnswerError,
-          );
-          return;
-        }
-        if (output === FAILED) continue;
-        if (this.#complete(index, output).terminate) return;
-        // Sync responders never give the event loop a turn; timers and exporters need one.
+        if (this.#step() !== NEXT) return;
+        // Checked after a step, so that every turn of the event loop sees progress.
         if (this.#lastTick - this.#lastYield >= yieldIntervalMs) {
           this.#lastYield = this.#lastTick;
-          setImmediate(this.#resume);
+          this.#immediate = setImmediate(this.#resume);
           return;
         }
       }
@@ -281,153 +250,81 @@ export class ConversationRun<S, C> {
     }
   }
 
-  /** Waits for `promise`; an abort or the dispatch deadline settles the run without it. */
-  #await<T>(
-    promise: PromiseLike<T>,
-    /** The responder awaited; undefined for the turn policy. */
-    responder: string | undefined,
-    onValue: (value: T) => void,
-    onError: (error: unknown) => void,
-  ): void {
-    const deadlineMs = this.#config.dispatchTimeoutMs;
-    if (deadlineMs !== undefined) {
-      this.#timer = setTimeout(
-        () => this.#interrupt(new Interrupt('deadline', responder)),
-        deadlineMs,
-      );
+  /** One step: select responders for the next message, or run the next selected responder. */
+  #step(): Step {
+    const selection = this.#selection;
+    if (selection === undefined) return this.#selectNext();
+    if (this.#nextSelected >= selection.length) {
+      this.#selection = undefined;
+      return NEXT;
     }
-    promise.then(onValue, onError);
+    return this.#dispatch(this.#responderIndexOf(selection[this.#nextSelected++]));
   }
 
-  #clearTimer(): void {
-    if (this.#timer !== undefined) {
-      clearTimeout(this.#timer);
-      this.#timer = undefined;
+  /** Takes the next message off the queue and asks the turn policy who answers it. */
+  #selectNext(): Step {
+    if (this.#queue.length === 0) {
+      this.#succeed(QUEUE_EXHAUSTED);
+      return ENDED;
     }
-  }
-
-  #interrupt(reason: Interrupt): void {
-    if (this.#interrupted !== undefined || this.#settled) return;
-    this.#interrupted = reason;
-    this.#clearTimer();
-    this.#controller?.abort(this.#abortReason(reason));
-    // Settle now: a responder that ignores its signal must not hold the run open.
-    this.#fail(reason);
-  }
-
-  #responderSignal(): AbortSignal {
-    if (this.#controller === undefined) {
-      this.#controller = new AbortController();
-      if (this.#interrupted !== undefined)
-        this.#controller.abort(this.#abortReason(this.#interrupted));
-    }
-    return this.#controller.signal;
-  }
-
-  #abortReason(reason: Interrupt): unknown {
-    return reason.kind === 'aborted' ? reason.cause : new Error('Dispatch deadline passed');
-  }
-
-  #succeed(decision: TerminationDecision): void {
-    if (this.#settled) return;
-    this.#settled = true;
-    this.#cleanup();
-    const result: ConversationResult<S, C> = {
-      conversationId: this.#conversationId,
-      state: this.#state,
-      decision,
-      dispatchCount: this.#dispatchCount,
-      elapsedMs: performance.now() - this.#startedAt,
-    };
-    this.#observations.ended({ ok: true, result });
-    this.#settle({ ok: true, result });
-  }
-
-  #fail(thrown: unknown): void {
-    if (this.#settled) return;
-    this.#settled = true;
-    this.#cleanup();
-    const error = this.#toConversationError(thrown);
-    this.#observations.ended({ ok: false, error });
-    this.#settle({ ok: false, error });
-  }
-
-  #cleanup(): void {
-    this.#clearTimer();
-    this.#signal?.removeEventListener('abort', this.#onAbort);
-  }
-
-  #select(
-    turn: TurnFunction<S, C>,
-    message: Message<C>,
-  ): TurnSelection<S, C> | PromiseLike<TurnSelection<S, C>> {
+    const message = this.#queue.shift();
+    this.#message = message;
+    let selected: TurnSelection<S, C> | PromiseLike<TurnSelection<S, C>>;
     try {
-      return turn(message, this.#state, this.#config.responders);
+      selected = this.#turn(message, this.#state, this.#config.responders);
     } catch (error) {
-      throw new PolicyError('turn', this.#state, this.#elapsed(), error);
+      throw new PolicyError('turn', this.#endState(), this.#elapsed(), error);
     }
+    if (this.#settled) return ENDED;
+    if (isThenable(selected)) return this.#wait(selected, -1);
+    this.#useSelection(selected);
+    return NEXT;
   }
 
-  #resolve(selected: Responder<S, C> | string | undefined): number {
-    const index = this.#config.responderIndex.get(selected as Responder<S, C> | string);
-    if (index === undefined) throw this.#unknownResponder(selected);
-    return index;
-  }
-
-  /** Invokes a responder; a synchronous failure is handled here and answered with FAILED. */
-  #invoke(index: number, message: Message<C>): unknown {
+  /** Invokes one responder and completes its dispatch, now or when its promise settles. */
+  #dispatch(index: number): Step {
     const responder = this.#config.responders[index] as Responder<S, C>;
+    const message = this.#message;
     const context = this.#context;
     context.dispatchNumber = this.#dispatchCount + 1;
     this.#observations.responderStarted(index, message);
+    let output: unknown;
     try {
       // No closure per dispatch unless an observer wraps the call.
-      if (!this.#observations.wrapsResponders) {
-        return responder.respond(message, this.#state, context);
-      }
-      return this.#observations.invoke(index, () =>
-        responder.respond(message, this.#state, context),
-      );
+      output = this.#wrapsResponders
+        ? this.#observations.invoke(index, () => responder.respond(message, this.#state, context))
+        : responder.respond(message, this.#state, context);
     } catch (error) {
-      this.#failed(index, error);
-      return FAILED;
+      return this.#settled ? ENDED : this.#responderFailed(index, error);
     }
-  }
-
-  /** A responder failed: tell the observers, then skip it or stop the run. */
-  #failed(index: number, error: unknown): void {
-    const responder = this.#config.responderNames[index] as string;
-    const now = performance.now();
-    const durationMs = now - this.#lastTick;
-    this.#lastTick = now;
-    this.#observations.responderFailed(index, durationMs, error);
-    if (this.#decideOnFailure(this.#config.onResponderError, error, responder) === 'skip') return;
-    throw new ResponderError(
-      `Responder \`${responder}\` failed: ${describeCause(error)}`,
-      responder,
-      this.#state,
-      this.#elapsed(),
-      error,
-    );
+    // The responder may have aborted the run itself: its answer then counts for nothing.
+    if (this.#settled) return ENDED;
+    if (isThenable(output)) return this.#wait(output, index);
+    return this.#completeDispatch(index, output);
   }
 
   /** A successful answer: fold it, decide, tell the observers and the listener. */
-  #complete(index: number, output: unknown): TerminationDecision {
+  #completeDispatch(index: number, output: unknown): Step {
     const ended = performance.now();
-    const started = this.#lastTick;
+    const durationMs = ended - this.#lastTick;
     this.#lastTick = ended;
     const config = this.#config;
-    this.#fold(output, config.responderNames[index] as string, config.maxQueueLength, ended);
-    const dispatchCount = ++this.#dispatchCount;
-    const elapsedMs = ended - this.#startedAt;
-    const state = this.#snapshot();
-    this.#state = state;
-    let decision: TerminationDecision;
-    try {
-      decision = this.#check(state, elapsedMs);
-    } catch (error) {
-      throw new PolicyError('termination', state, elapsedMs, error);
+    if (output !== undefined && output !== null) {
+      const responder = config.responderNames[index] as string;
+      if (Array.isArray(output)) {
+        for (const message of output) this.#fold(message, responder, ended);
+      } else this.#fold(output, responder, ended);
+      if (this.#settled) return ENDED;
     }
+    // The dispatch counts once its termination decision is made: if the termination policy throws,
+    // the error reports the previous count, and the listener and observers never see this one.
+    const dispatchCount = this.#dispatchCount + 1;
+    const elapsedMs = ended - this.#startedAt;
+    const state = this.#snapshot(dispatchCount);
+    const decision = this.#decide(state, elapsedMs);
+    if (this.#settled) return ENDED;
+    this.#dispatchCount = dispatchCount;
+    this.#state = state;
     if (this.#observations.watchDispatches) {
       const info = this.#info;
       info.state = state;
@@ -435,90 +332,152 @@ export class ConversationRun<S, C> {
       info.dispatchCount = dispatchCount;
       info.elapsedMs = elapsedMs;
       info.responderIndex = index;
-      info.durationMs = ended - started;
+      info.durationMs = durationMs;
       this.#observations.dispatched(info);
+      if (this.#settled) return ENDED;
     }
     const listener = config.listener;
-    if (listener !== undefined)
+    if (listener !== undefined) {
       this.#callListener(listener, state, decision, dispatchCount, elapsedMs);
-    if (decision.terminate) this.#succeed(decision);
-    return decision;
+      if (this.#settled) return ENDED;
+    }
+    if (decision.terminate) {
+      this.#succeed(decision);
+      return ENDED;
+    }
+    return NEXT;
   }
 
-  /** The turn policy's answer (sync or awaited) becomes the responders to invoke, in order. */
-  #useSelection(selection: unknown): TurnSelection<S, C> {
-    if (!Array.isArray(selection)) throw this.#badSelection(selection);
-    this.#selection = selection;
-    this.#selected = 0;
-    return selection;
-  }
-
-  #badSelection(selection: unknown): PolicyError<S, C> {
-    return new PolicyError(
-      'turn',
-      this.#state,
-      this.#elapsed(),
-      new TypeError(
-        `Expected the turn policy to return an array of responders or names, got ${describeValue(selection)}`,
-      ),
+  /** Waits for a responder's answer (`index`) or the turn policy's selection (-1). */
+  #wait(promise: PromiseLike<unknown>, index: number): Step {
+    this.#waitingFor = index;
+    this.#waiting = true;
+    const deadlineMs = this.#config.dispatchTimeoutMs;
+    if (deadlineMs !== undefined) this.#deadline = setTimeout(this.#onDeadline, deadlineMs);
+    // A foreign thenable is adopted by a native promise: it may then settle only once, and a
+    // `then` that throws becomes a rejection.
+    (promise instanceof Promise ? promise : Promise.resolve(promise)).then(
+      this.#onSettledValue,
+      this.#onSettledError,
     );
+    return WAIT;
   }
 
-  #fold(output: unknown, responder: string, maxQueueLength: number, now: number): void {
-    if (output === undefined || output === null) return;
-    if (Array.isArray(output)) {
-      for (const message of output) this.#foldOne(message, responder, maxQueueLength, now);
-    } else this.#foldOne(output, responder, maxQueueLength, now);
+  /** The awaited promise settled: finish the step it belongs to, then go on. */
+  #afterWait(value: unknown, rejected: boolean): void {
+    if (this.#settled || !this.#waiting) return;
+    this.#waiting = false;
+    this.#clearDeadline();
+    const index = this.#waitingFor;
+    let step: Step;
+    try {
+      if (index < 0) step = this.#selectionArrived(value, rejected);
+      else
+        step = rejected
+          ? this.#responderFailed(index, value)
+          : this.#completeDispatch(index, value);
+    } catch (error) {
+      this.#fail(error);
+      return;
+    }
+    if (step === NEXT) this.#pump();
   }
 
-  #foldOne(message: unknown, responder: string, maxQueueLength: number, now: number): void {
-    if (
-      typeof message !== 'object' ||
-      message === null ||
-      typeof (message as Message).sender !== 'string'
-    ) {
-      throw new ResponderError(
-        `Expected responder \`${responder}\` to return a message ({ sender: string, content }), an array of messages or nothing, got ${describeValue(message)}`,
-        responder,
-        this.#snapshot(),
-        now - this.#startedAt,
+  #selectionArrived(selection: unknown, rejected: boolean): Step {
+    this.#lastTick = performance.now();
+    if (rejected) throw new PolicyError('turn', this.#endState(), this.#elapsed(), selection);
+    this.#useSelection(selection);
+    return NEXT;
+  }
+
+  /** The turn policy's answer becomes the responders to invoke, in order. */
+  #useSelection(selection: unknown): void {
+    if (!Array.isArray(selection)) {
+      throw badTurnSelection(selection, this.#endState(), this.#elapsed());
+    }
+    this.#selection = selection;
+    this.#nextSelected = 0;
+  }
+
+  #responderIndexOf(selected: Responder<S, C> | string | undefined): number {
+    const index = this.#config.responderIndex.get(selected as Responder<S, C> | string);
+    if (index === undefined) {
+      const config = this.#config;
+      throw unknownResponder(
+        selected,
+        config.name,
+        config.responderNames,
+        this.#endState(),
+        this.#elapsed(),
       );
     }
-    if (this.#queue.length >= maxQueueLength) {
-      throw new QueueOverflowError(maxQueueLength, this.#snapshot(), now - this.#startedAt);
-    }
-    try {
-      this.#projection = this.#config.projection.fold(this.#projection, message as Message<C>);
-    } catch (error) {
-      throw new PolicyError('projection', this.#snapshot(), now - this.#startedAt, error);
-    }
-    this.#queue.push(message as Message<C>);
-    this.#history?.push(message as Message<C>);
-    this.#lastMessage = message as Message<C>;
+    return index;
   }
 
-  #snapshot(): ConversationState<S, C> {
-    return {
-      conversationId: this.#conversationId,
-      projection: this.#projection,
-      lastMessage: this.#lastMessage,
-      queueDepth: this.#queue.length,
-      dispatchCount: this.#dispatchCount,
-      history: this.#history === undefined ? NO_HISTORY : this.#history.toArray(),
-    };
+  /** A responder threw or rejected: tell the observers, then skip it (NEXT) or stop the run. */
+  #responderFailed(index: number, error: unknown): Step {
+    const responder = this.#config.responderNames[index] as string;
+    const now = performance.now();
+    const durationMs = now - this.#lastTick;
+    this.#lastTick = now;
+    this.#observations.responderFailed(index, durationMs, error);
+    if (this.#settled) return ENDED;
+    const decision = this.#decideOnFailure(error, responder);
+    if (this.#settled) return ENDED;
+    if (decision === 'skip') return NEXT;
+    throw responderFailed(responder, error, this.#endState(), this.#elapsed());
   }
 
-  #decideOnFailure(
-    policy: ResponderFailurePolicy<S, C>,
-    error: unknown,
-    responder: string,
-  ): 'stop' | 'skip' {
+  #decideOnFailure(error: unknown, responder: string): 'stop' | 'skip' {
+    const policy = this.#config.onResponderError;
     if (typeof policy !== 'function') return policy;
     try {
       return policy(error, responder, this.#state) === 'skip' ? 'skip' : 'stop';
     } catch {
       return 'stop';
     }
+  }
+
+  #fold(message: unknown, responder: string, now: number): void {
+    if (this.#settled) return;
+    if (
+      typeof message !== 'object' ||
+      message === null ||
+      typeof (message as Message).sender !== 'string'
+    ) {
+      throw badResponderOutput(responder, message, this.#endState(), now - this.#startedAt);
+    }
+    const maxQueueLength = this.#config.maxQueueLength;
+    if (this.#queue.length >= maxQueueLength) {
+      throw new QueueOverflowError(maxQueueLength, this.#endState(), now - this.#startedAt);
+    }
+    try {
+      this.#projection = this.#config.projection.fold(this.#projection, message as Message<C>);
+    } catch (error) {
+      throw new PolicyError('projection', this.#endState(), now - this.#startedAt, error);
+    }
+    this.#queue.push(message as Message<C>);
+    this.#history?.push(message as Message<C>);
+    this.#lastMessage = message as Message<C>;
+  }
+
+  /** The termination policy's decision, checked like the turn policy's answer. */
+  #decide(state: ConversationState<S, C>, elapsedMs: number): TerminationDecision {
+    let decision: TerminationDecision;
+    try {
+      decision = this.#check(state, elapsedMs);
+    } catch (error) {
+      throw new PolicyError('termination', this.#endState(), elapsedMs, error);
+    }
+    if (
+      typeof decision !== 'object' ||
+      decision === null ||
+      typeof decision.terminate !== 'boolean' ||
+      typeof decision.reason !== 'string'
+    ) {
+      throw badDecision(this.#config.termination.name, decision, this.#endState(), elapsedMs);
+    }
+    return decision;
   }
 
   #callListener(
@@ -528,18 +487,19 @@ export class ConversationRun<S, C> {
     dispatchCount: number,
     elapsedMs: number,
   ): void {
+    let returned: unknown;
     try {
-      const returned = listener(state, decision, dispatchCount, elapsedMs);
-      if (returned !== undefined && isThenable(returned)) {
-        returned.then(undefined, (error: unknown) => this.#listenerError(error));
-      }
+      returned = listener(state, decision, dispatchCount, elapsedMs);
     } catch (error) {
-      this.#listenerError(error);
+      this.#listenerFailed(error);
+      return;
     }
+    if (isThenable(returned)) Promise.resolve(returned).then(undefined, this.#onListenerRejection);
   }
 
-  #listenerError(error: unknown): void {
-    this.#observations.listenerFailed(error);
+  /** Observers hear of listener failures while the run lives; the handler always does. */
+  #listenerFailed(error: unknown): void {
+    if (!this.#settled) this.#observations.listenerFailed(error);
     try {
       this.#config.onListenerError(error);
     } catch {
@@ -547,46 +507,104 @@ export class ConversationRun<S, C> {
     }
   }
 
-  #toConversationError(thrown: unknown): ConversationError<S, C> {
-    if (thrown instanceof ConversationError) return thrown as ConversationError<S, C>;
-    const elapsedMs = this.#elapsed();
-    if (thrown instanceof Interrupt) {
-      return thrown.kind === 'aborted'
-        ? new ConversationAbortedError(this.#state, elapsedMs, thrown.cause)
-        : new DispatchDeadlineError(
-            thrown.cause as string | undefined,
-            this.#config.dispatchTimeoutMs ?? 0,
-            this.#state,
-            elapsedMs,
-          );
+  #responderSignal(): AbortSignal {
+    if (this.#controller === undefined) {
+      this.#controller = new AbortController();
+      if (this.#interruption !== undefined) this.#controller.abort(this.#abortReason());
     }
-    return new ConversationError(
-      `Conversation failed: ${describeCause(thrown)}`,
-      'error',
-      this.#state,
-      elapsedMs,
-      {
-        cause: thrown,
-      },
-    );
+    return this.#controller.signal;
+  }
+
+  #abortReason(): unknown {
+    const interruption = this.#interruption;
+    return interruption instanceof ConversationAbortedError ? interruption.cause : interruption;
+  }
+
+  #abortedError(): ConversationAbortedError<S, C> {
+    return new ConversationAbortedError(this.#endState(), this.#elapsed(), this.#signal?.reason);
+  }
+
+  /** The caller aborted or a deadline passed: settle now, then abort the running responder. */
+  #interrupt(error: ConversationError<S, C>): void {
+    if (this.#settled) return;
+    this.#interruption = error;
+    // Settle first: a responder that ignores its signal must not hold the run open, and one that
+    // reacts to it must find the run already over.
+    this.#fail(error);
+    this.#controller?.abort(this.#abortReason());
+  }
+
+  #succeed(decision: TerminationDecision): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#cleanup();
+    const result: ConversationResult<S, C> = {
+      conversationId: this.#conversationId,
+      state: decision === QUEUE_EXHAUSTED ? this.#endState() : this.#state,
+      decision,
+      dispatchCount: this.#dispatchCount,
+      elapsedMs: this.#elapsed(),
+    };
+    this.#observations.ended({ ok: true, result });
+    this.#resolve(result);
+  }
+
+  #fail(thrown: unknown): void {
+    if (this.#settled) return;
+    this.#settled = true;
+    this.#cleanup();
+    const error =
+      thrown instanceof ConversationError
+        ? (thrown as ConversationError<S, C>)
+        : unexpectedFailure(thrown, this.#endState(), this.#elapsed());
+    this.#observations.ended({ ok: false, error });
+    this.#reject(error);
+  }
+
+  /** Leaves nothing behind: no timer, no immediate, no abort listener. */
+  #cleanup(): void {
+    this.#clearDeadline();
+    if (this.#immediate !== undefined) {
+      clearImmediate(this.#immediate);
+      this.#immediate = undefined;
+    }
+    this.#signal?.removeEventListener('abort', this.#onAbort);
+  }
+
+  #clearDeadline(): void {
+    if (this.#deadline !== undefined) {
+      clearTimeout(this.#deadline);
+      this.#deadline = undefined;
+    }
+  }
+
+  /** The state as it is now: the last dispatch's snapshot if nothing moved since, else a fresh one. */
+  #endState(): ConversationState<S, C> {
+    const state = this.#state;
+    if (
+      state !== undefined &&
+      state.queueDepth === this.#queue.length &&
+      state.dispatchCount === this.#dispatchCount &&
+      state.lastMessage === this.#lastMessage &&
+      state.projection === this.#projection
+    ) {
+      return state;
+    }
+    return this.#snapshot(this.#dispatchCount);
+  }
+
+  #snapshot(dispatchCount: number): ConversationState<S, C> {
+    return {
+      conversationId: this.#conversationId,
+      projection: this.#projection,
+      lastMessage: this.#lastMessage,
+      queueDepth: this.#queue.length,
+      dispatchCount,
+      history: this.#history === undefined ? NO_HISTORY : this.#history.toArray(),
+    };
   }
 
   #elapsed(): number {
     return performance.now() - this.#startedAt;
-  }
-
-  #unknownResponder(selected: unknown): PolicyError<S, C> {
-    const shown =
-      typeof selected === 'object' && selected !== null
-        ? (selected as Responder<S, C>).name
-        : selected;
-    return new PolicyError(
-      'turn',
-      this.#state,
-      this.#elapsed(),
-      new TypeError(
-        `The turn policy selected ${describeValue(shown)}, which is not a responder of \`${this.#config.name}\` (known: ${this.#config.responderNames.join(', ')})`,
-      ),
-    );
   }
 }

@@ -3,27 +3,9 @@
  * once per conversation, so counters and streaks never leak from one run into the next.
  */
 
+import { CONTINUE, type TerminationPolicy } from '../core/policy.ts';
 import type { ConversationState, TerminationDecision } from '../core/types.ts';
 import { fail, nonNegativeNumber, positiveInteger, positiveNumber } from '../core/validate.ts';
-
-/** Decides, after one dispatch, whether the conversation ends. */
-export type TerminationCheck<S, C = unknown> = (
-  state: ConversationState<S, C>,
-  elapsedMs: number,
-) => TerminationDecision;
-
-export interface TerminationPolicy<S, C = unknown> {
-  /** Shown as the decision's `policy`. */
-  readonly name: string;
-  /** Called once per conversation; returns that conversation's check. */
-  start(): TerminationCheck<S, C>;
-}
-
-/** The decision that lets the conversation go on. */
-export const CONTINUE: TerminationDecision = Object.freeze({
-  terminate: false,
-  reason: 'continue',
-});
 
 /** Ends the conversation after `n` dispatches, with reason `max_dispatches`. */
 export function maxDispatches<S, C = unknown>(n: number): TerminationPolicy<S, C> {
@@ -70,7 +52,8 @@ export interface ConvergedOptions<S, C = unknown> {
 
 /**
  * Ends the conversation once a numeric measure of the state stays within `tolerance` of `target`
- * for `consecutive` dispatches in a row. A non-finite measure (NaN) breaks the streak.
+ * for `consecutive` dispatches in a row. A measure that is not a finite number (NaN, ±Infinity, a
+ * string) counts as not converged: it breaks the streak.
  * @example converged({ measure: (s) => s.projection.spread, tolerance: 0.01, consecutive: 3 })
  */
 export function converged<S, C = unknown>(
@@ -92,8 +75,9 @@ export function converged<S, C = unknown>(
     start() {
       let streak = 0;
       return (state) => {
-        const value = measure(state);
-        streak = Math.abs(value - target) <= tolerance ? streak + 1 : 0;
+        const value: unknown = measure(state);
+        streak =
+          typeof value === 'number' && Math.abs(value - target) <= tolerance ? streak + 1 : 0;
         return streak >= consecutive ? stop : CONTINUE;
       };
     },

@@ -3,24 +3,8 @@
  * A policy's `start()` is called once per conversation, so rotation state never leaks between
  * conversations. A plain function is accepted too: it is a stateless policy.
  */
-import type { ConversationState, Message, Responder } from '../core/types.ts';
-
-/** Responders (or their names) selected to answer, in order. Empty: nobody answers. */
-export type TurnSelection<S, C = unknown> = readonly (Responder<S, C> | string)[];
-
-/** Selects responders for one message. May be async (an LLM picking the next speaker). */
-export type TurnFunction<S, C = unknown> = (
-  message: Message<C>,
-  state: ConversationState<S, C>,
-  responders: readonly Responder<S, C>[],
-) => TurnSelection<S, C> | Promise<TurnSelection<S, C>>;
-
-/** A turn policy with per-conversation state. */
-export interface TurnPolicy<S, C = unknown> {
-  readonly name: string;
-  /** Called once per conversation; returns that conversation's selector. */
-  start(responders: readonly Responder<S, C>[]): TurnFunction<S, C>;
-}
+import type { TurnPolicy, TurnSelection } from '../core/policy.ts';
+import type { Responder } from '../core/types.ts';
 
 /**
  * Each message is answered by the next responder in construction order, cycling.

@@ -1,0 +1,45 @@
+/**
+ * The policy SPIs: who answers a message (turn policy) and when the conversation ends (termination
+ * policy). The core defines them; `src/policies/` implements the built-in ones, and a plain
+ * function or object of yours works the same way.
+ */
+import type { ConversationState, Message, Responder, TerminationDecision } from './types.ts';
+
+/** Responders (or their names) selected to answer, in order. Empty: nobody answers. */
+export type TurnSelection<S, C = unknown> = readonly (Responder<S, C> | string)[];
+
+/** Selects responders for one message. May be async (an LLM picking the next speaker). */
+export type TurnFunction<S, C = unknown> = (
+  message: Message<C>,
+  state: ConversationState<S, C>,
+  responders: readonly Responder<S, C>[],
+) => TurnSelection<S, C> | Promise<TurnSelection<S, C>>;
+
+/** A turn policy with per-conversation state. */
+export interface TurnPolicy<S, C = unknown> {
+  readonly name: string;
+  /** Called once per conversation; returns that conversation's selector. */
+  start(responders: readonly Responder<S, C>[]): TurnFunction<S, C>;
+}
+
+/**
+ * Decides, after one dispatch, whether the conversation ends. Must return a decision
+ * (`{ terminate: boolean, reason: string }`); anything else fails the run with a `PolicyError`.
+ */
+export type TerminationCheck<S, C = unknown> = (
+  state: ConversationState<S, C>,
+  elapsedMs: number,
+) => TerminationDecision;
+
+export interface TerminationPolicy<S, C = unknown> {
+  /** Shown as the decision's `policy`. */
+  readonly name: string;
+  /** Called once per conversation; returns that conversation's check. */
+  start(): TerminationCheck<S, C>;
+}
+
+/** The decision that lets the conversation go on. */
+export const CONTINUE: TerminationDecision = Object.freeze({
+  terminate: false,
+  reason: 'continue',
+});

@@ -1,0 +1,24 @@
+/**
+ * Rate-limited process warnings: a hook or listener that fails on every dispatch must neither
+ * flood the log nor go silent after its first failure. Each report says how many were held back.
+ */
+
+/** Returns a reporter that emits at most one warning of `type` per `intervalMs`. */
+export function rateLimitedWarning(type: string, intervalMs = 60_000): (message: string) => void {
+  let lastReport = Number.NEGATIVE_INFINITY;
+  let held = 0;
+  return (message) => {
+    const now = Date.now();
+    if (now - lastReport < intervalMs) {
+      held++;
+      return;
+    }
+    const note =
+      held > 0
+        ? ` (${held} more since the last report)`
+        : ` (at most one report per ${intervalMs / 1000} s)`;
+    lastReport = now;
+    held = 0;
+    process.emitWarning(`${message}${note}`, type);
+  };
+}
