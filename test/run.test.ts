@@ -283,6 +283,7 @@ describe('nothing happens after the run has settled', () => {
   it('ignores a foreign thenable that answers twice', async () => {
     const listened: number[] = [];
     const twice = (m: Message<number>) => ({
+      // biome-ignore lint/suspicious/noThenProperty: a hostile foreign thenable is the point
       then(onValue: (value: Message<number>) => void) {
         onValue(next(m));
         onValue({ sender: 'a', content: -1 });
