@@ -403,18 +403,33 @@ describe('listener errors never change the result', () => {
     expect(unhandled).not.toHaveBeenCalled();
   });
 
-  it('warns once by default', async () => {
+  it('warns by default, at most once a minute per orchestrator, counting what it held back', async () => {
     const warnings: string[] = [];
-    const onWarning = (w: Error) => warnings.push(w.name);
+    const onWarning = (w: Error) => warnings.push(`${w.name}: ${w.message.split('\n')[0]}`);
     process.on('warning', onWarning);
-    await counterOrchestrator({
-      listener: () => {
-        throw new Error('always');
-      },
-    }).run({ sender: 'user', content: 0 });
-    await new Promise((r) => setTimeout(r, 10));
-    process.off('warning', onWarning);
-    expect(warnings).toEqual(['ConversationListenerWarning']);
+    try {
+      const o = counterOrchestrator({
+        listener: () => {
+          throw new Error('always');
+        },
+      });
+      await o.run({ sender: 'user', content: 0 });
+      await vi.waitFor(() => expect(warnings).toHaveLength(1));
+      expect(warnings[0]).toBe(
+        'ConversationListenerWarning: A listener of orchestrator `counter` failed: Error: always',
+      );
+      // A second orchestrator has a reporter of its own.
+      await counterOrchestrator({
+        name: 'other',
+        listener: () => {
+          throw new Error('again');
+        },
+      }).run({ sender: 'user', content: 0 });
+      await vi.waitFor(() => expect(warnings).toHaveLength(2));
+      expect(warnings[1]).toContain('orchestrator `other` failed: Error: again');
+    } finally {
+      process.off('warning', onWarning);
+    }
   });
 });
 

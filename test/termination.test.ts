@@ -47,7 +47,7 @@ describe('termination policies', () => {
     expect(decisions).toEqual([false, false, false, false, false, true]);
   });
 
-  it('converged() treats NaN as not converged and honours target and reason', () => {
+  it('converged() treats NaN, Infinity and non-numbers as not converged and honours target and reason', () => {
     const check = converged<number>({
       measure: (s) => s.projection,
       tolerance: 0.5,
@@ -55,6 +55,9 @@ describe('termination policies', () => {
       reason: 'agreed',
     }).start();
     expect(check(at(1, Number.NaN), 0)).toBe(CONTINUE);
+    expect(check(at(1, Number.POSITIVE_INFINITY), 0)).toBe(CONTINUE);
+    // A measure that is not a number (a bug in the measure) never counts as converged.
+    expect(check(at(1, '10' as unknown as number), 0)).toBe(CONTINUE);
     expect(check(at(2, 10.4), 0)).toEqual({
       terminate: true,
       reason: 'agreed',

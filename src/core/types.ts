@@ -42,7 +42,10 @@ export interface TerminationDecision {
   readonly terminate: boolean;
   /** Why: `continue`, `converged`, `max_dispatches`, `timeout`, `stopped`, or a user-named reason. */
   readonly reason: string;
-  /** The name of the policy that decided (for composites, the member that decided). */
+  /**
+   * The name of the policy that decided: for `anyOf(...)` the member that decided; for
+   * `allOf(...)` the composite's own name (`all_of(a,b)`), since every member decided.
+   */
   readonly policy?: string;
 }
 

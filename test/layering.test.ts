@@ -1,0 +1,88 @@
+/**
+ * Dependencies point one way: the core defines the SPIs, `src/policies/` and the plugin implement
+ * them. Read from the source files' own import lines, so an upward import or a cycle fails here.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../src');
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sourceFiles(path);
+    return entry.name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+/** Every relative import (`import`, `import type`, `export … from`) of a file, as src-relative paths. */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const specifiers = [
+    ...text.matchAll(/(?:import|export)\s[^'";]*?from\s+'(\.{1,2}\/[^']+)'/g),
+  ].map((m) => m[1] as string);
+  return specifiers.map((s) => relative(SRC, resolve(dirname(file), s)));
+}
+
+const graph = new Map(sourceFiles(SRC).map((f) => [relative(SRC, f), importsOf(f)]));
+
+function cyclesWithin(prefix: string): string[][] {
+  const cycles: string[][] = [];
+  const state = new Map<string, 'visiting' | 'done'>();
+  const visit = (node: string, path: string[]) => {
+    if (state.get(node) === 'done') return;
+    if (state.get(node) === 'visiting') {
+      cycles.push([...path.slice(path.indexOf(node)), node]);
+      return;
+    }
+    state.set(node, 'visiting');
+    for (const next of graph.get(node) ?? []) {
+      if (next.startsWith(prefix)) visit(next, [...path, node]);
+    }
+    state.set(node, 'done');
+  };
+  for (const node of graph.keys()) if (node.startsWith(prefix)) visit(node, []);
+  return cycles;
+}
+
+describe('layering of the source', () => {
+  it('reads the imports it checks (the graph is not empty)', () => {
+    expect(graph.get('core/run.ts')).toContain('core/policy.ts');
+    expect(graph.get('policies/termination.ts')).toContain('core/policy.ts');
+  });
+
+  it('has no import from src/core into src/policies or src/observability', () => {
+    const upward = [...graph]
+      .filter(([file]) => file.startsWith('core/'))
+      .flatMap(([file, imports]) =>
+        imports.filter((i) => !i.startsWith('core/')).map((i) => `${file} -> ${i}`),
+      );
+    expect(upward).toEqual([]);
+  });
+
+  it('has no import from src/policies into src/observability', () => {
+    const sideways = [...graph]
+      .filter(([file]) => file.startsWith('policies/'))
+      .flatMap(([file, imports]) =>
+        imports.filter((i) => i.startsWith('observability/')).map((i) => `${file} -> ${i}`),
+      );
+    expect(sideways).toEqual([]);
+  });
+
+  it('has no import cycle inside src/core', () => {
+    expect(cyclesWithin('core/')).toEqual([]);
+  });
+
+  it('finds a cycle when there is one (the check can fail)', () => {
+    graph.set('core/__a.ts', ['core/__b.ts']);
+    graph.set('core/__b.ts', ['core/__a.ts']);
+    try {
+      expect(cyclesWithin('core/').length).toBeGreaterThan(0);
+    } finally {
+      graph.delete('core/__a.ts');
+      graph.delete('core/__b.ts');
+    }
+  });
+});
