@@ -10,7 +10,8 @@ import { spawnSync } from 'node:child_process';
 import { cpus } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
-import { type Span, SpanKind, trace } from '@opentelemetry/api';
+import { context, type Span, SpanKind, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
   BasicTracerProvider,
   BatchSpanProcessor,
@@ -20,6 +21,7 @@ import {
 import { Counter, Histogram, type OpenMetricsContentType, Registry } from 'prom-client';
 import {
   anyOf,
+  type ConversationListener,
   type ConversationObserver,
   ConversationOrchestrator,
   converged,
@@ -29,6 +31,7 @@ import {
   roundRobin,
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
+import { sdkFloor } from './floor.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 150_000);
@@ -61,7 +64,7 @@ const spreadOf = (q: Float64Array) =>
 function orchestrator(
   opts: {
     async?: boolean;
-    listener?: () => void;
+    listener?: ConversationListener<Desks, number>;
     observers?: ConversationObserver<Desks, number>[];
     length?: number;
   } = {},
@@ -305,6 +308,93 @@ async function sideBySide(title: string, async: boolean, length: number): Promis
   });
 }
 
+/**
+ * Issue 10's comparison: the telemetry (metrics + a span with 128 kept events) against the SDK's
+ * floor for the same span (bench/floor.ts), side by side in one process, async desks, at 100,
+ * 1,000 and 10,000 dispatches per conversation. Prints one table row per length.
+ */
+async function floorTable(): Promise<void> {
+  const lengths = [100, 1_000, 10_000];
+  for (const length of lengths) {
+    const floor = sdkFloor<Desks>(sdkTracer());
+    // Each orchestrator is built once, as an application does.
+    const plain = orchestrator({ async: true, length, listener: () => {} });
+    const floored = orchestrator({ async: true, length, listener: floor.listener });
+    const observed = orchestrator({
+      async: true,
+      length,
+      observers: [
+        createConversationTelemetry<Desks, number>({
+          registry: new Registry(),
+          tracer: sdkTracer(),
+        }),
+      ],
+    });
+    const vs: Variant[] = [
+      { label: 'bare', time: (d) => timeDispatches(plain, d) },
+      {
+        label: 'floor',
+        time: async (dispatches) => {
+          let done = 0;
+          const start = performance.now();
+          while (done < dispatches) done += await floor.run(floored);
+          return ((performance.now() - start) * 1e6) / done;
+        },
+      },
+      { label: 'telemetry', time: (d) => timeDispatches(observed, d) },
+    ];
+    const timers = vs.map((v) => v.time);
+    const ns = vs.map(() => [] as number[]);
+    const overFloor: number[] = [];
+    const floorOverBare: number[] = [];
+    for (const t of timers) await t(DISPATCHES_PER_ROUND / 4); // warm-up
+    for (let round = 0; round < ROUNDS; round++) {
+      const perRound: number[] = [];
+      for (let k = 0; k < vs.length; k++) {
+        const i = (k + round) % vs.length;
+        perRound[i] = await (timers[i] as Variant['time'])(DISPATCHES_PER_ROUND);
+      }
+      perRound.forEach((x, i) => {
+        ns[i]?.push(x);
+      });
+      const [bare, fl, tel] = perRound as [number, number, number];
+      overFloor.push(tel / fl);
+      floorOverBare.push(fl / bare);
+    }
+    const [bare, fl, tel] = ns.map((x) => median(x)) as [number, number, number];
+    console.log(
+      `| ${length.toLocaleString('en')} | ${bare.toFixed(0)} | ${fl.toFixed(0)} | ${tel.toFixed(0)} | **${median(overFloor).toFixed(2)}** | ${median(floorOverBare).toFixed(2)} | ${(tel / bare).toFixed(2)} |`,
+    );
+  }
+}
+
+/** The floor table in a child process per context regime (AsyncLocalStorage cannot be undone). */
+function floorTables(): void {
+  for (const regime of ['none', 'als'] as const) {
+    console.log(
+      regime === 'none'
+        ? '\n### The telemetry against the SDK floor, async desks, no context manager\n'
+        : '\n### The telemetry against the SDK floor, async desks, AsyncLocalStorage context manager (as `NodeSDK` registers)\n',
+    );
+    console.log(
+      '| dispatches per conversation | bare ns / dispatch | SDK floor ns / dispatch | telemetry ns / dispatch | telemetry × floor | floor × bare | telemetry × bare |',
+    );
+    console.log('|---:|---:|---:|---:|---:|---:|---:|');
+    const child = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url)], {
+      env: { ...process.env, BENCH_ONLY: 'floor', BENCH_CONTEXT: regime },
+      encoding: 'utf8',
+    });
+    if (child.status !== 0) throw new Error(`floor bench failed: ${child.stderr}`);
+    process.stdout.write(
+      child.stdout
+        .split('\n')
+        .filter((l) => l.startsWith('| '))
+        .join('\n')
+        .concat('\n'),
+    );
+  }
+}
+
 async function heapGrowth(
   label: string,
   observers: ConversationObserver<Desks, number>[],
@@ -335,6 +425,11 @@ async function heapGrowth(
   console.log(`| ${label} | ${growth.toFixed(2)} MB |`);
 }
 
+/**
+ * One /metrics scrape of 10 orchestrators x 20 responders, three reasons each: as the plugin
+ * formats its histograms, and with every metric formatted by prom-client from the structured
+ * values of `get()` (the public-API way), on the same registry content.
+ */
 async function scrape(openMetrics: boolean): Promise<void> {
   const registry = openMetrics ? openMetricsRegistry() : new Registry();
   const telemetry = createConversationTelemetry({ registry, tracer: sdkTracer() });
@@ -352,16 +447,50 @@ async function scrape(openMetrics: boolean): Promise<void> {
     });
     for (const reason of [0, 1, 2]) await o.run({ sender: 'user', content: reason });
   }
-  const times: number[] = [];
-  let bytes = 0;
-  for (let i = 0; i < 50; i++) {
-    const start = performance.now();
-    const text = await registry.metrics();
-    times.push(performance.now() - start);
-    bytes = text.length;
+  // The same metrics with only `get()`: prom-client formats every line itself.
+  const structured = openMetrics ? openMetricsRegistry() : new Registry();
+  for (const metric of registry.getMetricsAsArray()) {
+    const m = metric as unknown as {
+      name: string;
+      help: string;
+      type: string;
+      aggregator: string;
+      get(): unknown;
+    };
+    structured.registerMetric({
+      name: m.name,
+      help: m.help,
+      type: m.type,
+      aggregator: m.aggregator,
+      get: () => m.get(),
+      reset: () => {},
+    } as unknown as Parameters<Registry['registerMetric']>[0]);
   }
+  const time = async (r: Registry | Registry<OpenMetricsContentType>) => {
+    const times: number[] = [];
+    let bytes = 0;
+    for (let i = 0; i < 50; i++) {
+      const start = performance.now();
+      const text = await r.metrics();
+      times.push(performance.now() - start);
+      bytes = text.length;
+    }
+    return { ms: median(times), kib: bytes / 1024 };
+  };
+  // Alternate, so drift hits both alike.
+  const hand: number[] = [];
+  const viaPromClient: number[] = [];
+  let sizes = { hand: 0, viaPromClient: 0 };
+  for (let round = 0; round < 5; round++) {
+    const a = await time(registry);
+    const b = await time(structured);
+    hand.push(a.ms);
+    viaPromClient.push(b.ms);
+    sizes = { hand: a.kib, viaPromClient: b.kib };
+  }
+  const format = openMetrics ? 'OpenMetrics (with exemplars)' : 'Prometheus text';
   console.log(
-    `| ${openMetrics ? 'OpenMetrics (with exemplars)' : 'Prometheus text'} | ${median(times).toFixed(2)} ms | ${(bytes / 1024).toFixed(0)} KiB |`,
+    `| ${format} | ${median(hand).toFixed(2)} ms | ${median(viaPromClient).toFixed(2)} ms | ${sizes.hand.toFixed(0)} KiB |`,
   );
 }
 
@@ -410,6 +539,13 @@ async function main(): Promise<void> {
     `\nNode ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; ${ROUNDS} rounds of ${DISPATCHES_PER_ROUND.toLocaleString('en')} dispatches per variant, medians.`,
   );
   const only = process.env.BENCH_ONLY;
+  if (only === 'floor') {
+    if (process.env.BENCH_CONTEXT === 'als') {
+      context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    }
+    await floorTable();
+    return;
+  }
   if (only === 'core') {
     // One variant in a process of its own, as an application with one orchestrator and one
     // telemetry configuration runs it: nothing else shares its call sites. Prints the median ns.
@@ -432,7 +568,7 @@ async function main(): Promise<void> {
     await scrape(true);
     return;
   }
-  eachAlone();
+  floorTables();
   await sideBySide(
     `Sync responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
     false,
@@ -443,7 +579,6 @@ async function main(): Promise<void> {
     true,
     LONG,
   );
-  await sideBySide('Sync responders, 50-dispatch conversations', false, 50);
 
   console.log('\n### Heap growth over one 1,000,000-dispatch conversation (after a full GC)\n');
   console.log('| configuration | growth |');
@@ -454,8 +589,10 @@ async function main(): Promise<void> {
   ]);
 
   console.log('\n### One /metrics scrape, 10 orchestrators × 20 responders\n');
-  console.log('| format | median | size |');
-  console.log('|---|---:|---:|');
+  console.log(
+    '| format | histograms formatted by the plugin | everything formatted by prom-client | size |',
+  );
+  console.log('|---|---:|---:|---:|');
   await scrape(false);
   await scrape(true);
 }

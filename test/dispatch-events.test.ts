@@ -52,3 +52,30 @@ describe('DispatchEvents', () => {
     });
   });
 });
+
+describe('DispatchEvents with less room than it keeps', () => {
+  function keepWithin(capacity: number, total: number, limit: number): number[] {
+    const events = new DispatchEvents(capacity, false);
+    for (let n = 1; n <= total; n++) events.add(info(n));
+    const written: number[] = [];
+    const count = events.forEachKept(limit, (n) => written.push(n));
+    expect(count).toBe(written.length);
+    expect([...events.kept(limit)].map((e) => e.count)).toEqual(written);
+    return written;
+  }
+
+  it('gives way in the middle: the first ceil(limit/2) and the last floor(limit/2)', () => {
+    expect(keepWithin(8, 23, 7)).toEqual([1, 2, 3, 4, 21, 22, 23]);
+    expect(keepWithin(8, 8, 7)).toEqual([1, 2, 3, 4, 6, 7, 8]);
+    expect(keepWithin(8, 5, 4)).toEqual([1, 2, 4, 5]);
+  });
+
+  it('writes everything it keeps when there is room', () => {
+    expect(keepWithin(8, 5, 7)).toEqual([1, 2, 3, 4, 5]);
+    expect(keepWithin(8, 23, 8)).toEqual([1, 2, 3, 4, 20, 21, 22, 23]);
+  });
+
+  it('writes nothing with no room', () => {
+    expect(keepWithin(8, 23, 0)).toEqual([]);
+  });
+});

@@ -88,31 +88,57 @@ export class DispatchEvents {
    * first `ceil(limit / 2)` and the last `floor(limit / 2)` are yielded.
    */
   *kept(limit = Number.POSITIVE_INFINITY): Generator<KeptDispatch> {
+    const out: KeptDispatch[] = [];
+    this.forEachKept(limit, (count, elapsedMs, durationMs, responder, decision, extra) => {
+      out.push({ count, elapsedMs, durationMs, responder, decision, extra });
+    });
+    yield* out;
+  }
+
+  /**
+   * Calls `write` for each kept dispatch, in dispatch order, as `kept()` yields them: the end of
+   * a conversation writes up to 128 span events, and a generator with one object per event
+   * costs more there than the events themselves.
+   * @returns how many were written
+   */
+  forEachKept(
+    limit: number,
+    write: (
+      count: number,
+      elapsedMs: number,
+      durationMs: number,
+      responder: number,
+      decision: TerminationDecision,
+      extra: Attributes | undefined,
+    ) => void,
+  ): number {
     const stored = Math.min(this.#total, this.#capacity);
-    const order: number[] = [];
-    for (let i = 0; i < Math.min(stored, this.#head); i++) order.push(i);
-    if (this.#total > this.#capacity) {
-      const tail = this.#capacity - this.#head;
-      for (let i = 0; i < tail; i++)
-        order.push(this.#head + ((this.#next - this.#head + i) % tail));
-    } else {
-      for (let i = this.#head; i < stored; i++) order.push(i);
-    }
-    if (order.length > limit) {
-      const first = Math.ceil(limit / 2);
-      order.splice(first, order.length - limit);
-    }
+    const wrapped = this.#total > this.#capacity;
+    const tail = this.#capacity - this.#head;
+    const headStored = Math.min(stored, this.#head);
+    const n = Math.min(stored, limit);
+    // Past `limit`, the first `first` and the last `n - first` of the stored order are written.
+    const first = stored > limit ? Math.ceil(limit / 2) : n;
+    const skip = stored - n;
     const numbers = this.#numbers;
-    for (const slot of order) {
+    const decisions = this.#decisions;
+    const extras = this.#extras;
+    for (let k = 0; k < n; k++) {
+      const i = k < first ? k : k + skip;
+      let slot: number;
+      if (i < headStored) slot = i;
+      else if (wrapped) slot = this.#head + ((this.#next - this.#head + (i - this.#head)) % tail);
+      else slot = i;
       const at = slot * STRIDE;
-      yield {
-        count: numbers[at] as number,
-        elapsedMs: numbers[at + 1] as number,
-        durationMs: numbers[at + 2] as number,
-        responder: numbers[at + 3] as number,
-        decision: this.#decisions[slot] as TerminationDecision,
-        extra: this.#extras?.[slot],
-      };
+      write(
+        numbers[at] as number,
+        numbers[at + 1] as number,
+        numbers[at + 2] as number,
+        numbers[at + 3] as number,
+        decisions[slot] as TerminationDecision,
+        extras?.[slot],
+      );
     }
+    return n;
   }
 }

@@ -106,7 +106,8 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_INVOKE_WORKFLOW,
       [ATTR_GEN_AI_WORKFLOW_NAME]: start.orchestrator,
       [ATTR_GEN_AI_CONVERSATION_ID]: start.conversationId,
-      [ATTR_CONVERSATION_RESPONDERS]: [...start.responders],
+      // The core's array, stable per orchestrator: the SDK keeps it as given.
+      [ATTR_CONVERSATION_RESPONDERS]: start.responders as string[],
     };
     if (settings.captureContent) {
       attributes[ATTR_CONVERSATION_INPUT_CONTENT] = truncate(
@@ -130,7 +131,10 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       isSpanContextValid(spanContext) &&
       spanContext.spanId !== trace.getSpanContext(parent)?.spanId;
     this.#context = entered ? trace.setSpan(parent, this.#span) : parent;
-    this.runConversation = entered ? this.#enter : undefined;
+    const enteredContext = this.#context;
+    this.runConversation = entered
+      ? <T>(run: () => T): T => context.with(enteredContext, run)
+      : undefined;
     this.#withExtras = settings.stateAttributes !== undefined || settings.captureContent;
     this.#events = recording
       ? new DispatchEvents(settings.maxDispatchEvents, this.#withExtras)
@@ -151,39 +155,51 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       this.#metricsRecord = undefined;
     }
     this.runResponder = settings.responderSpans && recording ? this.#runInSpan : undefined;
-    // The leanest handler for what this conversation records: metrics only is the common case
-    // without a tracer provider, and it should cost next to nothing.
+    // The leanest handler for what this conversation records (the core calls it as a method):
+    // metrics only is the common case without a tracer provider and should cost next to nothing;
+    // metrics and span events without extras is the common case with one.
+    const records = this.#records !== undefined;
     this.onDispatch =
       this.#events === undefined
-        ? this.#records === undefined
-          ? undefined
-          : this.#countDispatch
-        : this.#recordDispatch;
+        ? records
+          ? this.#countDispatch
+          : undefined
+        : this.#withExtras
+          ? this.#recordWithExtras
+          : records
+            ? this.#countAndKeep
+            : this.#keep;
   }
 
   /** Absent when there is nothing to record per dispatch (no metrics, span not recording). */
   readonly onDispatch: ((info: DispatchInfo<S, C>) => void) | undefined;
 
   /** Metrics only: a counter, a bucket and an exemplar, all plain numbers. */
-  readonly #countDispatch = (info: DispatchInfo<S, C>): void => {
+  #countDispatch(info: DispatchInfo<S, C>): void {
     const record = (this.#records as DispatchRecord[])[info.responderIndex] as DispatchRecord;
     record.count++;
     const seconds = info.durationMs / 1000;
     const series = record.duration;
     const bucket = series.observe(seconds);
-    if (this.#traceId !== undefined && series.exemplarTaken[bucket] === 0) {
+    if (this.#traceId !== undefined && bucket >= 0 && series.exemplarTaken[bucket] === 0) {
       series.exemplar(bucket, this.#traceId, seconds, (this.#startTimeMs + info.elapsedMs) / 1000);
     }
-  };
+  }
 
-  /** Span events (and metrics when a registry is given). */
-  readonly #recordDispatch = (info: DispatchInfo<S, C>): void => {
+  /** Metrics and the dispatch kept for its span event. */
+  #countAndKeep(info: DispatchInfo<S, C>): void {
+    this.#countDispatch(info);
+    (this.#events as DispatchEvents).add(info);
+  }
+
+  /** The dispatch kept for its span event (no registry). */
+  #keep(info: DispatchInfo<S, C>): void {
+    (this.#events as DispatchEvents).add(info);
+  }
+
+  /** Span events with state attributes or content (and metrics when a registry is given). */
+  #recordWithExtras(info: DispatchInfo<S, C>): void {
     if (this.#records !== undefined) this.#countDispatch(info);
-    const events = this.#events as DispatchEvents;
-    if (!this.#withExtras) {
-      events.add(info);
-      return;
-    }
     let extra: Attributes | undefined;
     if (this.#stateAttributes !== undefined) extra = safeAttributes(this.#settings, info.state);
     if (this.#settings.captureContent) {
@@ -196,10 +212,8 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         };
       }
     }
-    events.add(info, extra);
-  };
-
-  readonly #enter = <T>(run: () => T): T => context.with(this.#context, run);
+    (this.#events as DispatchEvents).add(info, extra);
+  }
 
   onResponderError(index: number): void {
     const record = this.#records?.[index];
@@ -243,20 +257,23 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       // The exception event is written after the dispatch events: leave it room under the
       // span's event limit, or the SDK would drop the first dispatch event to make it.
       const room = this.#settings.maxDispatchEvents - (failed ? 1 : 0);
-      let written = 0;
-      for (const e of events.kept(room)) {
-        const attributes: Attributes = {
-          [ATTR_DISPATCH_COUNT]: e.count,
-          [ATTR_GEN_AI_AGENT_NAME]: this.#responders[e.responder],
-          [ATTR_DISPATCH_ELAPSED_MS]: e.elapsedMs,
-          [ATTR_DISPATCH_DURATION_MS]: e.durationMs,
-          [ATTR_DECISION_TERMINATE]: e.decision.terminate,
-          [ATTR_DECISION_REASON]: e.decision.reason,
-          ...e.extra,
-        };
-        span.addEvent(EVENT_DISPATCH, attributes, this.#startTimeMs + e.elapsedMs);
-        written++;
-      }
+      const responders = this.#responders;
+      const startTimeMs = this.#startTimeMs;
+      const written = events.forEachKept(
+        room,
+        (count, elapsedMs, durationMs, responder, decision, extra) => {
+          const attributes: Attributes = {
+            [ATTR_DISPATCH_COUNT]: count,
+            [ATTR_GEN_AI_AGENT_NAME]: responders[responder],
+            [ATTR_DISPATCH_ELAPSED_MS]: elapsedMs,
+            [ATTR_DISPATCH_DURATION_MS]: durationMs,
+            [ATTR_DECISION_TERMINATE]: decision.terminate,
+            [ATTR_DECISION_REASON]: decision.reason,
+          };
+          if (extra !== undefined) Object.assign(attributes, extra);
+          span.addEvent(EVENT_DISPATCH, attributes, startTimeMs + elapsedMs);
+        },
+      );
       span.setAttributes({
         [ATTR_CONVERSATION_DISPATCH_COUNT]: dispatches,
         [ATTR_CONVERSATION_END_REASON]: reason,
