@@ -8,7 +8,12 @@
  * irreducible cost of the same span, and the plugin is measured against it.
  */
 import { type Attributes, SpanKind, type Tracer } from '@opentelemetry/api';
-import type { ConversationOrchestrator } from '../src/index.ts';
+import type {
+  ConversationObservation,
+  ConversationObserver,
+  ConversationOrchestrator,
+  DispatchInfo,
+} from '../src/index.ts';
 
 const KEPT = 128;
 const HEAD = KEPT / 2;
@@ -17,6 +22,11 @@ const NAMES = ['london', 'new_york', 'tokyo'];
 export interface Floor<S> {
   /** The orchestrator's listener: counts dispatches and notes when each happened. */
   readonly listener: (state: unknown, decision: unknown, count: number, elapsedMs: number) => void;
+  /**
+   * The same counting through the lifecycle SPI the plugin uses (`onDispatch`): the difference
+   * to `listener` is what the core charges an observer per dispatch, not the plugin's own work.
+   */
+  readonly observer: ConversationObserver<S, number>;
   /** One conversation, with its span written through the SDK. Answers its dispatch count. */
   run(orchestrator: ConversationOrchestrator<S, number>): Promise<number>;
 }
@@ -26,11 +36,16 @@ export function sdkFloor<S>(tracer: Tracer): Floor<S> {
   // Elapsed times of the kept dispatches: the first HEAD, then a ring of the last HEAD. A span
   // event needs its time, so even the floor keeps these.
   const times = new Float64Array(KEPT);
+  const note = (n: number, elapsedMs: number) => {
+    count = n;
+    times[n <= HEAD ? n - 1 : HEAD + ((n - HEAD - 1) % HEAD)] = elapsedMs;
+  };
+  const observation: ConversationObservation<S, number> = {
+    onDispatch: (info: DispatchInfo<S, number>) => note(info.dispatchCount, info.elapsedMs),
+  };
   return {
-    listener: (_state, _decision, n, elapsedMs) => {
-      count = n;
-      times[n <= HEAD ? n - 1 : HEAD + ((n - HEAD - 1) % HEAD)] = elapsedMs;
-    },
+    listener: (_state, _decision, n, elapsedMs) => note(n, elapsedMs),
+    observer: { startConversation: () => observation },
     async run(orchestrator) {
       count = 0;
       const startMs = performance.timeOrigin + performance.now();

@@ -217,6 +217,29 @@ describe('metrics', () => {
     ).toThrow('already registered on this registry with other buckets');
   });
 
+  it('starts counting from zero after registry.resetMetrics(), and re-registers after registry.clear()', async () => {
+    const registry = new Registry();
+    const o = counter(createConversationTelemetry<number, number>({ registry }), 3);
+    await o.run({ sender: 'user', content: 0 });
+    registry.resetMetrics();
+    await o.run({ sender: 'user', content: 0 });
+    let s = samples(await registry.metrics());
+    expect(s.get('orchestrator_dispatches_total{orchestrator="counter",responder="a"}')).toBe(1);
+    expect(
+      s.get(
+        'orchestrator_conversation_dispatches_count{orchestrator="counter",reason="max_dispatches"}',
+      ),
+    ).toBe(1);
+    registry.clear();
+    await counter(createConversationTelemetry<number, number>({ registry }), 3).run({
+      sender: 'user',
+      content: 0,
+    });
+    s = samples(await registry.metrics());
+    expect(s.get('orchestrator_dispatches_total{orchestrator="counter",responder="a"}')).toBe(1);
+    expect(s.get('orchestrator_conversations_started_total{orchestrator="counter"}')).toBe(1);
+  });
+
   it('never uses the global default registry unless given it', async () => {
     const { register } = await import('prom-client');
     await counter(createConversationTelemetry<number, number>({ registry: new Registry() })).run({

@@ -1,12 +1,16 @@
-import { DiagLogLevel, diag } from '@opentelemetry/api';
+import { context, DiagLogLevel, diag, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
-import { maxDispatches } from '../src/index.ts';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type Message, maxDispatches } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { counterOrchestrator, desksOrchestrator, spread } from './helpers/desks.ts';
 import { attrs, startOtlpReceiver } from './helpers/otlp-receiver.ts';
+import { restoreTracing } from './helpers/tracing.ts';
+
+afterEach(restoreTracing);
 
 describe('OTLP/HTTP export, end to end', () => {
   it('delivers the conversation span and its dispatch events to a real HTTP receiver', async () => {
@@ -49,6 +53,44 @@ describe('OTLP/HTTP export, end to end', () => {
       'conversation.decision.reason': 'converged',
     });
     expect(last['desks.spread']).toBeLessThanOrEqual(0.01);
+  });
+
+  it('delivers a responder’s own spans as descendants of the conversation span (one trace in Jaeger)', async () => {
+    const receiver = await startOtlpReceiver();
+    const provider = new BasicTracerProvider({
+      spanProcessors: [
+        new BatchSpanProcessor(new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` })),
+      ],
+    });
+    // As NodeSDK sets things up: a global provider and the AsyncLocalStorage context manager.
+    trace.setGlobalTracerProvider(provider);
+    context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+    const o = counterOrchestrator({
+      observers: [createConversationTelemetry<number, number>()],
+      termination: maxDispatches(2),
+      responders: [
+        {
+          name: 'llm',
+          respond: async (m: Message<number>) =>
+            trace.getTracer('openai-instrumentation').startActiveSpan('chat gpt', async (span) => {
+              await new Promise((r) => setTimeout(r, 1));
+              span.end();
+              return { sender: 'llm', content: m.content + 1 };
+            }),
+        },
+      ],
+    });
+    await o.run({ sender: 'user', content: 0 });
+    await provider.forceFlush();
+    await provider.shutdown();
+    await receiver.close();
+    const conversation = receiver.spans.find((s) => s.name === 'invoke_workflow counter');
+    const calls = receiver.spans.filter((s) => s.name === 'chat gpt');
+    expect(calls).toHaveLength(2);
+    for (const call of calls) {
+      expect(call.traceId).toBe(conversation?.traceId);
+      expect(call.parentSpanId).toBe(conversation?.spanId);
+    }
   });
 
   it('leaves conversations unaffected and memory bounded when the endpoint is down', async () => {

@@ -138,6 +138,11 @@ export class OrchestratorMetrics {
   readonly #reasons = new Set<string>();
   readonly #maxReasons: number;
 
+  /** Whether this set is still what `registry` holds (`registry.clear()` empties it). */
+  isRegisteredOn(registry: PrometheusRegistry): boolean {
+    return registry.getSingleMetric(METRIC_DISPATCH_DURATION) === this.#dispatchDuration;
+  }
+
   constructor(registry: PrometheusRegistry, settings: MetricSettings) {
     this.settings = settings;
     this.exemplars = settings.exemplars;
@@ -356,7 +361,7 @@ export function metricsFor(
   logger: DiagLogger,
 ): OrchestratorMetrics {
   const existing = byRegistry.get(registry);
-  if (existing !== undefined) {
+  if (existing?.isRegisteredOn(registry)) {
     if (!sameBuckets(existing.settings.buckets, settings.buckets)) {
       throw new TypeError(
         'The orchestrator metrics are already registered on this registry with other buckets; give every telemetry on one registry the same buckets',
