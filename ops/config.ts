@@ -27,7 +27,7 @@ export interface OpsConfig {
    * Labels kept beside `orchestrator` when rules aggregate the replicas of a service; alerts carry
    * them, and Alertmanager's inhibition matches on them (a down target silences the alerts of its
    * own job only). They also name the recording rules' level (`job_orchestrator:...`).
-   * @default []
+   * @default ['job']
    */
   readonly groupLabels: readonly string[];
   /**
@@ -125,7 +125,7 @@ export type OpsConfigInput = {
 
 export const DEFAULT_OPS_CONFIG: OpsConfig = {
   selector: 'job="conversation-orchestrator"',
-  groupLabels: [],
+  groupLabels: ['job'],
   rateWindow: '5m',
   dispatchWindow: '1m',
   minTraffic: 0.01,

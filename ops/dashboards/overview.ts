@@ -25,7 +25,7 @@ import {
   METRIC_LISTENER_ERRORS,
 } from '../../src/observability/semconv.ts';
 import type { OpsConfig } from '../config.ts';
-import { byOrchestrator, recordName } from '../names.ts';
+import { recordedNames } from '../rules.ts';
 import {
   build,
   DATASOURCE,
@@ -62,11 +62,7 @@ export function overviewDashboard(config: OpsConfig): Dashboard {
   const converged = `${METRIC_CONVERSATIONS_ENDED}{reason="converged",${OI}}`;
   const quantile = (q: string) =>
     `histogram_quantile(${q}, sum by (le) (rate(${METRIC_CONVERSATION_DURATION}_bucket{reason="converged",${OI}}[${RATE}])))`;
-  const convergedRatio = recordName(
-    byOrchestrator(config),
-    'orchestrator_conversations_converged',
-    `ratio_rate${config.rateWindow}`,
-  );
+  const convergedRatio = recordedNames(config).convergedRatio;
   return build(
     dashboard(OVERVIEW_UID, 'Conversation orchestrator / Overview')
       .withVariable(

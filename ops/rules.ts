@@ -1,0 +1,289 @@
+/**
+ * The Prometheus rules: recording rules (`level:metric:operations`) and the six alerts, from the
+ * config. The same groups go into prometheus/rules/orchestrator.rules.yml and into the
+ * Kubernetes PrometheusRule.
+ */
+import {
+  METRIC_CONVERSATION_DISPATCHES,
+  METRIC_CONVERSATION_DURATION,
+  METRIC_CONVERSATIONS_ENDED,
+  METRIC_CONVERSATIONS_IN_PROGRESS,
+  METRIC_DISPATCH_DURATION,
+  METRIC_DISPATCHES,
+  METRIC_LISTENER_ERRORS,
+  METRIC_RESPONDER_ERRORS,
+} from '../src/observability/semconv.ts';
+import type { Duration, OpsConfig } from './config.ts';
+import { byOrchestrator, byResponder, recordName } from './names.ts';
+
+export interface RecordingRule {
+  readonly record: string;
+  readonly expr: string;
+  readonly labels?: Readonly<Record<string, string>>;
+}
+
+export interface AlertingRule {
+  readonly alert: string;
+  readonly expr: string;
+  readonly for: Duration;
+  readonly labels: { readonly severity: 'warning' | 'critical' };
+  readonly annotations: {
+    readonly summary: string;
+    readonly description: string;
+    readonly runbook_url: string;
+  };
+}
+
+export interface RuleGroup<R> {
+  readonly name: string;
+  readonly rules: readonly R[];
+}
+
+export interface Rules {
+  readonly groups: readonly [RuleGroup<RecordingRule>, RuleGroup<AlertingRule>];
+}
+
+/** Reasons that mean the agents did not agree: gave up or failed. */
+const UNCONVERGED = 'max_dispatches|timeout|error|deadline|queue_overflow';
+/** Reasons that mean the conversation failed. */
+const FAILED = 'error|deadline|queue_overflow';
+
+const UNITS: Readonly<Record<string, string>> = {
+  ms: 'millisecond',
+  s: 'second',
+  m: 'minute',
+  h: 'hour',
+  d: 'day',
+  w: 'week',
+  y: 'year',
+};
+
+/** `5m` → `5 minutes`, `1h` → `1 hour`; compound durations stay as written. */
+export function humanDuration(duration: Duration): string {
+  const m = /^(\d+)(ms|s|m|h|d|w|y)$/.exec(duration);
+  if (!m) return duration;
+  const n = Number(m[1]);
+  return `${n} ${UNITS[m[2] as string]}${n === 1 ? '' : 's'}`;
+}
+
+function percent(ratio: number): string {
+  return `${Number((ratio * 100).toFixed(4))}%`;
+}
+
+/** The recording rules' names, for the alerts here and the dashboards. */
+export function recordedNames(config: OpsConfig) {
+  const O = byOrchestrator(config);
+  const R = byResponder(config);
+  const W = config.rateWindow;
+  return {
+    dispatchRate: recordName(O, 'orchestrator_dispatches', `rate${config.dispatchWindow}`),
+    responderDispatchRate: recordName(R, 'orchestrator_dispatches', `rate${W}`),
+    endedByReason: recordName([...O, 'reason'], 'orchestrator_conversations_ended', `rate${W}`),
+    ended: recordName(O, 'orchestrator_conversations_ended', `rate${W}`),
+    convergedRatio: recordName(O, 'orchestrator_conversations_converged', `ratio_rate${W}`),
+    unconvergedRatio: recordName(O, 'orchestrator_conversations_unconverged', `ratio_rate${W}`),
+    failedRatio: recordName(O, 'orchestrator_conversations_failed', `ratio_rate${W}`),
+    convergedDurationQuantile: recordName(
+      O,
+      'orchestrator_conversation_duration_seconds_converged',
+      `histogram_quantile_rate${W}`,
+    ),
+    convergedDispatchesQuantile: recordName(
+      O,
+      'orchestrator_conversation_dispatches_converged',
+      `histogram_quantile_rate${W}`,
+    ),
+    responderDurationQuantile: recordName(
+      R,
+      'orchestrator_dispatch_duration_seconds',
+      `histogram_quantile_rate${W}`,
+    ),
+    inProgress: recordName(O, 'orchestrator_conversations_in_progress', 'sum'),
+    responderErrors: recordName(R, 'orchestrator_responder_errors', `rate${W}`),
+    listenerErrors: recordName(O, 'orchestrator_listener_errors', `rate${W}`),
+  } as const;
+}
+
+export function rules(config: OpsConfig): Rules {
+  const S = config.selector;
+  const W = config.rateWindow;
+  const O = byOrchestrator(config).join(', ');
+  const R = byResponder(config).join(', ');
+  const names = recordedNames(config);
+  const ratio = (reasons: string) =>
+    [
+      `sum by (${O}) (rate(${METRIC_CONVERSATIONS_ENDED}{${S},${reasons}}[${W}]))`,
+      '/',
+      `sum by (${O}) (rate(${METRIC_CONVERSATIONS_ENDED}{${S}}[${W}]))`,
+      '',
+    ].join('\n');
+  const quantile = (q: string, metric: string, by: string, extra = '') =>
+    `histogram_quantile(${q}, sum by (${by}, le) (rate(${metric}_bucket{${S}${extra}}[${W}])))`;
+  const runbook = (alert: string) => `${config.runbookUrl}#${alert.toLowerCase()}`;
+  const over = humanDuration(W);
+  const minTraffic = [
+    `and on (${O})`,
+    `${names.ended}`,
+    `  > ${config.minTraffic} # minTraffic: conversations ended per second`,
+  ];
+
+  const recording: RecordingRule[] = [
+    {
+      record: names.dispatchRate,
+      expr: `sum by (${O}) (rate(${METRIC_DISPATCHES}{${S}}[${config.dispatchWindow}]))`,
+    },
+    {
+      record: names.responderDispatchRate,
+      expr: `sum by (${R}) (rate(${METRIC_DISPATCHES}{${S}}[${W}]))`,
+    },
+    {
+      record: names.endedByReason,
+      expr: `sum by (${O}, reason) (rate(${METRIC_CONVERSATIONS_ENDED}{${S}}[${W}]))`,
+    },
+    {
+      record: names.ended,
+      expr: `sum by (${O}) (rate(${METRIC_CONVERSATIONS_ENDED}{${S}}[${W}]))`,
+    },
+    { record: names.convergedRatio, expr: ratio('reason="converged"') },
+    // Ended without converging: gave up (max_dispatches, timeout) or failed (error, deadline,
+    // queue_overflow). queue_exhausted and aborted are the caller's doing, not the agents'.
+    { record: names.unconvergedRatio, expr: ratio(`reason=~"${UNCONVERGED}"`) },
+    { record: names.failedRatio, expr: ratio(`reason=~"${FAILED}"`) },
+    ...['0.5', '0.95', '0.99'].map((q) => ({
+      record: names.convergedDurationQuantile,
+      expr: quantile(q, METRIC_CONVERSATION_DURATION, O, ',reason="converged"'),
+      labels: { quantile: q },
+    })),
+    {
+      record: names.convergedDispatchesQuantile,
+      expr: quantile('0.95', METRIC_CONVERSATION_DISPATCHES, O, ',reason="converged"'),
+      labels: { quantile: '0.95' },
+    },
+    {
+      record: names.responderDurationQuantile,
+      expr: quantile('0.95', METRIC_DISPATCH_DURATION, R),
+      labels: { quantile: '0.95' },
+    },
+    {
+      record: names.inProgress,
+      expr: `sum by (${O}) (${METRIC_CONVERSATIONS_IN_PROGRESS}{${S}})`,
+    },
+    {
+      record: names.responderErrors,
+      expr: `sum by (${R}) (rate(${METRIC_RESPONDER_ERRORS}{${S}}[${W}]))`,
+    },
+    {
+      record: names.listenerErrors,
+      expr: `sum by (${O}) (rate(${METRIC_LISTENER_ERRORS}{${S}}[${W}]))`,
+    },
+  ];
+
+  const { slowConvergence, convergenceFailures, conversationErrors } = config;
+  const alerts: AlertingRule[] = [
+    {
+      alert: 'OrchestratorSlowConvergence',
+      expr: [
+        `${names.convergedDurationQuantile}{quantile="0.95"}`,
+        `  > ${slowConvergence.p95Seconds} # slowConvergence.p95Seconds: p95 time to converge`,
+        '',
+      ].join('\n'),
+      for: slowConvergence.for,
+      labels: { severity: 'warning' },
+      annotations: {
+        summary: 'Conversations are converging slowly.',
+        description:
+          `95% of the conversations of orchestrator {{ $labels.orchestrator }} that converged took ` +
+          `up to {{ $value | humanizeDuration }} over the last ${over} (threshold ${slowConvergence.p95Seconds}s).`,
+        runbook_url: runbook('OrchestratorSlowConvergence'),
+      },
+    },
+    {
+      alert: 'OrchestratorConvergenceFailures',
+      expr: [
+        names.unconvergedRatio,
+        `  > ${convergenceFailures.ratio} # convergenceFailures.ratio: share ending without converging`,
+        ...minTraffic,
+        '',
+      ].join('\n'),
+      for: convergenceFailures.for,
+      labels: { severity: 'warning' },
+      annotations: {
+        summary: 'Many conversations end without converging.',
+        description:
+          '{{ $value | humanizePercentage }} of the conversations of orchestrator ' +
+          '{{ $labels.orchestrator }} ended without converging (max dispatches, timeout or ' +
+          `failure) over the last ${over} (threshold ${percent(convergenceFailures.ratio)}).`,
+        runbook_url: runbook('OrchestratorConvergenceFailures'),
+      },
+    },
+    {
+      alert: 'OrchestratorConversationErrors',
+      expr: [
+        names.failedRatio,
+        `  > ${conversationErrors.ratio} # conversationErrors.ratio: share failing (error, deadline, queue_overflow)`,
+        ...minTraffic,
+        '',
+      ].join('\n'),
+      for: conversationErrors.for,
+      labels: { severity: 'critical' },
+      annotations: {
+        summary: 'Conversations are failing.',
+        description:
+          '{{ $value | humanizePercentage }} of the conversations of orchestrator ' +
+          '{{ $labels.orchestrator }} failed (responder error, dispatch deadline or queue ' +
+          `overflow) over the last ${over} (threshold ${percent(conversationErrors.ratio)}).`,
+        runbook_url: runbook('OrchestratorConversationErrors'),
+      },
+    },
+    {
+      alert: 'OrchestratorStalledConversations',
+      expr: [`${names.inProgress} > 0`, `unless on (${O})`, `${names.dispatchRate} > 0`, ''].join(
+        '\n',
+      ),
+      // stalledConversations.for: how long conversations may sit without a single dispatch.
+      for: config.stalledConversations.for,
+      labels: { severity: 'critical' },
+      annotations: {
+        summary: 'Conversations are in progress but nothing is being dispatched.',
+        description:
+          'Orchestrator {{ $labels.orchestrator }} has {{ $value }} conversations in progress and ' +
+          `has dispatched nothing for ${humanDuration(config.stalledConversations.for)}.`,
+        runbook_url: runbook('OrchestratorStalledConversations'),
+      },
+    },
+    {
+      alert: 'OrchestratorListenerErrors',
+      expr: `${names.listenerErrors} > 0\n`,
+      for: config.listenerErrors.for,
+      labels: { severity: 'warning' },
+      annotations: {
+        summary: 'A conversation listener keeps failing.',
+        description:
+          'Listeners of orchestrator {{ $labels.orchestrator }} fail {{ $value | humanize }} times ' +
+          'a second; their updates are lost (the conversations themselves are unaffected).',
+        runbook_url: runbook('OrchestratorListenerErrors'),
+      },
+    },
+    {
+      alert: 'OrchestratorTargetDown',
+      expr: `up{${S}} == 0 # selector: the service's scrape job\n`,
+      for: config.targetDown.for,
+      labels: { severity: 'critical' },
+      annotations: {
+        summary: 'Prometheus cannot scrape the conversation service.',
+        description:
+          'The scrape of {{ $labels.instance }} (job {{ $labels.job }}) has failed for ' +
+          `${humanDuration(config.targetDown.for)}: the service is down or unreachable, and its ` +
+          'conversations are unobserved.',
+        runbook_url: runbook('OrchestratorTargetDown'),
+      },
+    },
+  ];
+
+  return {
+    groups: [
+      { name: 'orchestrator.recording', rules: recording },
+      { name: 'orchestrator.alerts', rules: alerts },
+    ],
+  };
+}
