@@ -195,14 +195,19 @@ describe('docker-compose.yml', () => {
         }
       >;
     };
-    const { desks, jaeger, prometheus, grafana } = config.services;
+    const { desks, jaeger, prometheus, grafana, alertmanager } = config.services;
     expect(desks?.build).toBeDefined();
     expect(desks?.deploy?.replicas).toBe(2);
     expect(desks?.environment).toMatchObject({
       HOST: '0.0.0.0',
       OTEL_EXPORTER_OTLP_ENDPOINT: 'http://jaeger:4318',
     });
-    for (const s of [jaeger, prometheus, grafana]) expect(s?.image).toMatch(/:[0-9v][\w.-]*$/);
+    for (const s of [jaeger, prometheus, grafana, alertmanager])
+      expect(s?.image).toMatch(/:[0-9v][\w.-]*$/);
+    expect(alertmanager?.image).toMatch(/^prom\/alertmanager:v0\./);
+    expect(JSON.stringify(alertmanager?.volumes)).toContain(
+      'alertmanager/alertmanager.yml:/etc/alertmanager/alertmanager.yml:ro',
+    );
     expect(jaeger?.image).toMatch(/^jaegertracing\/jaeger:2\./);
     const published = JSON.stringify(jaeger?.ports);
     expect(published).toContain('4318');
@@ -245,13 +250,17 @@ describe('docker-compose.yml', () => {
     const dependencies = Object.fromEntries(
       Object.entries(services).map(([name, s]) => [
         name,
-        Object.entries(s.depends_on ?? {}).map(([on, d]) => `${on}: ${d.condition}`),
+        Object.entries(s.depends_on ?? {})
+          .map(([on, d]) => `${on}: ${d.condition}`)
+          .sort(),
       ]),
     );
-    expect(dependencies).toMatchObject({
+    expect(dependencies).toEqual({
       desks: ['jaeger: service_healthy'],
       jaeger: [],
-      prometheus: ['desks: service_healthy'],
+      prometheus: ['alertmanager: service_healthy', 'desks: service_healthy'],
+      alertmanager: ['alert-receiver: service_healthy'],
+      'alert-receiver': [],
       grafana: ['jaeger: service_healthy', 'prometheus: service_healthy'],
     });
     // Each probe asks the service's own port, on its own health endpoint.
@@ -260,6 +269,8 @@ describe('docker-compose.yml', () => {
     expect(probe('jaeger')).toContain('http://127.0.0.1:13133/status');
     expect(probe('prometheus')).toContain('http://127.0.0.1:9090/-/ready');
     expect(probe('grafana')).toContain('http://127.0.0.1:3000/api/health');
+    expect(probe('alertmanager')).toContain('http://127.0.0.1:9093/-/ready');
+    expect(probe('alert-receiver')).toContain('http://127.0.0.1:8080/healthz');
   });
 
   it("scrapes the service by its compose name on its port, and the Dockerfile runs npm start's command", () => {
@@ -276,5 +287,14 @@ describe('docker-compose.yml', () => {
       encoding: 'utf8',
     });
     expect(r.status).toBe(0);
+  });
+
+  it('sends alerts to the compose Alertmanager on its port', () => {
+    const prom = parse(readFileSync('prometheus/prometheus.yml', 'utf8')) as {
+      alerting: { alertmanagers: { static_configs: { targets: string[] }[] }[] };
+    };
+    expect(
+      prom.alerting.alertmanagers.flatMap((a) => a.static_configs.flatMap((c) => c.targets)),
+    ).toEqual(['alertmanager:9093']);
   });
 });

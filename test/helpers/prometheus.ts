@@ -25,10 +25,16 @@ export interface RunningPrometheus {
   log(): string;
 }
 
+export interface PrometheusOptions {
+  /** `host:port` of Alertmanagers to send alerts to. */
+  readonly alertmanagers?: readonly string[];
+}
+
 /** A real Prometheus on loopback: 1 s scrapes of `target`, exemplar storage, the given rule files. */
 export async function startPrometheus(
   target: string,
   ruleFiles: readonly string[],
+  options: PrometheusOptions = {},
 ): Promise<RunningPrometheus> {
   const dir = mkdtempSync(join(tmpdir(), 'orchestrator-prometheus-'));
   const port = await freePort();
@@ -42,6 +48,14 @@ export async function startPrometheus(
     '  - job_name: conversation-orchestrator',
     '    static_configs:',
     `      - targets: [${JSON.stringify(target)}]`,
+    ...(options.alertmanagers
+      ? [
+          'alerting:',
+          '  alertmanagers:',
+          '    - static_configs:',
+          `        - targets: ${JSON.stringify(options.alertmanagers)}`,
+        ]
+      : []),
   ].join('\n');
   writeFileSync(join(dir, 'prometheus.yml'), config);
   let log = '';
@@ -69,8 +83,12 @@ export async function startPrometheus(
     } catch {
       // not up yet
     }
-    if (Date.now() > deadline || child.exitCode !== null)
+    if (Date.now() > deadline || child.exitCode !== null) {
+      // Never leave a half-started Prometheus behind.
+      if (child.exitCode === null) child.kill('SIGKILL');
+      rmSync(dir, { recursive: true, force: true });
       throw new Error(`Prometheus did not start:\n${log}`);
+    }
     await new Promise((r) => setTimeout(r, 200));
   }
   return {
