@@ -7,6 +7,7 @@ import { stringify } from 'yaml';
 import type { OpsConfig } from './config.ts';
 import { overviewDashboard } from './dashboards/overview.ts';
 import { respondersDashboard } from './dashboards/responders.ts';
+import { kubernetesManifests, kustomization } from './kubernetes.ts';
 import { rules } from './rules.ts';
 
 export function json(value: unknown): string {
@@ -26,10 +27,30 @@ const RULES_HEADER = `${GENERATED}# conversation-orchestrator: recording rules (
 # and a runbook_url into prometheus/runbook.md. Each threshold names the config value it comes from.
 `;
 
+const KUBERNETES_HEADER = `${GENERATED}# Apply with \`kubectl apply -k kubernetes/\` (see the README's Kubernetes section).
+`;
+
 export function renderOps(config: OpsConfig): Map<string, string> {
-  return new Map([
-    ['prometheus/rules/orchestrator.rules.yml', RULES_HEADER + yaml(rules(config))],
-    ['grafana/dashboards/overview.json', json(overviewDashboard(config))],
-    ['grafana/dashboards/responders.json', json(respondersDashboard(config))],
+  const groups = rules(config);
+  const dashboards = {
+    'overview.json': overviewDashboard(config),
+    'responders.json': respondersDashboard(config),
+  };
+  const files = new Map<string, string>([
+    ['prometheus/rules/orchestrator.rules.yml', RULES_HEADER + yaml(groups)],
   ]);
+  for (const [file, dashboard] of Object.entries(dashboards)) {
+    files.set(`grafana/dashboards/${file}`, json(dashboard));
+  }
+  const manifests = kubernetesManifests(config, groups, dashboards);
+  for (const [file, manifest] of manifests) {
+    // The models check themselves against the Kubernetes and Prometheus Operator schemas.
+    manifest.validate();
+    files.set(`kubernetes/${file}`, KUBERNETES_HEADER + yaml(manifest.toJSON()));
+  }
+  files.set(
+    'kubernetes/kustomization.yaml',
+    KUBERNETES_HEADER + yaml(kustomization([...manifests.keys()])),
+  );
+  return files;
 }
