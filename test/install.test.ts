@@ -156,6 +156,9 @@ describe('the packed tarball', () => {
       'grafana/provisioning/datasources/datasources.yaml',
       'prometheus/rules/orchestrator.rules.yml',
       'prometheus/runbook.md',
+      'alertmanager/alertmanager.yml',
+      'kubernetes/kustomization.yaml',
+      'kubernetes/prometheusrule.yaml',
     ]) {
       expect(existsSync(join(root, file)), file).toBe(true);
     }

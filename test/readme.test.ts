@@ -43,7 +43,10 @@ const blocks: Block[] = (() => {
 const diagnostics = new Map<string, string[]>();
 
 function source(block: Block): string {
-  return block.context === undefined ? block.code : `${block.context.trim()}\n${block.code}`;
+  // The README saves its files at the repository root (`my-ops.ts` beside `ops/`): relative
+  // imports resolve from there, two levels above these copies.
+  const code = block.code.replace(/from '\.\//g, "from '../../");
+  return block.context === undefined ? code : `${block.context.trim()}\n${code}`;
 }
 
 beforeAll(async () => {

@@ -59,9 +59,9 @@ export function overviewDashboard(config: OpsConfig): Dashboard {
   const O = selector(config, ['orchestrator']);
   const OI = selector(config, ['orchestrator', 'instance']);
   const ended = `${METRIC_CONVERSATIONS_ENDED}{${OI}}`;
-  const converged = `${METRIC_CONVERSATIONS_ENDED}{reason="converged",${OI}}`;
+  const converged = `${METRIC_CONVERSATIONS_ENDED}{${OI},reason="converged"}`;
   const quantile = (q: string) =>
-    `histogram_quantile(${q}, sum by (le) (rate(${METRIC_CONVERSATION_DURATION}_bucket{reason="converged",${OI}}[${RATE}])))`;
+    `histogram_quantile(${q}, sum by (le) (rate(${METRIC_CONVERSATION_DURATION}_bucket{${OI},reason="converged"}[${RATE}])))`;
   const convergedRatio = recordedNames(config).convergedRatio;
   return build(
     dashboard(OVERVIEW_UID, 'Conversation orchestrator / Overview')

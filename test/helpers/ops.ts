@@ -32,14 +32,14 @@ export interface DashboardQuery {
   instant: boolean;
 }
 
-export function dashboardFiles(): string[] {
-  return readdirSync('grafana/dashboards')
+export function dashboardFiles(dir = 'grafana/dashboards'): string[] {
+  return readdirSync(dir)
     .filter((f) => f.endsWith('.json'))
-    .map((f) => `grafana/dashboards/${f}`);
+    .map((f) => `${dir}/${f}`);
 }
 
-export function dashboardQueries(): DashboardQuery[] {
-  return dashboardFiles().flatMap((file) => {
+export function dashboardQueries(dir = 'grafana/dashboards'): DashboardQuery[] {
+  return dashboardFiles(dir).flatMap((file) => {
     const d = JSON.parse(readFileSync(file, 'utf8')) as {
       uid: string;
       panels: { title: string; targets: { expr: string; instant?: boolean }[] }[];

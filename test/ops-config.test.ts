@@ -1,0 +1,202 @@
+/**
+ * The ops config: bad values are refused with what was expected and what came, and a user's own
+ * config renders, with one command, rules, dashboards and manifests that all follow it.
+ */
+import { execFile, spawnSync } from 'node:child_process';
+import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { parse } from 'yaml';
+import { DEFAULT_OPS_CONFIG, defineOpsConfig, type OpsConfigInput } from '../ops/config.ts';
+import { renderOps } from '../ops/render.ts';
+import { humanDuration } from '../ops/rules.ts';
+import { type DashboardQuery, dashboardQueries, metricNamesIn, type Rule } from './helpers/ops.ts';
+
+const run = promisify(execFile);
+const ROOT = resolve(import.meta.dirname, '..');
+
+describe('defineOpsConfig', () => {
+  it('returns the defaults when given nothing, and merges nested values', () => {
+    expect(defineOpsConfig()).toEqual(DEFAULT_OPS_CONFIG);
+    const config = defineOpsConfig({ slowConvergence: { p95Seconds: 30 } });
+    expect(config.slowConvergence).toEqual({ p95Seconds: 30, for: '10m' });
+    expect(config.kubernetes).toEqual(DEFAULT_OPS_CONFIG.kubernetes);
+  });
+
+  it.each<[OpsConfigInput, string]>([
+    [
+      { selector: 'conversation-orchestrator' },
+      'Expected `selector` to be PromQL label matchers such as `job="conversation-orchestrator"`, got `conversation-orchestrator` (string)',
+    ],
+    [
+      { selector: 'job="a"} or vector(1) or {x="' },
+      'Expected `selector` to be PromQL label matchers such as `job="conversation-orchestrator"`, got `job="a"} or vector(1) or {x="` (string)',
+    ],
+    [
+      { groupLabels: ['orchestrator'] },
+      'Expected `groupLabels` to be an array of label names other than `orchestrator`, got `["orchestrator"]` (object)',
+    ],
+    [
+      { rateWindow: '5 minutes' },
+      'Expected `rateWindow` to be a Prometheus duration such as `5m`, got `5 minutes` (string)',
+    ],
+    [
+      { slowConvergence: { p95Seconds: -1 } },
+      'Expected `slowConvergence.p95Seconds` to be a positive number of seconds, got `-1` (number)',
+    ],
+    [
+      { conversationErrors: { ratio: 10 } },
+      'Expected `conversationErrors.ratio` to be a ratio between 0 and 1, got `10` (number)',
+    ],
+    [
+      { targetDown: { for: '' } },
+      'Expected `targetDown.for` to be a Prometheus duration such as `5m`, got `` (string)',
+    ],
+    [
+      { runbookUrl: 'https://example.com/runbook.md#top' },
+      'Expected `runbookUrl` to be an http(s) URL without a #fragment, got `https://example.com/runbook.md#top` (string)',
+    ],
+    [
+      { kubernetes: { replicas: 0 } },
+      'Expected `kubernetes.replicas` to be a positive integer, got `0` (number)',
+    ],
+    [
+      { kubernetes: { namespace: 'Conversation_Orchestrator' } },
+      'Expected `kubernetes.namespace` to be a DNS label, got `Conversation_Orchestrator` (string)',
+    ],
+  ])('refuses %j', (input, message) => {
+    expect(() => defineOpsConfig(input)).toThrow(message);
+  });
+
+  it('says durations the way the alert descriptions do', () => {
+    expect(['5m', '1m', '20s', '1h', '1h30m'].map(humanDuration)).toEqual([
+      '5 minutes',
+      '1 minute',
+      '20 seconds',
+      '1 hour',
+      '1h30m',
+    ]);
+  });
+});
+
+describe('a variant for your own config, with one command', () => {
+  const variant: OpsConfigInput = {
+    selector: 'job="agents",env="prod"',
+    groupLabels: ['namespace', 'job'],
+    rateWindow: '10m',
+    slowConvergence: { p95Seconds: 30, for: '15m' },
+    conversationErrors: { ratio: 0.02 },
+    runbookUrl: 'https://wiki.example.com/agents/runbook',
+    kubernetes: { namespace: 'agents', replicas: 5, image: 'registry.example.com/agents:1.2.3' },
+  };
+  let dir: string;
+  let out: string;
+
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), 'orchestrator-ops-variant-'));
+    out = join(dir, 'out');
+    writeFileSync(join(dir, 'my-ops.ts'), `export default ${JSON.stringify(variant, null, 2)};\n`);
+    await run(
+      'npm',
+      ['run', '--silent', 'ops', '--', '--config', join(dir, 'my-ops.ts'), '--out', out],
+      {
+        cwd: ROOT,
+      },
+    );
+  }, 60_000);
+
+  afterAll(() => {
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const read = (path: string) => readFileSync(join(out, path), 'utf8');
+  const rulesOf = (text: string): Rule[] =>
+    (parse(text) as { groups: { rules: Rule[] }[] }).groups.flatMap((g) => g.rules);
+
+  it('writes exactly the files the repository commits, for the variant', () => {
+    const expected = renderOps(defineOpsConfig(variant));
+    const written = readdirSync(out, { recursive: true, encoding: 'utf8' })
+      .filter((f) => /\.(json|ya?ml)$/.test(f))
+      .sort();
+    expect(written).toEqual([...expected.keys()].sort());
+    for (const [path, content] of expected) expect(read(path), path).toBe(content);
+  });
+
+  it('writes rules promtool accepts, where every selection carries the selector and the thresholds are the config', () => {
+    const file = join(out, 'prometheus/rules/orchestrator.rules.yml');
+    const check = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
+    expect(check.stdout).toMatch(/SUCCESS: 21 rules found/);
+    const rules = rulesOf(read('prometheus/rules/orchestrator.rules.yml'));
+    for (const rule of rules.filter((r) => r.record)) {
+      expect(rule.record).toMatch(/^namespace_job_orchestrator(_\w+)?:/);
+      // Raw metrics are selected with the selector; recorded ones were already.
+      for (const name of metricNamesIn(rule.expr).filter((n) => n.startsWith('orchestrator_'))) {
+        expect(rule.expr, rule.record).toContain(`${name}{job="agents",env="prod"`);
+      }
+    }
+    const byName: Record<string, Rule> = Object.fromEntries(
+      rules.filter((r) => r.alert).map((r) => [r.alert, r]),
+    );
+    expect(byName.OrchestratorSlowConvergence?.expr).toContain('> 30 # slowConvergence.p95Seconds');
+    expect(byName.OrchestratorSlowConvergence?.for).toBe('15m');
+    expect(byName.OrchestratorSlowConvergence?.annotations?.description).toContain(
+      'over the last 10 minutes (threshold 30s)',
+    );
+    expect(byName.OrchestratorConversationErrors?.expr).toContain(
+      '> 0.02 # conversationErrors.ratio',
+    );
+    expect(byName.OrchestratorTargetDown?.expr).toContain('up{job="agents",env="prod"} == 0');
+    for (const rule of Object.values(byName)) {
+      expect(rule.annotations?.runbook_url).toBe(
+        `https://wiki.example.com/agents/runbook#${rule.alert?.toLowerCase()}`,
+      );
+    }
+  });
+
+  it('writes dashboards whose every raw metric query carries the selector', () => {
+    const queries: DashboardQuery[] = dashboardQueries(join(out, 'grafana/dashboards'));
+    expect(queries.length).toBe(dashboardQueries().length);
+    expect(queries.length).toBeGreaterThan(15);
+    for (const q of queries) {
+      for (const name of metricNamesIn(q.expr).filter((n) => /^orchestrator_\w+$/.test(n))) {
+        expect(q.expr, `${q.dashboard} / ${q.panel}`).toContain(`${name}{job="agents",env="prod"`);
+      }
+    }
+  });
+
+  it('writes manifests in the namespace, with the replicas and image, and the same rules', () => {
+    const deployment = parse(read('kubernetes/deployment.yaml')) as {
+      metadata: { namespace: string };
+      spec: { replicas: number; template: { spec: { containers: { image: string }[] } } };
+    };
+    expect(deployment.metadata.namespace).toBe('agents');
+    expect(deployment.spec.replicas).toBe(5);
+    expect(deployment.spec.template.spec.containers[0]?.image).toBe(
+      'registry.example.com/agents:1.2.3',
+    );
+    const rule = parse(read('kubernetes/prometheusrule.yaml')) as { spec: { groups: unknown } };
+    expect(rule.spec.groups).toEqual(
+      (parse(read('prometheus/rules/orchestrator.rules.yml')) as { groups: unknown }).groups,
+    );
+  });
+
+  it('refuses a bad config file with the reason and exit code 2, writing nothing', () => {
+    const bad = join(dir, 'bad-ops.ts');
+    writeFileSync(bad, 'export default { rateWindow: "soon" };\n');
+    const r = spawnSync(
+      'npm',
+      ['run', '--silent', 'ops', '--', '--config', bad, '--out', join(dir, 'bad-out')],
+      {
+        cwd: ROOT,
+        encoding: 'utf8',
+      },
+    );
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain(
+      'Expected `rateWindow` to be a Prometheus duration such as `5m`, got `soon` (string)',
+    );
+    expect(() => readdirSync(join(dir, 'bad-out'))).toThrow(/ENOENT/);
+  });
+});
