@@ -159,6 +159,32 @@ function expect(ok: boolean, what: string, expected: string, value: unknown): vo
     throw new OpsConfigError(`Expected \`${what}\` to be ${expected}, got ${describe(value)}`);
 }
 
+/** Labels the rules set or aggregate by themselves: a group label cannot be one of them. */
+const RULE_LABELS = ['orchestrator', 'responder', 'reason', 'le', 'quantile'];
+
+/** The options that are objects of their own. */
+const NESTED = [
+  'slowConvergence',
+  'convergenceFailures',
+  'conversationErrors',
+  'stalledConversations',
+  'listenerErrors',
+  'targetDown',
+  'kubernetes',
+] as const;
+
+function unknownKeys(prefix: string, given: object, known: object): void {
+  for (const key of Object.keys(given)) {
+    if (!Object.hasOwn(known, key)) {
+      throw new OpsConfigError(
+        `Unknown option \`${prefix}${key}\`; expected one of ${Object.keys(known)
+          .map((k) => `\`${prefix}${k}\``)
+          .join(', ')}`,
+      );
+    }
+  }
+}
+
 const DURATION = /^(\d+(ms|s|m|h|d|w|y))+$/;
 const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 // One or more `label op "value"` matchers, comma-separated (values without unescaped quotes).
@@ -187,6 +213,25 @@ function ratio(what: string, value: unknown): void {
 /** The defaults with your changes, checked: a bad value throws with what was expected and what came. */
 export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
   const d = DEFAULT_OPS_CONFIG;
+  expect(
+    typeof input === 'object' && input !== null && !Array.isArray(input),
+    'config',
+    'an object',
+    input,
+  );
+  // A misspelt key would otherwise be ignored in silence, leaving the default in place.
+  unknownKeys('', input, d);
+  for (const key of NESTED) {
+    const value = input[key];
+    if (value === undefined) continue;
+    expect(
+      typeof value === 'object' && value !== null && !Array.isArray(value),
+      key,
+      'an object',
+      value,
+    );
+    unknownKeys(`${key}.`, value, d[key]);
+  }
   const config: OpsConfig = {
     ...d,
     ...input,
@@ -206,11 +251,12 @@ export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
   );
   expect(
     Array.isArray(config.groupLabels) &&
+      new Set(config.groupLabels).size === config.groupLabels.length &&
       config.groupLabels.every(
-        (l) => typeof l === 'string' && LABEL.test(l) && l !== 'orchestrator',
+        (l) => typeof l === 'string' && LABEL.test(l) && !RULE_LABELS.includes(l),
       ),
     'groupLabels',
-    'an array of label names other than `orchestrator`',
+    `an array of distinct label names other than ${RULE_LABELS.map((l) => `\`${l}\``).join(', ')}`,
     config.groupLabels,
   );
   duration('rateWindow', config.rateWindow);

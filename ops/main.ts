@@ -5,7 +5,7 @@
  */
 import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
 import { defineOpsConfig, OpsConfigError, type OpsConfigInput } from './config.ts';
 import { renderOps } from './render.ts';
@@ -34,7 +34,7 @@ async function main(): Promise<void> {
     input = module.default as OpsConfigInput;
   }
   const config = defineOpsConfig(input);
-  const out = resolve(values.out ?? new URL('..', import.meta.url).pathname);
+  const out = resolve(values.out ?? fileURLToPath(new URL('..', import.meta.url)));
   for (const [path, content] of renderOps(config)) {
     const file = resolve(out, path);
     mkdirSync(dirname(file), { recursive: true });

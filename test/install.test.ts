@@ -163,6 +163,18 @@ describe('the packed tarball', () => {
       expect(existsSync(join(root, file)), file).toBe(true);
     }
     expect(readFileSync(join(root, 'LICENSE'), 'utf8')).toMatch(/^MIT License/);
+    // Nothing else: no tests, no ops source (it needs the dev dependencies), no build leftovers.
+    expect(readdirSync(root).sort()).toEqual([
+      'LICENSE',
+      'README.md',
+      'alertmanager',
+      'dist',
+      'grafana',
+      'kubernetes',
+      'package.json',
+      'prometheus',
+      'src',
+    ]);
     const maps = readdirSync(join(root, 'dist'), { recursive: true, encoding: 'utf8' }).filter(
       (f) => f.endsWith('.js.map'),
     );

@@ -36,7 +36,23 @@ describe('defineOpsConfig', () => {
     ],
     [
       { groupLabels: ['orchestrator'] },
-      'Expected `groupLabels` to be an array of label names other than `orchestrator`, got `["orchestrator"]` (object)',
+      'Expected `groupLabels` to be an array of distinct label names other than `orchestrator`, `responder`, `reason`, `le`, `quantile`, got `["orchestrator"]` (object)',
+    ],
+    [
+      { groupLabels: ['job', 'job'] },
+      'Expected `groupLabels` to be an array of distinct label names other than `orchestrator`, `responder`, `reason`, `le`, `quantile`, got `["job","job"]` (object)',
+    ],
+    [
+      { rateWindw: '10m' } as OpsConfigInput,
+      'Unknown option `rateWindw`; expected one of `selector`, `groupLabels`, `rateWindow`',
+    ],
+    [
+      { slowConvergence: { p95: 30 } } as OpsConfigInput,
+      'Unknown option `slowConvergence.p95`; expected one of `slowConvergence.p95Seconds`, `slowConvergence.for`',
+    ],
+    [
+      { kubernetes: 'prod' } as unknown as OpsConfigInput,
+      'Expected `kubernetes` to be an object, got `prod` (string)',
     ],
     [
       { rateWindow: '5 minutes' },

@@ -17,8 +17,7 @@ import {
 /** Every query goes to the dashboard's datasource variable (Grafana's `${datasource}`). */
 const DATASOURCE = { type: 'prometheus', uid: ['$', '{datasource}'].join('') };
 const runbook = readFileSync('prometheus/runbook.md', 'utf8');
-const RUNBOOK_URL =
-  'https://github.com/conversation-orchestrator/conversation-orchestrator/blob/main/prometheus/runbook.md#';
+const RUNBOOK_URL = `${DEFAULT_OPS_CONFIG.runbookUrl}#`;
 
 describe('prometheus rules', () => {
   it('pass promtool check rules cleanly', () => {
@@ -74,6 +73,15 @@ describe('prometheus rules', () => {
       expect(runbook).toContain(`\n## ${rule.alert}\n`);
     }
   });
+
+  it('have a runbook whose sections are exactly the alerts', () => {
+    const sections = [...runbook.matchAll(/^## (.+)$/gm)].map((m) => m[1]);
+    expect(sections.sort()).toEqual(
+      rules()
+        .flatMap((r) => (r.alert ? [r.alert] : []))
+        .sort(),
+    );
+  });
 });
 
 describe('names in dashboards and rules', () => {
@@ -105,6 +113,22 @@ describe('names in dashboards and rules', () => {
 });
 
 describe('grafana', () => {
+  it('are typed with the foundation SDK built for the Grafana version the compose stack runs', () => {
+    const sdk = JSON.parse(
+      readFileSync('node_modules/@grafana/grafana-foundation-sdk/package.json', 'utf8'),
+    ) as { version: string };
+    const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as {
+      services: { grafana: { image: string } };
+    };
+    const grafana = compose.services.grafana.image.split(':')[1] ?? '';
+    // 11.6.0-cogv0.0.x.… is the SDK generated from Grafana 11.6's schema.
+    expect(sdk.version.split('-')[0]).toBe(grafana);
+    const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as {
+      devDependencies: Record<string, string>;
+    };
+    expect(pkg.devDependencies['@grafana/grafana-foundation-sdk']).toBe(sdk.version);
+  });
+
   it('every generated file is what npm run ops writes for the default config', () => {
     const generated = renderOps(DEFAULT_OPS_CONFIG);
     for (const [path, content] of generated) {

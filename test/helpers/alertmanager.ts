@@ -43,9 +43,15 @@ function body(req: IncomingMessage): Promise<string> {
 export async function startWebhookReceiver(): Promise<WebhookReceiver> {
   const notifications: Notification[] = [];
   const server = createServer(async (req, res) => {
-    const payload = JSON.parse(await body(req)) as Omit<Notification, 'path'>;
-    notifications.push({ ...payload, path: req.url ?? '' });
-    res.end();
+    try {
+      const payload = JSON.parse(await body(req)) as Omit<Notification, 'path'>;
+      notifications.push({ ...payload, path: req.url ?? '' });
+      res.end();
+    } catch (error) {
+      // Not a notification: say so to the sender (and in the test's failure), never crash.
+      res.statusCode = 400;
+      res.end(String(error));
+    }
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
   const { port } = server.address() as { port: number };
