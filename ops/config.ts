@@ -162,16 +162,18 @@ function expect(ok: boolean, what: string, expected: string, value: unknown): vo
 /** Labels the rules set or aggregate by themselves: a group label cannot be one of them. */
 const RULE_LABELS = ['orchestrator', 'responder', 'reason', 'le', 'quantile'];
 
-/** The options that are objects of their own. */
-const NESTED = [
+/** The options of one alert each. */
+const ALERTS = [
   'slowConvergence',
   'convergenceFailures',
   'conversationErrors',
   'stalledConversations',
   'listenerErrors',
   'targetDown',
-  'kubernetes',
 ] as const;
+
+/** The options that are objects of their own. */
+const NESTED = [...ALERTS, 'kubernetes'] as const;
 
 function unknownKeys(prefix: string, given: object, known: object): void {
   for (const key of Object.keys(given)) {
@@ -279,16 +281,7 @@ export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
   );
   ratio('convergenceFailures.ratio', config.convergenceFailures.ratio);
   ratio('conversationErrors.ratio', config.conversationErrors.ratio);
-  for (const alert of [
-    'slowConvergence',
-    'convergenceFailures',
-    'conversationErrors',
-    'stalledConversations',
-    'listenerErrors',
-    'targetDown',
-  ] as const) {
-    duration(`${alert}.for`, config[alert].for);
-  }
+  for (const alert of ALERTS) duration(`${alert}.for`, config[alert].for);
   let url: URL | undefined;
   try {
     url = new URL(config.runbookUrl);

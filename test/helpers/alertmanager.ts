@@ -1,9 +1,8 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { createServer, type IncomingMessage } from 'node:http';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { stringify } from 'yaml';
+import { startDaemon } from './daemon.ts';
 import { freePort } from './prometheus.ts';
 
 /** One alert of an Alertmanager webhook notification. */
@@ -83,54 +82,29 @@ export interface RunningAlertmanager {
 
 /** A real Alertmanager (Debian's prometheus-alertmanager) on loopback, no clustering, its own data dir. */
 export async function startAlertmanager(config: unknown): Promise<RunningAlertmanager> {
-  const dir = mkdtempSync(join(tmpdir(), 'orchestrator-alertmanager-'));
   const port = await freePort();
-  writeFileSync(join(dir, 'alertmanager.yml'), stringify(config));
-  let log = '';
-  const child: ChildProcess = spawn(
+  const daemon = await startDaemon(
+    'Alertmanager',
     'prometheus-alertmanager',
-    [
-      `--config.file=${join(dir, 'alertmanager.yml')}`,
-      `--storage.path=${join(dir, 'data')}`,
-      `--web.listen-address=127.0.0.1:${port}`,
-      '--cluster.listen-address=',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    port,
+    (dir) => {
+      writeFileSync(join(dir, 'alertmanager.yml'), stringify(config));
+      return [
+        `--config.file=${join(dir, 'alertmanager.yml')}`,
+        `--storage.path=${join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+        // A single instance: no gossip port to collide with anything.
+        '--cluster.listen-address=',
+      ];
+    },
+    'orchestrator-alertmanager-',
   );
-  child.stdout?.on('data', (c: Buffer) => {
-    log += c.toString();
-  });
-  child.stderr?.on('data', (c: Buffer) => {
-    log += c.toString();
-  });
-  const url = `http://127.0.0.1:${port}`;
-  const stop = async () => {
-    if (child.exitCode === null && child.signalCode === null) {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGTERM');
-      await exited;
-    }
-    rmSync(dir, { recursive: true, force: true });
-  };
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      if ((await fetch(`${url}/-/ready`)).ok) break;
-    } catch {
-      // not up yet
-    }
-    if (Date.now() > deadline || child.exitCode !== null) {
-      await stop();
-      throw new Error(`Alertmanager did not start:\n${log}`);
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
   return {
     address: `127.0.0.1:${port}`,
-    log: () => log,
+    log: daemon.log,
     async alerts() {
-      return (await (await fetch(`${url}/api/v2/alerts`)).json()) as ApiAlert[];
+      return (await (await fetch(`${daemon.url}/api/v2/alerts`)).json()) as ApiAlert[];
     },
-    stop,
+    stop: daemon.stop,
   };
 }

@@ -1,8 +1,7 @@
-import { type ChildProcess, spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { startDaemon } from './daemon.ts';
 
 export async function freePort(): Promise<number> {
   return new Promise((res, rej) => {
@@ -36,7 +35,6 @@ export async function startPrometheus(
   ruleFiles: readonly string[],
   options: PrometheusOptions = {},
 ): Promise<RunningPrometheus> {
-  const dir = mkdtempSync(join(tmpdir(), 'orchestrator-prometheus-'));
   const port = await freePort();
   const config = [
     'global:',
@@ -57,54 +55,29 @@ export async function startPrometheus(
         ]
       : []),
   ].join('\n');
-  writeFileSync(join(dir, 'prometheus.yml'), config);
-  let log = '';
-  const child: ChildProcess = spawn(
+  const daemon = await startDaemon(
+    'Prometheus',
     'prometheus',
-    [
-      `--config.file=${join(dir, 'prometheus.yml')}`,
-      `--storage.tsdb.path=${join(dir, 'data')}`,
-      `--web.listen-address=127.0.0.1:${port}`,
-      '--enable-feature=exemplar-storage',
-    ],
-    { stdio: ['ignore', 'pipe', 'pipe'] },
+    port,
+    (dir) => {
+      writeFileSync(join(dir, 'prometheus.yml'), config);
+      return [
+        `--config.file=${join(dir, 'prometheus.yml')}`,
+        `--storage.tsdb.path=${join(dir, 'data')}`,
+        `--web.listen-address=127.0.0.1:${port}`,
+        '--enable-feature=exemplar-storage',
+      ];
+    },
+    'orchestrator-prometheus-',
   );
-  child.stdout?.on('data', (c: Buffer) => {
-    log += c.toString();
-  });
-  child.stderr?.on('data', (c: Buffer) => {
-    log += c.toString();
-  });
-  const url = `http://127.0.0.1:${port}`;
-  const deadline = Date.now() + 30_000;
-  for (;;) {
-    try {
-      if ((await fetch(`${url}/-/ready`)).ok) break;
-    } catch {
-      // not up yet
-    }
-    if (Date.now() > deadline || child.exitCode !== null) {
-      // Never leave a half-started Prometheus behind.
-      if (child.exitCode === null) child.kill('SIGKILL');
-      rmSync(dir, { recursive: true, force: true });
-      throw new Error(`Prometheus did not start:\n${log}`);
-    }
-    await new Promise((r) => setTimeout(r, 200));
-  }
+  const { url } = daemon;
   return {
     url,
-    log: () => log,
+    log: daemon.log,
     async query(path, params = {}) {
       const res = await fetch(`${url}${path}?${new URLSearchParams(params)}`);
       return (await res.json()) as { status: string; data: never; error?: string };
     },
-    async stop() {
-      if (child.exitCode === null) {
-        const exited = new Promise((r) => child.once('exit', r));
-        child.kill('SIGTERM');
-        await exited;
-      }
-      rmSync(dir, { recursive: true, force: true });
-    },
+    stop: daemon.stop,
   };
 }
