@@ -78,6 +78,27 @@ async function outcome<T>(promise: Promise<T>) {
   );
 }
 
+/**
+ * Runs `o` with a 1 ms interval timer that aborts the run once it has seen the conversation
+ * progress between two of its ticks: the timer ran at least twice during the run.
+ */
+async function abortedByATimer(o: ConversationOrchestrator<number, number>, count: () => number) {
+  const controller = new AbortController();
+  const ticks: number[] = [];
+  const interval = setInterval(() => {
+    ticks.push(count());
+    if (new Set(ticks.filter((n) => n > 0)).size >= 2) controller.abort(new Error('enough'));
+  }, 1);
+  try {
+    const ended = await outcome(
+      o.run({ sender: 'user', content: 0 }, { signal: controller.signal }),
+    );
+    return { ended, ticks };
+  } finally {
+    clearInterval(interval);
+  }
+}
+
 describe('the loop gives the event loop a turn whatever responders return', () => {
   it.each([
     ['already-resolved promises', (m: Message<number>) => Promise.resolve(next(m))],
@@ -88,30 +109,22 @@ describe('the loop gives the event loop a turn whatever responders return', () =
     ],
   ])('lets a timer fire and an abort land during %s', async (_label, respond) => {
     let dispatches = 0;
-    const ticks: number[] = [];
-    const controller = new AbortController();
-    const interval = setInterval(() => ticks.push(dispatches), 1);
-    const abortAt = setTimeout(() => controller.abort(new Error('enough')), 20);
-    const ended = await outcome(
-      counter(respond, {
-        listener: (_s, _d, n) => {
-          dispatches = n;
-        },
-      }).run({ sender: 'user', content: 0 }, { signal: controller.signal }),
-    );
-    clearInterval(interval);
-    clearTimeout(abortAt);
+    const o = counter(respond, {
+      listener: (_s, _d, n) => {
+        dispatches = n;
+      },
+    });
+    const { ended, ticks } = await abortedByATimer(o, () => dispatches);
     expect(ended.ok).toBe(false);
     if (ended.ok) return;
     expect(ended.error).toBeInstanceOf(ConversationAbortedError);
-    // The abort ended the run long before its natural end at 5,000,000 dispatches ...
+    // The abort, raised by the timer mid-run, ended the run at the dispatch the timer saw, long
+    // before its natural end at 5,000,000 dispatches.
+    expect(ended.error.dispatchCount).toBe(ticks.at(-1));
     expect(ended.error.dispatchCount).toBeLessThan(5_000_000);
-    expect(ended.error.dispatchCount).toBe(dispatches);
-    // ... and timers ran while it was in progress, not only before and after.
-    expect(ticks.some((n) => n > 0 && n < ended.error.dispatchCount)).toBe(true);
   });
 
-  it('lets a timeout() policy end a run of already-resolved promises', async () => {
+  it('ends a run of already-resolved promises at its timeout() (checked after every dispatch)', async () => {
     const result = await counter((m) => Promise.resolve(next(m)), {
       termination: timeout(20),
     }).run({ sender: 'user', content: 0 });
@@ -119,26 +132,20 @@ describe('the loop gives the event loop a turn whatever responders return', () =
     expect(result.dispatchCount).toBeLessThan(5_000_000);
   });
 
-  it('lets a timer fire when an async turn policy answers at once', async () => {
+  it('lets a timer fire and an abort land when an async turn policy answers at once', async () => {
     let dispatches = 0;
-    const ticks: number[] = [];
-    const controller = new AbortController();
-    const interval = setInterval(() => ticks.push(dispatches), 1);
-    const abortAt = setTimeout(() => controller.abort(), 20);
-    const ended = await outcome(
-      counter(next, {
-        turnPolicy: async (_m, _s, rs) => rs,
-        listener: (_s, _d, n) => {
-          dispatches = n;
-        },
-      }).run({ sender: 'user', content: 0 }, { signal: controller.signal }),
-    );
-    clearInterval(interval);
-    clearTimeout(abortAt);
+    const o = counter(next, {
+      turnPolicy: async (_m, _s, rs) => rs,
+      listener: (_s, _d, n) => {
+        dispatches = n;
+      },
+    });
+    const { ended, ticks } = await abortedByATimer(o, () => dispatches);
     expect(ended.ok).toBe(false);
     if (ended.ok) return;
     expect(ended.error.reason).toBe('aborted');
-    expect(ticks.some((n) => n > 0 && n < ended.error.dispatchCount)).toBe(true);
+    expect(ended.error.dispatchCount).toBe(ticks.at(-1));
+    expect(ended.error.dispatchCount).toBeLessThan(5_000_000);
   });
 });
 

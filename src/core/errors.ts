@@ -118,20 +118,35 @@ export class QueueOverflowError<S = unknown, C = unknown> extends ConversationEr
 }
 
 // Failures of a running conversation, built where the loop detects them. Each message says what was
-// expected and what came, in the shape of the construction-time errors.
+// expected and what came, in the shape of the construction-time errors. The loop passes where it
+// stands (`at`) rather than the state itself, so a throw site stays one short call on the hot path.
+
+/** Where a running conversation stands when it fails: the state at the end, the time since the start. */
+export interface FailurePoint<S, C> {
+  state(): ConversationState<S, C>;
+  elapsedMs(): number;
+}
+
+/** The turn policy, the projection's fold or the termination policy threw or rejected. */
+export function policyFailed<S, C>(
+  stage: PolicyError['stage'],
+  cause: unknown,
+  at: FailurePoint<S, C>,
+): PolicyError<S, C> {
+  return new PolicyError(stage, at.state(), at.elapsedMs(), cause);
+}
 
 /** A responder threw or rejected (and the failure policy said stop). */
 export function responderFailed<S, C>(
   responder: string,
   cause: unknown,
-  state: ConversationState<S, C>,
-  elapsedMs: number,
+  at: FailurePoint<S, C>,
 ): ResponderError<S, C> {
   return new ResponderError(
     `Responder \`${responder}\` failed: ${describeCause(cause)}`,
     responder,
-    state,
-    elapsedMs,
+    at.state(),
+    at.elapsedMs(),
     cause,
   );
 }
@@ -140,30 +155,27 @@ export function responderFailed<S, C>(
 export function badResponderOutput<S, C>(
   responder: string,
   output: unknown,
-  state: ConversationState<S, C>,
-  elapsedMs: number,
+  at: FailurePoint<S, C>,
 ): ResponderError<S, C> {
   return new ResponderError(
     `Expected responder \`${responder}\` to return a message ({ sender: string, content }), an array of messages or nothing, got ${describeValue(output)}`,
     responder,
-    state,
-    elapsedMs,
+    at.state(),
+    at.elapsedMs(),
   );
 }
 
 /** The turn policy answered something that is not an array of responders or names. */
 export function badTurnSelection<S, C>(
   selection: unknown,
-  state: ConversationState<S, C>,
-  elapsedMs: number,
+  at: FailurePoint<S, C>,
 ): PolicyError<S, C> {
-  return new PolicyError(
+  return policyFailed(
     'turn',
-    state,
-    elapsedMs,
     new TypeError(
       `Expected the turn policy to return an array of responders or names, got ${describeValue(selection)}`,
     ),
+    at,
   );
 }
 
@@ -172,20 +184,18 @@ export function unknownResponder<S, C>(
   selected: unknown,
   orchestrator: string,
   known: readonly string[],
-  state: ConversationState<S, C>,
-  elapsedMs: number,
+  at: FailurePoint<S, C>,
 ): PolicyError<S, C> {
   const shown =
     typeof selected === 'object' && selected !== null
       ? (selected as { name?: unknown }).name
       : selected;
-  return new PolicyError(
+  return policyFailed(
     'turn',
-    state,
-    elapsedMs,
     new TypeError(
       `The turn policy selected ${describeValue(shown)}, which is not a responder of \`${orchestrator}\` (known: ${known.join(', ')})`,
     ),
+    at,
   );
 }
 
@@ -193,30 +203,35 @@ export function unknownResponder<S, C>(
 export function badDecision<S, C>(
   policy: string,
   decision: unknown,
-  state: ConversationState<S, C>,
-  elapsedMs: number,
+  at: FailurePoint<S, C>,
 ): PolicyError<S, C> {
-  return new PolicyError(
+  return policyFailed(
     'termination',
-    state,
-    elapsedMs,
     new TypeError(
       `Expected termination policy \`${policy}\` to return a decision ({ terminate: boolean, reason: string }), got ${describeValue(decision)}`,
     ),
+    at,
   );
+}
+
+/** The queue would have grown past `maxQueueLength`. */
+export function queueOverflow<S, C>(
+  maxQueueLength: number,
+  at: FailurePoint<S, C>,
+): QueueOverflowError<S, C> {
+  return new QueueOverflowError(maxQueueLength, at.state(), at.elapsedMs());
 }
 
 /** Anything else that escaped the loop: still a ConversationError carrying the state reached. */
 export function unexpectedFailure<S, C>(
   cause: unknown,
-  state: ConversationState<S, C>,
-  elapsedMs: number,
+  at: FailurePoint<S, C>,
 ): ConversationError<S, C> {
   return new ConversationError(
     `Conversation failed: ${describeCause(cause)}`,
     'error',
-    state,
-    elapsedMs,
+    at.state(),
+    at.elapsedMs(),
     { cause },
   );
 }

@@ -76,6 +76,11 @@ export class Observations<S, C> {
     return this.#runners.length > 0;
   }
 
+  /** Whether `responderStarted` has anyone to tell. */
+  get watchesStarts(): boolean {
+    return this.#starters.length > 0;
+  }
+
   /** Whether `dispatched` has anyone to tell: the loop fills the DispatchInfo only then. */
   get watchDispatches(): boolean {
     return this.#dispatchers.length > 0;

@@ -27,8 +27,10 @@ import {
   ConversationAbortedError,
   ConversationError,
   DispatchDeadlineError,
+  type FailurePoint,
   PolicyError,
-  QueueOverflowError,
+  policyFailed,
+  queueOverflow,
   responderFailed,
   unexpectedFailure,
   unknownResponder,
@@ -68,6 +70,15 @@ const WAIT = 1;
 /** The run has settled. */
 const ENDED = 2;
 
+function isDecision(value: unknown): value is TerminationDecision {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as TerminationDecision).terminate === 'boolean' &&
+    typeof (value as TerminationDecision).reason === 'string'
+  );
+}
+
 function isThenable(value: unknown): value is PromiseLike<unknown> {
   return (
     value !== null &&
@@ -84,8 +95,10 @@ export class ConversationRun<S, C> {
   readonly #queue = new MessageQueue<Message<C>>();
   readonly #history: History<Message<C>> | undefined;
   #observations!: Observations<S, C>;
-  /** Whether an observer wraps responder calls (read once: most never do). */
+  // Which observer hooks exist, read once: a conversation pays only for the hooks it has.
   #wrapsResponders = false;
+  #watchesStarts = false;
+  #watchesDispatches = false;
   #projection!: S;
   /** The snapshot of the last completed dispatch (or of the start). */
   #state!: ConversationState<S, C>;
@@ -120,6 +133,11 @@ export class ConversationRun<S, C> {
   /** Why the responder's signal aborts (set when the run is aborted or a deadline passes). */
   #interruption: ConversationError<S, C> | undefined;
 
+  /** Where the loop stands, for the errors it builds (the state at the end, the time elapsed). */
+  readonly #at: FailurePoint<S, C> = {
+    state: () => this.#endState(),
+    elapsedMs: () => this.#elapsed(),
+  };
   readonly #onAbort = (): void => this.#interrupt(this.#abortedError());
   readonly #onDeadline = (): void => {
     this.#deadline = undefined;
@@ -171,6 +189,8 @@ export class ConversationRun<S, C> {
       startTimeMs: performance.timeOrigin + this.#startedAt,
     });
     this.#wrapsResponders = this.#observations.wrapsResponders;
+    this.#watchesStarts = this.#observations.watchesStarts;
+    this.#watchesDispatches = this.#observations.watchDispatches;
     try {
       try {
         this.#projection = config.projection.initial(this.#input);
@@ -253,12 +273,10 @@ export class ConversationRun<S, C> {
   /** One step: select responders for the next message, or run the next selected responder. */
   #step(): Step {
     const selection = this.#selection;
-    if (selection === undefined) return this.#selectNext();
-    if (this.#nextSelected >= selection.length) {
-      this.#selection = undefined;
-      return NEXT;
+    if (selection !== undefined && this.#nextSelected < selection.length) {
+      return this.#dispatch(this.#responderIndexOf(selection[this.#nextSelected++]));
     }
-    return this.#dispatch(this.#responderIndexOf(selection[this.#nextSelected++]));
+    return this.#selectNext();
   }
 
   /** Takes the next message off the queue and asks the turn policy who answers it. */
@@ -273,7 +291,7 @@ export class ConversationRun<S, C> {
     try {
       selected = this.#turn(message, this.#state, this.#config.responders);
     } catch (error) {
-      throw new PolicyError('turn', this.#endState(), this.#elapsed(), error);
+      throw policyFailed('turn', error, this.#at);
     }
     if (this.#settled) return ENDED;
     if (isThenable(selected)) return this.#wait(selected, -1);
@@ -287,12 +305,12 @@ export class ConversationRun<S, C> {
     const message = this.#message;
     const context = this.#context;
     context.dispatchNumber = this.#dispatchCount + 1;
-    this.#observations.responderStarted(index, message);
+    if (this.#watchesStarts) this.#observations.responderStarted(index, message);
     let output: unknown;
     try {
       // No closure per dispatch unless an observer wraps the call.
       output = this.#wrapsResponders
-        ? this.#observations.invoke(index, () => responder.respond(message, this.#state, context))
+        ? this.#invokeWrapped(index, responder, message, context)
         : responder.respond(message, this.#state, context);
     } catch (error) {
       return this.#settled ? ENDED : this.#responderFailed(index, error);
@@ -301,6 +319,16 @@ export class ConversationRun<S, C> {
     if (this.#settled) return ENDED;
     if (isThenable(output)) return this.#wait(output, index);
     return this.#completeDispatch(index, output);
+  }
+
+  /** Calls the responder through the observers' `runResponder` (kept off the common path). */
+  #invokeWrapped(
+    index: number,
+    responder: Responder<S, C>,
+    message: Message<C>,
+    context: ResponderContext,
+  ): unknown {
+    return this.#observations.invoke(index, () => responder.respond(message, this.#state, context));
   }
 
   /** A successful answer: fold it, decide, tell the observers and the listener. */
@@ -312,8 +340,8 @@ export class ConversationRun<S, C> {
     if (output !== undefined && output !== null) {
       const responder = config.responderNames[index] as string;
       if (Array.isArray(output)) {
-        for (const message of output) this.#fold(message, responder, ended);
-      } else this.#fold(output, responder, ended);
+        for (const message of output) this.#fold(message, responder);
+      } else this.#fold(output, responder);
       if (this.#settled) return ENDED;
     }
     // The dispatch counts once its termination decision is made: if the termination policy throws,
@@ -321,11 +349,20 @@ export class ConversationRun<S, C> {
     const dispatchCount = this.#dispatchCount + 1;
     const elapsedMs = ended - this.#startedAt;
     const state = this.#snapshot(dispatchCount);
-    const decision = this.#decide(state, elapsedMs);
+    let decision: TerminationDecision;
+    try {
+      decision = this.#check(state, elapsedMs);
+    } catch (error) {
+      throw policyFailed('termination', error, this.#at);
+    }
     if (this.#settled) return ENDED;
+    // Checked like the turn policy's answer: `true`, `undefined` or a string is a bug, not a "no".
+    if (!isDecision(decision)) {
+      throw badDecision(this.#config.termination.name, decision, this.#at);
+    }
     this.#dispatchCount = dispatchCount;
     this.#state = state;
-    if (this.#observations.watchDispatches) {
+    if (this.#watchesDispatches) {
       const info = this.#info;
       info.state = state;
       info.decision = decision;
@@ -385,7 +422,7 @@ export class ConversationRun<S, C> {
 
   #selectionArrived(selection: unknown, rejected: boolean): Step {
     this.#lastTick = performance.now();
-    if (rejected) throw new PolicyError('turn', this.#endState(), this.#elapsed(), selection);
+    if (rejected) throw policyFailed('turn', selection, this.#at);
     this.#useSelection(selection);
     return NEXT;
   }
@@ -393,7 +430,7 @@ export class ConversationRun<S, C> {
   /** The turn policy's answer becomes the responders to invoke, in order. */
   #useSelection(selection: unknown): void {
     if (!Array.isArray(selection)) {
-      throw badTurnSelection(selection, this.#endState(), this.#elapsed());
+      throw badTurnSelection(selection, this.#at);
     }
     this.#selection = selection;
     this.#nextSelected = 0;
@@ -403,13 +440,7 @@ export class ConversationRun<S, C> {
     const index = this.#config.responderIndex.get(selected as Responder<S, C> | string);
     if (index === undefined) {
       const config = this.#config;
-      throw unknownResponder(
-        selected,
-        config.name,
-        config.responderNames,
-        this.#endState(),
-        this.#elapsed(),
-      );
+      throw unknownResponder(selected, config.name, config.responderNames, this.#at);
     }
     return index;
   }
@@ -425,7 +456,7 @@ export class ConversationRun<S, C> {
     const decision = this.#decideOnFailure(error, responder);
     if (this.#settled) return ENDED;
     if (decision === 'skip') return NEXT;
-    throw responderFailed(responder, error, this.#endState(), this.#elapsed());
+    throw responderFailed(responder, error, this.#at);
   }
 
   #decideOnFailure(error: unknown, responder: string): 'stop' | 'skip' {
@@ -438,46 +469,27 @@ export class ConversationRun<S, C> {
     }
   }
 
-  #fold(message: unknown, responder: string, now: number): void {
+  #fold(message: unknown, responder: string): void {
     if (this.#settled) return;
     if (
       typeof message !== 'object' ||
       message === null ||
       typeof (message as Message).sender !== 'string'
     ) {
-      throw badResponderOutput(responder, message, this.#endState(), now - this.#startedAt);
+      throw badResponderOutput(responder, message, this.#at);
     }
     const maxQueueLength = this.#config.maxQueueLength;
     if (this.#queue.length >= maxQueueLength) {
-      throw new QueueOverflowError(maxQueueLength, this.#endState(), now - this.#startedAt);
+      throw queueOverflow(maxQueueLength, this.#at);
     }
     try {
       this.#projection = this.#config.projection.fold(this.#projection, message as Message<C>);
     } catch (error) {
-      throw new PolicyError('projection', this.#endState(), now - this.#startedAt, error);
+      throw policyFailed('projection', error, this.#at);
     }
     this.#queue.push(message as Message<C>);
     this.#history?.push(message as Message<C>);
     this.#lastMessage = message as Message<C>;
-  }
-
-  /** The termination policy's decision, checked like the turn policy's answer. */
-  #decide(state: ConversationState<S, C>, elapsedMs: number): TerminationDecision {
-    let decision: TerminationDecision;
-    try {
-      decision = this.#check(state, elapsedMs);
-    } catch (error) {
-      throw new PolicyError('termination', this.#endState(), elapsedMs, error);
-    }
-    if (
-      typeof decision !== 'object' ||
-      decision === null ||
-      typeof decision.terminate !== 'boolean' ||
-      typeof decision.reason !== 'string'
-    ) {
-      throw badDecision(this.#config.termination.name, decision, this.#endState(), elapsedMs);
-    }
-    return decision;
   }
 
   #callListener(
@@ -556,7 +568,7 @@ export class ConversationRun<S, C> {
     const error =
       thrown instanceof ConversationError
         ? (thrown as ConversationError<S, C>)
-        : unexpectedFailure(thrown, this.#endState(), this.#elapsed());
+        : unexpectedFailure(thrown, this.#at);
     this.#observations.ended({ ok: false, error });
     this.#reject(error);
   }
