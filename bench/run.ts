@@ -35,6 +35,8 @@ import { sdkFloor } from './floor.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 150_000);
+/** The floor comparison is issue 10's target: more rounds, for steadier medians on a noisy machine. */
+const FLOOR_ROUNDS = Number(process.env.BENCH_FLOOR_ROUNDS ?? 25);
 const LONG = 10_000;
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
 
@@ -331,27 +333,19 @@ async function floorTable(): Promise<void> {
         }),
       ],
     });
+    const timeFloor =
+      (o: ConversationOrchestrator<Desks, number>) =>
+      async (dispatches: number): Promise<number> => {
+        let done = 0;
+        const start = performance.now();
+        while (done < dispatches) done += await floor.run(o);
+        return ((performance.now() - start) * 1e6) / done;
+      };
     const vs: Variant[] = [
       { label: 'bare', time: (d) => timeDispatches(plain, d) },
-      {
-        label: 'floor',
-        time: async (dispatches) => {
-          let done = 0;
-          const start = performance.now();
-          while (done < dispatches) done += await floor.run(floored);
-          return ((performance.now() - start) * 1e6) / done;
-        },
-      },
+      { label: 'floor', time: timeFloor(floored) },
       { label: 'telemetry', time: (d) => timeDispatches(observed, d) },
-      {
-        label: 'floor through the observer SPI',
-        time: async (dispatches) => {
-          let done = 0;
-          const start = performance.now();
-          while (done < dispatches) done += await floor.run(flooredSpi);
-          return ((performance.now() - start) * 1e6) / done;
-        },
-      },
+      { label: 'floor through the observer SPI', time: timeFloor(flooredSpi) },
     ];
     const timers = vs.map((v) => v.time);
     const ns = vs.map(() => [] as number[]);
@@ -359,7 +353,7 @@ async function floorTable(): Promise<void> {
     const overSpiFloor: number[] = [];
     const floorOverBare: number[] = [];
     for (const t of timers) await t(DISPATCHES_PER_ROUND / 4); // warm-up
-    for (let round = 0; round < ROUNDS; round++) {
+    for (let round = 0; round < FLOOR_ROUNDS; round++) {
       const perRound: number[] = [];
       for (let k = 0; k < vs.length; k++) {
         const i = (k + round) % vs.length;

@@ -17,6 +17,7 @@ import {
   range,
   restoreTracing,
   spansNamed,
+  warningsLogger,
 } from './helpers/tracing.ts';
 
 afterEach(restoreTracing);
@@ -464,7 +465,7 @@ describe('metrics stay exact and bounded on hostile input', () => {
         exemplars: false,
         maxReasons: 3,
       },
-      { warn() {}, error() {}, info() {}, debug() {}, verbose() {} },
+      warningsLogger().logger,
     );
     const record = metrics.orchestrator('many');
     const before = record.ends.size;
@@ -482,14 +483,7 @@ describe('metrics stay exact and bounded on hostile input', () => {
 
   it('warns when a second telemetry on the registry asks for other maxReasons or exemplars', () => {
     const registry = openMetricsRegistry();
-    const warnings: string[] = [];
-    const logger = {
-      warn: (m: string) => warnings.push(m),
-      error() {},
-      info() {},
-      debug() {},
-      verbose() {},
-    };
+    const { logger, warnings } = warningsLogger();
     createConversationTelemetry({ registry, logger });
     createConversationTelemetry({ registry, logger });
     expect(warnings).toEqual([]);

@@ -4,7 +4,13 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ConversationOrchestrator, type Message, maxDispatches, roundRobin } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { desksOrchestrator, spread } from './helpers/desks.ts';
-import { captureDiag, memoryTracing, restoreTracing, spansNamed } from './helpers/tracing.ts';
+import {
+  captureDiag,
+  memoryTracing,
+  restoreTracing,
+  spansNamed,
+  warningsLogger,
+} from './helpers/tracing.ts';
 
 const counter = (
   telemetry: ReturnType<typeof createConversationTelemetry<number, number>>,
@@ -418,14 +424,7 @@ describe('message content', () => {
 
   it('reports a throwing stateAttributes through the logger, rate-limited, and keeps the events', async () => {
     const { exporter, tracer } = memoryTracing();
-    const warnings: string[] = [];
-    const logger = {
-      warn: (message: string) => warnings.push(message),
-      error: () => {},
-      info: () => {},
-      debug: () => {},
-      verbose: () => {},
-    };
+    const { logger, warnings } = warningsLogger();
     await counter(
       createConversationTelemetry<number, number>({
         tracer,

@@ -1,4 +1,11 @@
-import { context, DiagLogLevel, diag, propagation, trace } from '@opentelemetry/api';
+import {
+  context,
+  type DiagLogger,
+  DiagLogLevel,
+  diag,
+  propagation,
+  trace,
+} from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
   BasicTracerProvider,
@@ -66,4 +73,20 @@ export function dispatchCounts(span: ReadableSpan | undefined): number[] {
 /** 1..n */
 export function range(from: number, to: number): number[] {
   return Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);
+}
+
+/** A `DiagLogger` that keeps its warnings (for the plugin's `logger` option). */
+export function warningsLogger(): { logger: DiagLogger; warnings: string[] } {
+  const warnings: string[] = [];
+  const ignore = () => {};
+  return {
+    warnings,
+    logger: {
+      warn: (message: string) => warnings.push(message),
+      error: ignore,
+      info: ignore,
+      debug: ignore,
+      verbose: ignore,
+    },
+  };
 }
