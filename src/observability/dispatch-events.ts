@@ -25,9 +25,10 @@ export class DispatchEvents {
   readonly #head: number;
   readonly #capacity: number;
   // Slot i holds one dispatch: slots [0, head) the first dispatches, slots [head, capacity) a ring
-  // of the latest. Storage grows by doubling up to the capacity, so a short conversation
-  // allocates for what it has, not for the cap.
-  #numbers: Float64Array;
+  // of the latest. A plain array (V8 keeps it as unboxed doubles) that grows as dispatches come,
+  // so a short conversation allocates for what it has; a Float64Array per conversation cost more
+  // in allocation and GC (array buffers are swept separately) than the writes it saves.
+  readonly #numbers: number[] = [];
   #decisions: TerminationDecision[] = [];
   readonly #extras: (Attributes | undefined)[] | undefined;
   #total = 0;
@@ -39,7 +40,6 @@ export class DispatchEvents {
     this.#capacity = capacity;
     this.#head = Math.ceil(capacity / 2);
     this.#next = this.#head;
-    this.#numbers = new Float64Array(Math.min(capacity, 16) * STRIDE);
     this.#extras = withExtras ? [] : undefined;
   }
 
@@ -58,7 +58,6 @@ export class DispatchEvents {
     let slot: number;
     if (n < this.#capacity) {
       slot = n;
-      if ((slot + 1) * STRIDE > this.#numbers.length) this.#grow();
     } else {
       if (this.#capacity === this.#head) return;
       slot = this.#next;
@@ -72,14 +71,6 @@ export class DispatchEvents {
     numbers[at + 3] = info.responderIndex;
     this.#decisions[slot] = info.decision;
     if (this.#extras !== undefined) this.#extras[slot] = extra;
-  }
-
-  #grow(): void {
-    const next = new Float64Array(
-      Math.min(this.#capacity, (this.#numbers.length / STRIDE) * 2) * STRIDE,
-    );
-    next.set(this.#numbers);
-    this.#numbers = next;
   }
 
   /**
