@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { CONTINUE } from '../src/index.ts';
-import { DispatchEvents } from '../src/observability/dispatch-events.ts';
+import { DispatchEvents, StoragePool } from '../src/observability/dispatch-events.ts';
 
 const info = (n: number) => ({
   state: {} as never,
@@ -77,5 +77,34 @@ describe('DispatchEvents with less room than it keeps', () => {
 
   it('writes nothing with no room', () => {
     expect(keepWithin(8, 23, 0)).toEqual([]);
+  });
+});
+
+describe('DispatchEvents storage shared through a pool', () => {
+  it('hands storage on to the next conversation, which sees none of the last one', () => {
+    const pool = new StoragePool(1);
+    const first = new DispatchEvents(8, true, pool);
+    for (let n = 1; n <= 30; n++) first.add(info(n), { n });
+    first.release();
+    const second = new DispatchEvents(8, true, pool);
+    for (let n = 1; n <= 3; n++) second.add(info(n), { second: n });
+    expect([...second.kept()].map((e) => [e.count, e.extra])).toEqual([
+      [1, { second: 1 }],
+      [2, { second: 2 }],
+      [3, { second: 3 }],
+    ]);
+  });
+
+  it('keeps no user attributes alive in a spare, and ignores what comes after release', () => {
+    const pool = new StoragePool(1);
+    const events = new DispatchEvents(4, true, pool);
+    const secret = { 'user.secret': 'x' };
+    events.add(info(1), secret);
+    events.release();
+    events.add(info(2), secret);
+    expect([...events.kept()]).toEqual([]);
+    const storage = pool.take();
+    expect(storage.extras).toEqual([undefined]);
+    expect(storage.numbers.slice(0, 4)).toEqual([1, 10, 1, 1]);
   });
 });

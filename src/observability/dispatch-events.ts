@@ -3,7 +3,7 @@
  * the OLDEST past that, so a long conversation would silently lose its beginning. We keep the
  * first `head` and the last `tail` dispatches, count the rest, and write the kept ones when the
  * conversation ends, with their original timestamps. Per dispatch this is five writes into
- * preallocated storage.
+ * storage that a telemetry reuses from one conversation to the next.
  */
 import type { Attributes } from '@opentelemetry/api';
 import type { DispatchInfo } from '../core/observer.ts';
@@ -21,26 +21,68 @@ export interface KeptDispatch {
   readonly extra: Attributes | undefined;
 }
 
+/**
+ * Where kept dispatches live. Slot i holds one dispatch: slots [0, head) the first dispatches,
+ * slots [head, capacity) a ring of the latest. Plain arrays (V8 keeps `numbers` as unboxed
+ * doubles) that grow as dispatches come, so a short conversation takes what it uses.
+ */
+interface Storage {
+  readonly numbers: number[];
+  readonly decisions: TerminationDecision[];
+  readonly extras: (Attributes | undefined)[];
+}
+
+/**
+ * A telemetry's spare storage. A conversation takes one and gives it back when it ends, so a
+ * steady stream of conversations allocates none, as a hand-written loop reuses one buffer:
+ * allocating and growing it per conversation made the collector the plugin's largest cost in
+ * 100-dispatch conversations. At most `max` spares are kept.
+ */
+export class StoragePool {
+  readonly #spare: Storage[] = [];
+  constructor(readonly max = 64) {}
+
+  take(): Storage {
+    return this.#spare.pop() ?? { numbers: [], decisions: [], extras: [] };
+  }
+
+  give(storage: Storage, used: number): void {
+    // Extras are the user's attributes (state, content): a spare must not keep them alive.
+    if (storage.extras.length > 0) storage.extras.fill(undefined, 0, used);
+    if (this.#spare.length < this.max) this.#spare.push(storage);
+  }
+}
+
 export class DispatchEvents {
   readonly #head: number;
   readonly #capacity: number;
-  // Slot i holds one dispatch: slots [0, head) the first dispatches, slots [head, capacity) a ring
-  // of the latest. A plain array (V8 keeps it as unboxed doubles) that grows as dispatches come,
-  // so a short conversation allocates for what it has; a Float64Array per conversation cost more
-  // in allocation and GC (array buffers are swept separately) than the writes it saves.
-  readonly #numbers: number[] = [];
-  #decisions: TerminationDecision[] = [];
-  readonly #extras: (Attributes | undefined)[] | undefined;
+  readonly #withExtras: boolean;
+  readonly #pool: StoragePool | undefined;
+  /** Undefined once released: nothing is written into storage another conversation now uses. */
+  #storage: Storage | undefined;
   #total = 0;
   /** The ring slot the next dispatch past the capacity goes to. */
   #next: number;
 
-  /** `withExtras`: keep per-dispatch attributes (state attributes, content). */
-  constructor(capacity: number, withExtras: boolean) {
+  /**
+   * `withExtras`: keep per-dispatch attributes (state attributes, content). `pool`: where the
+   * storage comes from and goes back to (`release()`).
+   */
+  constructor(capacity: number, withExtras: boolean, pool?: StoragePool) {
     this.#capacity = capacity;
     this.#head = Math.ceil(capacity / 2);
     this.#next = this.#head;
-    this.#extras = withExtras ? [] : undefined;
+    this.#withExtras = withExtras;
+    this.#pool = pool;
+    this.#storage = pool?.take() ?? { numbers: [], decisions: [], extras: [] };
+  }
+
+  /** Gives the storage back to the pool; the kept dispatches are gone after this. */
+  release(): void {
+    const storage = this.#storage;
+    if (storage === undefined) return;
+    this.#storage = undefined;
+    this.#pool?.give(storage, Math.min(this.#total, this.#capacity));
   }
 
   /** Dispatches seen. */
@@ -54,6 +96,8 @@ export class DispatchEvents {
   }
 
   add(info: DispatchInfo<unknown, unknown>, extra?: Attributes): void {
+    const storage = this.#storage;
+    if (storage === undefined) return;
     const n = this.#total++;
     let slot: number;
     if (n < this.#capacity) {
@@ -63,14 +107,14 @@ export class DispatchEvents {
       slot = this.#next;
       this.#next = slot + 1 === this.#capacity ? this.#head : slot + 1;
     }
-    const numbers = this.#numbers;
+    const numbers = storage.numbers;
     const at = slot * STRIDE;
     numbers[at] = info.dispatchCount;
     numbers[at + 1] = info.elapsedMs;
     numbers[at + 2] = info.durationMs;
     numbers[at + 3] = info.responderIndex;
-    this.#decisions[slot] = info.decision;
-    if (this.#extras !== undefined) this.#extras[slot] = extra;
+    storage.decisions[slot] = info.decision;
+    if (this.#withExtras) storage.extras[slot] = extra;
   }
 
   /**
@@ -103,6 +147,8 @@ export class DispatchEvents {
       extra: Attributes | undefined,
     ) => void,
   ): number {
+    const storage = this.#storage;
+    if (storage === undefined) return 0;
     const stored = Math.min(this.#total, this.#capacity);
     const wrapped = this.#total > this.#capacity;
     const tail = this.#capacity - this.#head;
@@ -111,9 +157,9 @@ export class DispatchEvents {
     // Past `limit`, the first `first` and the last `n - first` of the stored order are written.
     const first = stored > limit ? Math.ceil(limit / 2) : n;
     const skip = stored - n;
-    const numbers = this.#numbers;
-    const decisions = this.#decisions;
-    const extras = this.#extras;
+    const numbers = storage.numbers;
+    const decisions = storage.decisions;
+    const extras = this.#withExtras ? storage.extras : undefined;
     for (let k = 0; k < n; k++) {
       const i = k < first ? k : k + skip;
       let slot: number;

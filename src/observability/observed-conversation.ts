@@ -137,7 +137,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       : undefined;
     this.#withExtras = settings.stateAttributes !== undefined || settings.captureContent;
     this.#events = recording
-      ? new DispatchEvents(settings.maxDispatchEvents, this.#withExtras)
+      ? new DispatchEvents(settings.maxDispatchEvents, this.#withExtras, settings.eventStorage)
       : undefined;
     this.#stateAttributes = recording ? settings.stateAttributes : undefined;
     this.#lastMessage = start.input;
@@ -274,6 +274,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
           span.addEvent(EVENT_DISPATCH, attributes, startTimeMs + elapsedMs);
         },
       );
+      events.release();
       span.setAttributes({
         [ATTR_CONVERSATION_DISPATCH_COUNT]: dispatches,
         [ATTR_CONVERSATION_END_REASON]: reason,

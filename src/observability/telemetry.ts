@@ -15,6 +15,7 @@ import type {
 } from '../core/observer.ts';
 import type { ConversationListener } from '../core/types.ts';
 import { fail, positiveInteger } from '../core/validate.ts';
+import { StoragePool } from './dispatch-events.ts';
 import { telemetryListener } from './listener.ts';
 import {
   DEFAULT_CONVERSATION_DISPATCH_BUCKETS,
@@ -85,6 +86,7 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
       responderSpans: options.responderSpans ?? false,
       exemplars,
       logger,
+      eventStorage: new StoragePool(),
       reportAttributesFailure: rateLimited(
         logger,
         'conversation-orchestrator: stateAttributes threw; the dispatch event is recorded without them',

@@ -9,6 +9,7 @@ import {
 } from '@opentelemetry/api';
 import type { ConversationState } from '../core/types.ts';
 import { fail } from '../core/validate.ts';
+import type { StoragePool } from './dispatch-events.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
 import { ATTR_ERROR_TYPE, ERROR_TYPE_OTHER } from './semconv.ts';
 
@@ -25,6 +26,8 @@ export interface Settings<S, C> {
   readonly logger: DiagLogger;
   /** Reports a throwing `stateAttributes`, rate-limited. */
   readonly reportAttributesFailure: (error: unknown) => void;
+  /** Kept-dispatch storage that ended conversations hand on to new ones. */
+  readonly eventStorage: StoragePool;
 }
 
 /** `error.type` of a thrown value: its class name, or `_OTHER` for a non-Error value. */
