@@ -190,8 +190,13 @@ function unknownKeys(prefix: string, given: object, known: object): void {
 const DURATION = /^(\d+(ms|s|m|h|d|w|y))+$/;
 const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 // One or more `label op "value"` matchers, comma-separated (values without unescaped quotes).
+// A value holds no raw line break: PromQL strings cannot.
 const MATCHERS =
-  /^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*"(\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\]|\\.)*")*\s*$/;
+  /^\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\\n\r]|\\.)*"(\s*,\s*[a-zA-Z_][a-zA-Z0-9_]*\s*(=|!=|=~|!~)\s*"(?:[^"\\\n\r]|\\.)*")*\s*$/;
+/** A Kubernetes label: an optional DNS prefix, then a name of 1-63 characters; values like names or empty. */
+const K8S_LABEL_KEY =
+  /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
+const K8S_LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 function duration(what: string, value: unknown): void {
@@ -316,9 +321,12 @@ export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
   expect(
     typeof k.prometheusSelector === 'object' &&
       k.prometheusSelector !== null &&
-      Object.values(k.prometheusSelector).every((v) => typeof v === 'string'),
+      !Array.isArray(k.prometheusSelector) &&
+      Object.entries(k.prometheusSelector).every(
+        ([key, v]) => K8S_LABEL_KEY.test(key) && typeof v === 'string' && K8S_LABEL_VALUE.test(v),
+      ),
     'kubernetes.prometheusSelector',
-    'an object of label values',
+    'Kubernetes labels such as `{ release: "kube-prometheus-stack" }`',
     k.prometheusSelector,
   );
   expect(

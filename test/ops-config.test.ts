@@ -35,6 +35,14 @@ describe('defineOpsConfig', () => {
       'Expected `selector` to be PromQL label matchers such as `job="conversation-orchestrator"`, got `job="a"} or vector(1) or {x="` (string)',
     ],
     [
+      { selector: 'job="a\nb"' },
+      'Expected `selector` to be PromQL label matchers such as `job="conversation-orchestrator"`, got `job="a\nb"` (string)',
+    ],
+    [
+      { kubernetes: { prometheusSelector: { release: 'kube prometheus' } } },
+      'Expected `kubernetes.prometheusSelector` to be Kubernetes labels such as `{ release: "kube-prometheus-stack" }`, got `{"release":"kube prometheus"}` (object)',
+    ],
+    [
       { groupLabels: ['orchestrator'] },
       'Expected `groupLabels` to be an array of distinct label names other than `orchestrator`, `responder`, `reason`, `le`, `quantile`, got `["orchestrator"]` (object)',
     ],
