@@ -17,9 +17,11 @@ import {
   type Book,
   createDeskOrchestrator,
   type DeskMessage,
+  MAX_DISPATCHES,
   market,
   pickScenario,
 } from './market.ts';
+import { Page } from './page.ts';
 import { Progress } from './progress.ts';
 import { RateLimitedReport } from './rate-limited-report.ts';
 import { requestTarget } from './target.ts';
@@ -83,7 +85,8 @@ async function main(): Promise<number> {
     maxClients: cfg.maxClients,
     pingIntervalMs: cfg.wsPingSeconds * 1000,
     metrics: health,
-    hello: {},
+    // What the page needs to draw: the orchestrators to filter by and the tolerance band.
+    hello: { orchestrators: names, tolerance: cfg.tolerance, maxDispatches: MAX_DISPATCHES },
   });
 
   const orchestrators: ConversationOrchestrator<Book, DeskMessage>[] = names.map((name, i) =>
@@ -105,6 +108,7 @@ async function main(): Promise<number> {
     ),
   );
 
+  const page = new Page();
   const server = createServer(
     {
       headersTimeout: cfg.headersTimeoutMs,
@@ -135,6 +139,7 @@ async function main(): Promise<number> {
       return;
     }
     const known = target.pathname === '/metrics' || target.pathname === '/healthz';
+    if (page.serve(target.pathname, req, res)) return;
     if (known && req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('read only\n');
     } else if (target.pathname === '/metrics') {
@@ -148,7 +153,7 @@ async function main(): Promise<number> {
     } else {
       res
         .writeHead(404, { 'content-type': 'text/plain' })
-        .end('not found: try /metrics, /healthz or /ws\n');
+        .end('not found: try /, /metrics, /healthz or /ws\n');
     }
   };
   live.attach(server);
@@ -167,7 +172,7 @@ async function main(): Promise<number> {
   server.on('error', (error) => process.stderr.write(`server error: ${String(error)}\n`));
   const { port } = server.address() as AddressInfo;
   process.stdout.write(
-    `conversation-orchestrator demo listening on http://${cfg.host}:${port} (/metrics, /healthz, ws://${cfg.host}:${port}/ws)\n${tracing.description}\n`,
+    `conversation-orchestrator demo listening on http://${cfg.host}:${port} (the live page at /, /metrics, /healthz, ws://${cfg.host}:${port}/ws)\n${tracing.description}\n`,
   );
 
   // The workload: start conversations at `rate` per second, at most `concurrency` at once.
@@ -177,9 +182,9 @@ async function main(): Promise<number> {
   let started = 0;
   const startOne = () => {
     const scenario = pickScenario(cfg.mix);
-    const orchestrator = orchestrators[
-      started++ % orchestrators.length
-    ] as ConversationOrchestrator<Book, DeskMessage>;
+    const index = started++ % orchestrators.length;
+    const orchestrator = orchestrators[index] as ConversationOrchestrator<Book, DeskMessage>;
+    const name = names[index] as string;
     const desks = orchestrator.responderNames.length;
     const controller = new AbortController();
     let abandon: NodeJS.Timeout | undefined;
@@ -194,10 +199,14 @@ async function main(): Promise<number> {
         { signal: controller.signal },
       )
       .then(
-        (result) => progress.record(result.decision.reason, result.dispatchCount, result.elapsedMs),
+        (result) => {
+          progress.record(result.decision.reason, result.dispatchCount, result.elapsedMs);
+          publishEnd(name, result.conversationId, result.decision.reason, result);
+        },
         (error: unknown) => {
           if (!(error instanceof ConversationError)) throw error;
           progress.record(error.reason, error.dispatchCount, error.elapsedMs);
+          publishEnd(name, error.conversationId, error.reason, error);
         },
       )
       .finally(() => {
@@ -206,6 +215,21 @@ async function main(): Promise<number> {
       });
     inFlight.set(run, controller);
   };
+  const publishEnd = (
+    orchestrator: string,
+    conversationId: string,
+    reason: string,
+    end: { state: { projection: Book }; dispatchCount: number; elapsedMs: number },
+  ) =>
+    live.publish({
+      type: 'end',
+      orchestrator,
+      conversationId,
+      reason,
+      dispatchCount: end.dispatchCount,
+      spread: end.state.projection.spread,
+      elapsedMs: end.elapsedMs,
+    });
   const intervalMs = 1000 / cfg.rate;
   let due = performance.now();
   const ticker = setInterval(

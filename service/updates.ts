@@ -15,5 +15,21 @@ export interface DispatchUpdate {
   readonly elapsedMs: number;
 }
 
+/**
+ * Once per conversation, however it ended: converged, max_dispatches, timeout, error, aborted,
+ * deadline. Failures and aborts end without a terminating dispatch, so the listener alone cannot
+ * say how a conversation ended.
+ */
+export interface EndUpdate {
+  readonly type: 'end';
+  readonly orchestrator: string;
+  readonly conversationId: string;
+  readonly reason: string;
+  readonly dispatchCount: number;
+  /** The spread reached at the end. */
+  readonly spread: number;
+  readonly elapsedMs: number;
+}
+
 /** Every message sent after the hello, each with the orchestrator it concerns. */
-export type LiveMessage = DispatchUpdate;
+export type LiveMessage = DispatchUpdate | EndUpdate;

@@ -195,7 +195,9 @@ describe('the demo service under hostile input', () => {
       expect(sampleValue(await scrape(s), 'demo_websocket_clients')).toBe(2),
     );
     const fifth = client(url);
-    await vi.waitFor(() => expect(fifth.messages[0]).toEqual({ type: 'hello', subscribed: '*' }));
+    await vi.waitFor(() =>
+      expect(fifth.messages[0]).toMatchObject({ type: 'hello', subscribed: '*' }),
+    );
     text = await scrape(s);
     expect(refused(text, 'over_capacity')).toBe(1);
   });

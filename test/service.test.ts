@@ -1,6 +1,6 @@
 import { spawnSync } from 'node:child_process';
 import { readFileSync } from 'node:fs';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { usage } from '../service/config.ts';
 import {
@@ -73,7 +73,7 @@ describe('the demo service (npm start)', () => {
     expect(text).toContain('# TYPE orchestrator_dispatches counter');
   });
 
-  it('pushes per-dispatch updates over a real WebSocket, in dispatch order', async () => {
+  it('pushes every dispatch in order, then how the conversation ended, over a real WebSocket', async () => {
     running = await startService(FAST);
     const ws = new WebSocket(`ws://127.0.0.1:${running.port}/ws?orchestrator=fx_desks`);
     const messages: {
@@ -82,29 +82,63 @@ describe('the demo service (npm start)', () => {
       conversationId?: string;
       dispatchCount?: number;
       spread?: number;
+      reason?: string;
       decision?: { terminate: boolean; reason: string };
     }[] = [];
     ws.on('message', (data) => messages.push(JSON.parse(String(data))));
-    await new Promise((r) => ws.once('open', r));
-    await new Promise((r) => setTimeout(r, 2000));
-    ws.close();
-    expect(messages[0]).toEqual({ type: 'hello', subscribed: 'fx_desks' });
+    try {
+      await vi.waitFor(
+        () => expect(messages.filter((m) => m.type === 'end').length).toBeGreaterThan(20),
+        {
+          timeout: 30_000,
+        },
+      );
+    } finally {
+      ws.close();
+    }
+    expect(messages[0]).toEqual({
+      type: 'hello',
+      subscribed: 'fx_desks',
+      orchestrators: ['fx_desks', 'rates_desks'],
+      tolerance: 0.05,
+      maxDispatches: 400,
+    });
     const updates = messages.slice(1);
-    expect(updates.length).toBeGreaterThan(20);
-    const byConversation = new Map<string, number[]>();
+    const seen = new Map<
+      string,
+      { counts: number[]; last?: { terminate: boolean; reason: string } }
+    >();
+    const ends = [];
     for (const u of updates) {
-      expect(u.type).toBe('dispatch');
       expect(u.orchestrator).toBe('fx_desks');
       expect(typeof u.spread).toBe('number');
+      const id = u.conversationId as string;
+      const conversation = seen.get(id) ?? { counts: [] };
+      seen.set(id, conversation);
+      if (u.type === 'end') {
+        ends.push(u);
+        expect(['converged', 'max_dispatches', 'timeout', 'error', 'aborted']).toContain(u.reason);
+        // No dispatch after the end; the end counts the dispatches that were pushed.
+        conversation.counts.push(Number.NaN);
+        if (conversation.counts[0] === 1)
+          expect(u.dispatchCount).toBe(conversation.counts.length - 1);
+        if (conversation.last?.terminate) expect(u.reason).toBe(conversation.last.reason);
+        continue;
+      }
+      expect(u.type).toBe('dispatch');
       expect(typeof u.decision?.terminate).toBe('boolean');
-      const counts = byConversation.get(u.conversationId as string) ?? [];
-      counts.push(u.dispatchCount as number);
-      byConversation.set(u.conversationId as string, counts);
+      conversation.counts.push(u.dispatchCount as number);
+      conversation.last = u.decision as { terminate: boolean; reason: string };
     }
     // Each conversation's updates arrive one dispatch after another.
-    for (const counts of byConversation.values()) {
-      for (let i = 1; i < counts.length; i++) expect(counts[i]).toBe((counts[i - 1] as number) + 1);
+    for (const { counts } of seen.values()) {
+      for (let i = 1; i < counts.length; i++) {
+        if (!Number.isNaN(counts[i])) expect(counts[i]).toBe((counts[i - 1] as number) + 1);
+      }
     }
+    // Failures and aborts end without a terminating dispatch: only the end message says so.
+    const reasons = new Set(ends.map((e) => e.reason));
+    expect(reasons.has('converged')).toBe(true);
     const finished = updates.filter((u) => u.decision?.terminate);
     expect(finished.length).toBeGreaterThan(0);
     expect(finished.every((u) => u.decision?.reason !== 'continue')).toBe(true);
