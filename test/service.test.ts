@@ -197,7 +197,7 @@ describe('the demo service (npm start)', () => {
     );
   });
 
-  it('rejects every bad value with a clear message and exit code 2, before listening', () => {
+  it('rejects every bad value with a clear message and exit code 2, before listening', async () => {
     const cases: [string[], NodeJS.ProcessEnv, string][] = [
       [
         ['--host', '999.1.1.1'],
@@ -241,20 +241,17 @@ describe('the demo service (npm start)', () => {
         "Cannot listen on --host 192.0.2.1 --port 0: the address is not one of this machine's (EADDRNOTAVAIL)",
       ],
     ];
-    for (const [args, env, message] of cases) {
-      const result = runServiceCommand(['--port', '0', ...args], env);
-      expect({ args, env, status: result.status, stderr: result.stderr.trim() }).toEqual({
-        args,
-        env,
-        status: 2,
-        stderr: message,
-      });
-    }
+    const results = await Promise.all(
+      cases.map(([args, env]) => runServiceCommand(['--port', '0', ...args], env)),
+    );
+    expect(results.map((r) => ({ status: r.status, stderr: r.stderr.trim() }))).toEqual(
+      cases.map(([, , message]) => ({ status: 2, stderr: message })),
+    );
   });
 
   it('says so and exits 2 when its port is taken', async () => {
     running = await startService(FAST);
-    const taken = runServiceCommand(['--port', String(running.port)]);
+    const taken = await runServiceCommand(['--port', String(running.port)]);
     expect(taken.status).toBe(2);
     expect(taken.stderr.trim()).toBe(
       `Cannot listen on --host 127.0.0.1 --port ${running.port}: the port is in use (EADDRINUSE)`,

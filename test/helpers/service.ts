@@ -1,4 +1,4 @@
-import { type ChildProcessWithoutNullStreams, spawn, spawnSync } from 'node:child_process';
+import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 
 export interface RunningService {
@@ -88,13 +88,18 @@ export function sumSamples(
 export function runServiceCommand(
   args: string[],
   env: NodeJS.ProcessEnv = {},
-): { status: number | null; stdout: string; stderr: string } {
-  const result = spawnSync(process.execPath, ['--import', 'tsx', 'service/main.ts', ...args], {
-    encoding: 'utf8',
-    env: { ...process.env, ...env },
-    timeout: 30_000,
+): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve, reject) => {
+    execFile(
+      process.execPath,
+      ['--import', 'tsx', 'service/main.ts', ...args],
+      { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 30_000 },
+      (error, stdout, stderr) => {
+        if (error !== null && typeof error.code !== 'number') reject(error);
+        else resolve({ status: error === null ? 0 : (error.code as number), stdout, stderr });
+      },
+    );
   });
-  return { status: result.status, stdout: result.stdout, stderr: result.stderr };
 }
 
 /** Stops a service started by `startService`, whatever state it is in (for `finally`). */
