@@ -5,6 +5,8 @@
 import { getEventListeners } from 'node:events';
 import { describe, expect, it } from 'vitest';
 import {
+  allOf,
+  anyOf,
   ConversationAbortedError,
   type ConversationError,
   type ConversationObserver,
@@ -408,5 +410,394 @@ describe('the final state is final', () => {
     expect(result.dispatchCount).toBe(3);
     // 1 answer to the input (2 queued), then two more answers of 2 each, one message consumed each.
     expect(result.state.queueDepth).toBe(4);
+  });
+});
+
+describe('the event loop keeps turning when every step waits', () => {
+  it('lets a timer fire and an abort land when the turn policy and the responders are both async', async () => {
+    let dispatches = 0;
+    const o = counter(async (m) => next(m), {
+      turnPolicy: async (_m, _s, rs) => rs,
+      listener: (_s, _d, n) => {
+        dispatches = n;
+      },
+    });
+    const { ended, ticks } = await abortedByATimer(o, () => dispatches);
+    expect(ended.ok).toBe(false);
+    if (ended.ok) return;
+    expect(ended.error.dispatchCount).toBe(ticks.at(-1));
+    expect(ended.error.dispatchCount).toBeLessThan(5_000_000);
+  });
+
+  it('lets a timer fire and an abort land while one message is answered by many async responders', async () => {
+    let dispatches = 0;
+    const o = counter(async () => undefined, {
+      turnPolicy: (_m, _s, rs) => Array.from({ length: 5_000_000 }, () => rs[0] as (typeof rs)[0]),
+      listener: (_s, _d, n) => {
+        dispatches = n;
+      },
+    });
+    const { ended, ticks } = await abortedByATimer(o, () => dispatches);
+    expect(ended.ok).toBe(false);
+    if (ended.ok) return;
+    expect(ended.error.dispatchCount).toBe(ticks.at(-1));
+    expect(ended.error.dispatchCount).toBeLessThan(5_000_000);
+  });
+});
+
+/** Collects process warnings of `type` while `body` runs. */
+async function warningsDuring(type: string, body: () => Promise<unknown>): Promise<string[]> {
+  const seen: string[] = [];
+  const onWarning = (w: Error) => {
+    if (w.name === type) seen.push(w.message);
+  };
+  process.on('warning', onWarning);
+  try {
+    await body();
+    // Warnings are emitted on the next tick.
+    await new Promise((resolve) => setImmediate(resolve));
+    return seen;
+  } finally {
+    process.off('warning', onWarning);
+  }
+}
+
+describe('observers that misbehave never break the run', () => {
+  const unprintable = () => {
+    const value = Object.create(null) as object;
+    return value;
+  };
+
+  it.each([
+    ['startConversation returns null', { startConversation: () => null }],
+    [
+      'startConversation throws something unprintable',
+      {
+        startConversation: () => {
+          throw unprintable();
+        },
+      },
+    ],
+    [
+      'onConversationEnd throws something unprintable',
+      {
+        startConversation: () => ({
+          onConversationEnd: () => {
+            throw unprintable();
+          },
+        }),
+      },
+    ],
+    [
+      'onDispatch throws something unprintable',
+      {
+        startConversation: () => ({
+          onDispatch: () => {
+            throw unprintable();
+          },
+        }),
+      },
+    ],
+    [
+      'runConversation throws after running the conversation',
+      {
+        startConversation: () => ({
+          runConversation: (run: () => unknown) => {
+            run();
+            throw new Error('wrapper bug');
+          },
+        }),
+      },
+    ],
+    [
+      'runConversation runs the conversation twice',
+      {
+        startConversation: () => ({
+          runConversation: (run: () => unknown) => {
+            run();
+            return run();
+          },
+        }),
+      },
+    ],
+    [
+      'runConversation never runs it',
+      { startConversation: () => ({ runConversation: () => undefined }) },
+    ],
+    [
+      'runResponder throws before invoking',
+      {
+        startConversation: () => ({
+          runResponder: () => {
+            throw new Error('hook bug');
+          },
+        }),
+      },
+    ],
+    [
+      'runResponder never invokes',
+      { startConversation: () => ({ runResponder: () => undefined }) },
+    ],
+    [
+      'runResponder invokes twice',
+      {
+        startConversation: () => ({
+          runResponder: (_i: number, invoke: () => unknown) => {
+            invoke();
+            return invoke();
+          },
+        }),
+      },
+    ],
+  ])('finishes the conversation exactly when %s', async (_label, observer) => {
+    let invocations = 0;
+    const listened: number[] = [];
+    const o = counter(
+      async (m) => {
+        invocations++;
+        return next(m);
+      },
+      {
+        termination: maxDispatches(3),
+        observers: [observer as unknown as ConversationObserver<number, number>],
+        listener: (_s, _d, n) => {
+          listened.push(n);
+        },
+      },
+    );
+    const warnings = await warningsDuring('ConversationObserverWarning', async () => {
+      const result = await o.run({ sender: 'user', content: 0 });
+      expect(result.decision.reason).toBe('max_dispatches');
+      expect(result.dispatchCount).toBe(3);
+      expect(result.state.projection).toBe(3);
+    });
+    expect(invocations).toBe(3);
+    expect(listened).toEqual([1, 2, 3]);
+    // Reported, rate-limited: at most one warning per minute per process.
+    expect(warnings.length).toBeLessThanOrEqual(1);
+  });
+
+  it('lets an abort raised in onDispatch land after the listener heard of that dispatch', async () => {
+    const controller = new AbortController();
+    const recorder = recordingObserver();
+    const listened: number[] = [];
+    const aborter: ConversationObserver<number, number> = {
+      startConversation: () => ({
+        onDispatch: (info) => {
+          if (info.dispatchCount === 3) controller.abort();
+        },
+      }),
+    };
+    const ended = await outcome(
+      counter(next, {
+        observers: [aborter, recorder.observer],
+        listener: (_s, _d, n) => {
+          listened.push(n);
+        },
+      }).run({ sender: 'user', content: 0 }, { signal: controller.signal }),
+    );
+    expect(ended.ok).toBe(false);
+    if (ended.ok) return;
+    expect(ended.error.reason).toBe('aborted');
+    expect(ended.error.dispatchCount).toBe(3);
+    expect(listened).toEqual([1, 2, 3]);
+    expect(recorder.dispatches()).toBe(3);
+  });
+
+  it('passes each responder its declared provider', async () => {
+    let providers: readonly (string | undefined)[] | undefined;
+    await new ConversationOrchestrator<number, number>({
+      name: 'providers',
+      responders: [
+        { name: 'llm', provider: 'openai', respond: () => undefined },
+        { name: 'desk', respond: () => undefined },
+      ],
+      turnPolicy: (_m, _s, rs) => rs,
+      projection: { initial: () => 0, fold: (s) => s },
+      termination: maxDispatches(5),
+      observers: [
+        {
+          startConversation: (start) => {
+            providers = start.providers;
+            return undefined;
+          },
+        },
+      ],
+    }).run({ sender: 'user', content: 0 });
+    expect(providers).toEqual(['openai', undefined]);
+  });
+});
+
+describe('odd answers are failures of whoever gave them, said clearly', () => {
+  const throwingThen = () => ({
+    get then(): never {
+      throw new Error('then getter');
+    },
+  });
+
+  it('ignores what a listener returns even when its then getter throws', async () => {
+    const errors: unknown[] = [];
+    const result = await counter(next, {
+      termination: maxDispatches(3),
+      listener: throwingThen,
+      onListenerError: (e) => errors.push(e),
+    }).run({ sender: 'user', content: 0 });
+    expect(result.dispatchCount).toBe(3);
+    expect(errors.map((e) => (e as Error).message)).toEqual([
+      'then getter',
+      'then getter',
+      'then getter',
+    ]);
+  });
+
+  it("treats a responder answer whose then getter throws as that responder's failure", async () => {
+    const ended = await outcome(
+      counter(throwingThen, { termination: maxDispatches(3) }).run({ sender: 'user', content: 0 }),
+    );
+    expect(ended.ok).toBe(false);
+    if (ended.ok) return;
+    expect(ended.error.message).toBe('Responder `a` failed: then getter');
+  });
+
+  it('uses the native then of a Promise subclass, so it settles once', async () => {
+    class Twice<T> extends Promise<T> {
+      override then<A = T, B = never>(
+        ok?: ((value: T) => A | PromiseLike<A>) | null,
+        ko?: ((reason: unknown) => B | PromiseLike<B>) | null,
+      ): Promise<A | B> {
+        const derived = super.then(ok, ko);
+        super.then(ok, ko);
+        return derived;
+      }
+    }
+    const listened: number[] = [];
+    const result = await counter((m) => Twice.resolve(next(m)), {
+      termination: maxDispatches(4),
+      listener: (s, _d, n) => {
+        listened.push(n * 100 + s.projection);
+      },
+    }).run({ sender: 'user', content: 0 });
+    expect(result.state.projection).toBe(4);
+    expect(listened).toEqual([101, 202, 303, 404]);
+  });
+
+  it('says which element of an array answer is not a message', async () => {
+    const ended = await outcome(
+      counter((m) => [next(m), 42], { termination: maxDispatches(3) }).run({
+        sender: 'user',
+        content: 0,
+      }),
+    );
+    expect(ended.ok).toBe(false);
+    if (ended.ok) return;
+    expect(ended.error.message).toBe(
+      'Expected responder `a` to return a message ({ sender: string, content }), an array of messages or nothing, got `42` (number) at index 1 of its array',
+    );
+  });
+
+  it("names a responder object that is not one of the orchestrator's own", async () => {
+    const stranger = { name: 'a', respond: next };
+    const ended = await outcome(
+      counter(next, { turnPolicy: () => [stranger] }).run({ sender: 'user', content: 0 }),
+    );
+    expect(ended.ok).toBe(false);
+    if (ended.ok) return;
+    expect(ended.error.message).toBe(
+      'The turn policy failed: The turn policy selected a responder object named `"a"` (string) that is not one of `counter`\'s (select by name, or pass the orchestrator\'s own responder objects) (known: a)',
+    );
+  });
+
+  it('checks the decisions of the members of anyOf and allOf', async () => {
+    const sloppy: TerminationPolicy<number, number> = {
+      name: 'sloppy',
+      start: () => () => true as unknown as TerminationDecision,
+    };
+    for (const termination of [
+      anyOf(sloppy, maxDispatches(10)),
+      allOf(maxDispatches(10), sloppy),
+    ]) {
+      const ended = await outcome(
+        counter(next, { termination }).run({ sender: 'user', content: 0 }),
+      );
+      expect(ended.ok).toBe(false);
+      if (ended.ok) continue;
+      expect(ended.error).toBeInstanceOf(PolicyError);
+      expect(ended.error.message).toMatch(
+        /^The termination policy failed: Expected termination policy `sloppy` \(member \d of a composite\) to return a decision \(\{ terminate: boolean, reason: string \}\), got `true` \(boolean\)$/,
+      );
+    }
+  });
+
+  it('refuses a terminating reason that is not snake_case or that the loop reserves', async () => {
+    for (const reason of ['aborted', 'Hello World!', '']) {
+      const ended = await outcome(
+        counter(next, {
+          termination: { name: 'odd', start: () => () => ({ terminate: true, reason }) },
+        }).run({ sender: 'user', content: 0 }),
+      );
+      expect(ended.ok).toBe(false);
+      if (ended.ok) continue;
+      expect(ended.error.message).toContain(
+        'Expected termination policy `odd` to end with a snake_case reason of 1-40 characters other than continue, queue_exhausted, aborted, deadline, error and queue_overflow, got',
+      );
+    }
+  });
+
+  it('reports an onResponderError function that throws, and stops', async () => {
+    const warnings = await warningsDuring('ConversationResponderErrorPolicyWarning', async () => {
+      const ended = await outcome(
+        counter(
+          () => {
+            throw new Error('responder bug');
+          },
+          {
+            onResponderError: () => {
+              throw new Error('policy bug');
+            },
+          },
+        ).run({ sender: 'user', content: 0 }),
+      );
+      expect(ended.ok).toBe(false);
+    });
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain(
+      'onResponderError of orchestrator `counter` threw (the run stops): policy bug',
+    );
+  });
+});
+
+describe('many runs share one signal', () => {
+  it('adds one abort listener for all of them and leaves none behind', async () => {
+    const controller = new AbortController();
+    const warnings = await warningsDuring('MaxListenersExceededWarning', async () => {
+      const runs = Array.from({ length: 50 }, () =>
+        counter((m) => new Promise<Message<number>>((r) => setTimeout(() => r(next(m)), 1)), {
+          termination: maxDispatches(20),
+        }).run({ sender: 'user', content: 0 }, { signal: controller.signal }),
+      );
+      await new Promise((resolve) => setImmediate(resolve));
+      expect(getEventListeners(controller.signal, 'abort')).toHaveLength(1);
+      const results = await Promise.all(runs);
+      expect(results.every((r) => r.dispatchCount === 20)).toBe(true);
+    });
+    expect(warnings).toEqual([]);
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+  });
+
+  it('aborts every run that shares it', async () => {
+    const controller = new AbortController();
+    const runs = Array.from({ length: 20 }, () =>
+      outcome(
+        counter((m) => new Promise<Message<number>>((r) => setTimeout(() => r(next(m)), 5))).run(
+          { sender: 'user', content: 0 },
+          { signal: controller.signal },
+        ),
+      ),
+    );
+    await new Promise((resolve) => setTimeout(resolve, 1));
+    controller.abort();
+    const ended = await Promise.all(runs);
+    expect(ended.map((e) => (e.ok ? 'ok' : e.error.reason))).toEqual(Array(20).fill('aborted'));
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
   });
 });

@@ -130,7 +130,7 @@ describe('termination policies', () => {
     ],
     [
       () => stopWhen(() => true, 'Not Snake'),
-      'Expected `stopWhen(predicate, reason)` to be a snake_case reason of 1-40 characters other than `continue`, got `"Not Snake"` (string)',
+      'Expected `stopWhen(predicate, reason)` to be a snake_case reason of 1-40 characters other than continue, queue_exhausted, aborted, deadline, error, queue_overflow, got `"Not Snake"` (string)',
     ],
     [() => anyOf(), 'Expected `anyOf(...policies)` to be at least one policy, got `[]` (array)'],
   ])('rejects bad arguments clearly (%#)', (make, message) => {

@@ -13,6 +13,7 @@ export interface RunConfig<S, C> {
   readonly name: string;
   readonly responders: readonly Responder<S, C>[];
   readonly responderNames: readonly string[];
+  readonly providers: readonly (string | undefined)[];
   readonly responderIndex: ReadonlyMap<Responder<S, C> | string, number>;
   readonly turnPolicy: TurnPolicy<S, C> | TurnFunction<S, C>;
   readonly projection: Projection<S, C>;

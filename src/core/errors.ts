@@ -156,9 +156,12 @@ export function badResponderOutput<S, C>(
   responder: string,
   output: unknown,
   at: FailurePoint<S, C>,
+  /** Where in an array answer the bad element sits. */
+  index?: number,
 ): ResponderError<S, C> {
+  const where = index === undefined ? '' : ` at index ${index} of its array`;
   return new ResponderError(
-    `Expected responder \`${responder}\` to return a message ({ sender: string, content }), an array of messages or nothing, got ${describeValue(output)}`,
+    `Expected responder \`${responder}\` to return a message ({ sender: string, content }), an array of messages or nothing, got ${describeValue(output)}${where}`,
     responder,
     at.state(),
     at.elapsedMs(),
@@ -186,15 +189,21 @@ export function unknownResponder<S, C>(
   known: readonly string[],
   at: FailurePoint<S, C>,
 ): PolicyError<S, C> {
-  const shown =
-    typeof selected === 'object' && selected !== null
-      ? (selected as { name?: unknown }).name
-      : selected;
+  let what: string;
+  if (typeof selected === 'object' && selected !== null) {
+    let name: unknown;
+    try {
+      name = (selected as { name?: unknown }).name;
+    } catch {
+      name = undefined;
+    }
+    what = `a responder object named ${describeValue(name)} that is not one of \`${orchestrator}\`'s (select by name, or pass the orchestrator's own responder objects)`;
+  } else {
+    what = `${describeValue(selected)}, which is not a responder of \`${orchestrator}\``;
+  }
   return policyFailed(
     'turn',
-    new TypeError(
-      `The turn policy selected ${describeValue(shown)}, which is not a responder of \`${orchestrator}\` (known: ${known.join(', ')})`,
-    ),
+    new TypeError(`The turn policy selected ${what} (known: ${known.join(', ')})`),
     at,
   );
 }
@@ -209,6 +218,21 @@ export function badDecision<S, C>(
     'termination',
     new TypeError(
       `Expected termination policy \`${policy}\` to return a decision ({ terminate: boolean, reason: string }), got ${describeValue(decision)}`,
+    ),
+    at,
+  );
+}
+
+/** A terminating decision's reason is not a snake_case name, or is one the loop reserves. */
+export function badReason<S, C>(
+  policy: string,
+  reason: unknown,
+  at: FailurePoint<S, C>,
+): PolicyError<S, C> {
+  return policyFailed(
+    'termination',
+    new TypeError(
+      `Expected termination policy \`${policy}\` to end with a snake_case reason of 1-40 characters other than continue, queue_exhausted, aborted, deadline, error and queue_overflow, got ${describeValue(reason)}`,
     ),
     at,
   );
@@ -236,23 +260,38 @@ export function unexpectedFailure<S, C>(
   );
 }
 
+/** A cause as text; never throws, whatever was thrown (a null-prototype object, a throwing getter). */
 export function describeCause(cause: unknown): string {
-  return cause instanceof Error ? cause.message : String(cause);
+  try {
+    return cause instanceof Error ? String(cause.message) : String(cause);
+  } catch {
+    return Object.prototype.toString.call(cause);
+  }
 }
 
-/** `` `-1` (number) `` — how validation errors show the value that came. */
+/** `` `-1` (number) `` — how validation errors show the value that came. Never throws. */
 export function describeValue(value: unknown): string {
   let shown: string;
   if (typeof value === 'function') shown = `[function ${value.name || 'anonymous'}]`;
   else if (typeof value === 'bigint') shown = `${value}n`;
-  else {
+  else if (typeof value === 'number' || typeof value === 'symbol') shown = String(value);
+  else if (typeof value === 'object' && value !== null && !isPlain(value)) {
+    // A Set, a Map, a class instance: JSON would show `{}`.
+    shown = Object.prototype.toString.call(value);
+  } else {
     try {
       shown = JSON.stringify(value) ?? String(value);
     } catch {
-      shown = String(value);
+      shown = describeCause(value);
     }
   }
   if (shown.length > 80) shown = `${shown.slice(0, 77)}...`;
   const type = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
   return `\`${shown}\` (${type})`;
+}
+
+function isPlain(value: object): boolean {
+  if (Array.isArray(value)) return true;
+  const prototype: unknown = Object.getPrototypeOf(value);
+  return prototype === Object.prototype || prototype === null;
 }

@@ -1,7 +1,9 @@
 /**
  * The observers of one conversation, as the loop calls them. Which hooks each observation has is
- * read once, at the start, so a conversation without per-dispatch hooks pays nothing for them; a
- * hook that throws never breaks the run (it is reported as a rate-limited process warning).
+ * read once, at the start, so a conversation without per-dispatch hooks pays nothing for them. A
+ * hook that throws, returns garbage, forgets to call what it wraps or calls it twice never breaks
+ * the run: it is reported as a rate-limited process warning and the run goes on as if the hook
+ * were not there.
  */
 import { describeCause } from './errors.ts';
 import type {
@@ -10,6 +12,7 @@ import type {
   ConversationObserver,
   ConversationStart,
   DispatchInfo,
+  ResponderFailure,
 } from './observer.ts';
 import type { Message } from './types.ts';
 import { rateLimitedWarning } from './warnings.ts';
@@ -18,26 +21,65 @@ import { rateLimitedWarning } from './warnings.ts';
 // reported once a minute with the count of failures held back.
 const warnHookFailure = rateLimitedWarning('ConversationObserverWarning');
 
-function hookFailed(error: unknown): void {
-  warnHookFailure(`An observer hook failed: ${describeCause(error)}`);
+function hookFailed(hook: string, error: unknown): void {
+  warnHookFailure(`An observer's ${hook} failed: ${describeCause(error)}`);
+}
+
+type Fn = (...args: never[]) => unknown;
+
+/** One observation's hooks, read once (a getter that throws drops the observation). */
+interface Hooks {
+  readonly target: object;
+  readonly runConversation: Fn | undefined;
+  readonly runResponder: Fn | undefined;
+  readonly onResponderStart: Fn | undefined;
+  readonly onResponderEnd: Fn | undefined;
+  readonly onResponderError: Fn | undefined;
+  readonly onDispatch: Fn | undefined;
+  readonly onListenerError: Fn | undefined;
+  readonly onConversationEnd: Fn | undefined;
+}
+
+function hook(observation: object, name: keyof ConversationObservation<unknown>): Fn | undefined {
+  const value = (observation as Record<string, unknown>)[name];
+  if (value === undefined || value === null) return undefined;
+  if (typeof value !== 'function') throw new TypeError(`${name} is not a function`);
+  return value as Fn;
+}
+
+function readHooks(observation: object): Hooks {
+  return {
+    target: observation,
+    runConversation: hook(observation, 'runConversation'),
+    runResponder: hook(observation, 'runResponder'),
+    onResponderStart: hook(observation, 'onResponderStart'),
+    onResponderEnd: hook(observation, 'onResponderEnd'),
+    onResponderError: hook(observation, 'onResponderError'),
+    onDispatch: hook(observation, 'onDispatch'),
+    onListenerError: hook(observation, 'onListenerError'),
+    onConversationEnd: hook(observation, 'onConversationEnd'),
+  };
 }
 
 export class Observations<S, C> {
-  readonly #all: ConversationObservation<S, C>[] = [];
-  readonly #runners: ConversationObservation<S, C>[];
-  readonly #starters: ConversationObservation<S, C>[];
-  readonly #dispatchers: ConversationObservation<S, C>[];
+  readonly #all: Hooks[] = [];
+  readonly #runners: Hooks[];
+  readonly #starters: Hooks[];
+  readonly #dispatchers: Hooks[];
 
   constructor(observers: readonly ConversationObserver<S, C>[], start: ConversationStart<C>) {
     for (const observer of observers) {
       try {
-        const observation = observer.startConversation(start);
-        if (observation !== undefined) this.#all.push(observation);
+        const observation: unknown = observer.startConversation(start);
+        if (observation === undefined) continue;
+        if (typeof observation !== 'object' || observation === null) {
+          throw new TypeError(
+            `expected an object of hooks or undefined, got ${observation === null ? 'null' : typeof observation}`,
+          );
+        }
+        this.#all.push(readHooks(observation));
       } catch (error) {
-        process.emitWarning(
-          `An observer failed to start: ${describeCause(error)}`,
-          'ConversationObserverWarning',
-        );
+        hookFailed('startConversation', error);
       }
     }
     this.#runners = this.#all.filter((o) => o.runResponder !== undefined);
@@ -47,25 +89,34 @@ export class Observations<S, C> {
     );
   }
 
-  /** Runs the conversation's loop inside every observer's `runConversation` (outermost first). */
+  /**
+   * Runs the conversation's loop inside every observer's `runConversation` (outermost first).
+   * `run` runs exactly once: a wrapper that does not call it (or throws first) is reported and the
+   * loop runs anyway; a second call is ignored.
+   */
   enter(run: () => void): void {
     let call = run;
     for (let i = this.#all.length - 1; i >= 0; i--) {
-      const wrap = this.#all[i]?.runConversation;
+      const hooks = this.#all[i] as Hooks;
+      const wrap = hooks.runConversation;
       if (wrap === undefined) continue;
       const inner = call;
       call = () => {
         let ran = false;
+        const once = () => {
+          if (ran) return;
+          ran = true;
+          inner();
+        };
         try {
-          wrap(() => {
-            ran = true;
-            inner();
-          });
+          (wrap as (run: () => void) => unknown).call(hooks.target, once);
         } catch (error) {
-          hookFailed(error);
+          hookFailed('runConversation', error);
         }
-        // A wrapper that forgot to call `run` must not stall the conversation.
-        if (!ran) inner();
+        if (!ran) {
+          hookFailed('runConversation', new Error('it did not call run() synchronously'));
+          once();
+        }
       };
     }
     call();
@@ -89,22 +140,65 @@ export class Observations<S, C> {
   responderStarted(index: number, message: Message<C>): void {
     const starters = this.#starters;
     for (let i = 0; i < starters.length; i++) {
+      const o = starters[i] as Hooks;
       try {
-        starters[i]?.onResponderStart?.(index, message);
+        (o.onResponderStart as (index: number, message: Message<C>) => void).call(
+          o.target,
+          index,
+          message,
+        );
       } catch (error) {
-        hookFailed(error);
+        hookFailed('onResponderStart', error);
       }
     }
   }
 
-  /** Calls the responder through every `runResponder` (each may run it in its own context). */
+  /**
+   * Calls the responder through every `runResponder` (each may run it in its own context). The
+   * responder runs exactly once whatever the hooks do; only the responder's own failure travels
+   * out as a failure, a hook's is reported and set aside.
+   */
   invoke(index: number, invoke: () => unknown): unknown {
-    if (this.#runners.length === 0) return invoke();
     let call = invoke;
     for (const runner of this.#runners) {
       const inner = call;
-      const run = runner.runResponder as NonNullable<typeof runner.runResponder>;
-      call = () => run(index, inner);
+      const run = runner.runResponder as (index: number, invoke: () => unknown) => unknown;
+      call = () => {
+        let called = false;
+        let failed = false;
+        let result: unknown;
+        let failure: unknown;
+        const once = () => {
+          if (called) {
+            if (failed) throw failure;
+            return result;
+          }
+          called = true;
+          try {
+            result = inner();
+            return result;
+          } catch (error) {
+            failed = true;
+            failure = error;
+            throw error;
+          }
+        };
+        let returned: unknown;
+        try {
+          returned = run.call(runner.target, index, once);
+        } catch (error) {
+          if (failed && error === failure) throw error;
+          hookFailed('runResponder', error);
+          if (failed) throw failure;
+          return called ? result : once();
+        }
+        if (!called) {
+          hookFailed('runResponder', new Error('it did not call invoke()'));
+          return once();
+        }
+        if (failed) throw failure;
+        return returned;
+      };
     }
     return call();
   }
@@ -112,47 +206,61 @@ export class Observations<S, C> {
   dispatched(info: DispatchInfo<S, C>): void {
     const dispatchers = this.#dispatchers;
     for (let i = 0; i < dispatchers.length; i++) {
-      const o = dispatchers[i] as ConversationObservation<S, C>;
+      const o = dispatchers[i] as Hooks;
       try {
-        o.onResponderEnd?.(info.responderIndex, info.durationMs);
-        o.onDispatch?.(info);
+        if (o.onResponderEnd !== undefined)
+          (o.onResponderEnd as (index: number, durationMs: number) => void).call(
+            o.target,
+            info.responderIndex,
+            info.durationMs,
+          );
+        if (o.onDispatch !== undefined)
+          (o.onDispatch as (info: DispatchInfo<S, C>) => void).call(o.target, info);
       } catch (error) {
-        hookFailed(error);
+        hookFailed('onDispatch', error);
       }
     }
   }
 
   responderFailed(index: number, durationMs: number, error: unknown): void {
-    const failure = { error };
+    const failure: ResponderFailure = { error };
     for (const o of this.#all) {
       try {
-        o.onResponderEnd?.(index, durationMs, failure);
-        o.onResponderError?.(index, durationMs, error);
+        if (o.onResponderEnd !== undefined)
+          (
+            o.onResponderEnd as (index: number, durationMs: number, f: ResponderFailure) => void
+          ).call(o.target, index, durationMs, failure);
+        if (o.onResponderError !== undefined)
+          (o.onResponderError as (index: number, durationMs: number, e: unknown) => void).call(
+            o.target,
+            index,
+            durationMs,
+            error,
+          );
       } catch (hookError) {
-        hookFailed(hookError);
+        hookFailed('onResponderError', hookError);
       }
     }
   }
 
   listenerFailed(error: unknown): void {
     for (const o of this.#all) {
+      if (o.onListenerError === undefined) continue;
       try {
-        o.onListenerError?.(error);
+        (o.onListenerError as (error: unknown) => void).call(o.target, error);
       } catch (hookError) {
-        hookFailed(hookError);
+        hookFailed('onListenerError', hookError);
       }
     }
   }
 
   ended(end: ConversationEnd<S, C>): void {
     for (const o of this.#all) {
+      if (o.onConversationEnd === undefined) continue;
       try {
-        o.onConversationEnd?.(end);
+        (o.onConversationEnd as (end: ConversationEnd<S, C>) => void).call(o.target, end);
       } catch (error) {
-        process.emitWarning(
-          `An observer failed at conversation end: ${describeCause(error)}`,
-          'ConversationObserverWarning',
-        );
+        hookFailed('onConversationEnd', error);
       }
     }
   }

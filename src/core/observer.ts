@@ -19,6 +19,8 @@ export interface ConversationStart<C = unknown> {
   readonly input: Message<C>;
   /** Responder names in construction order; `DispatchInfo.responderIndex` indexes into it. */
   readonly responders: readonly string[];
+  /** Each responder's `provider` (undefined where it declares none), in the same order. */
+  readonly providers?: readonly (string | undefined)[];
   /** `performance.timeOrigin + performance.now()` at the start, in milliseconds. */
   readonly startTimeMs: number;
 }

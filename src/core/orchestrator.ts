@@ -162,6 +162,7 @@ export class ConversationOrchestrator<S, C = unknown> {
       name: this.name,
       responders,
       responderNames: responders.map((r) => r.name),
+      providers: responders.map((r) => r.provider),
       responderIndex: new Map<Responder<S, C> | string, number>(
         responders.flatMap((r, i) => [[r, i] as const, [r.name, i] as const]),
       ),
@@ -173,7 +174,7 @@ export class ConversationOrchestrator<S, C = unknown> {
       dispatchTimeoutMs:
         options.dispatchTimeoutMs === undefined
           ? undefined
-          : positiveNumber('dispatchTimeoutMs', options.dispatchTimeoutMs),
+          : timerDelay('dispatchTimeoutMs', options.dispatchTimeoutMs),
       maxQueueLength: positiveInteger('maxQueueLength', options.maxQueueLength ?? 10_000),
       historySize: historySize(options.historySize ?? 0),
       onResponderError,
@@ -212,6 +213,17 @@ function validateResponders<S, C>(value: unknown): readonly Responder<S, C>[] {
     const { name, respond } = r as Partial<Responder<S, C>>;
     boundedName(`responders[${i}].name`, name);
     if (typeof respond !== 'function') fail(`responders[${i}].respond`, 'a function', respond);
+    const { provider } = r as Partial<Responder<S, C>>;
+    if (
+      provider !== undefined &&
+      (typeof provider !== 'string' || provider.length === 0 || provider.length > 64)
+    ) {
+      fail(
+        `responders[${i}].provider`,
+        'a provider name of 1-64 characters (openai, anthropic, …)',
+        provider,
+      );
+    }
     if (seen.has(name as string))
       fail(`responders[${i}].name`, 'a name not used by another responder', name);
     seen.add(name as string);
@@ -253,4 +265,11 @@ function historySize(value: unknown): number {
   const size = nonNegativeInteger('historySize', value);
   if (size > 10_000) fail('historySize', 'at most 10000', value);
   return size;
+}
+
+/** setTimeout fires at once past 2^31 - 1 ms (about 24.8 days): refuse what it cannot wait. */
+function timerDelay(option: string, value: unknown): number {
+  const ms = positiveNumber(option, value);
+  if (ms > 2_147_483_647) fail(option, 'a positive number of milliseconds up to 2147483647', value);
+  return ms;
 }

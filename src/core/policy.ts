@@ -43,3 +43,33 @@ export const CONTINUE: TerminationDecision = Object.freeze({
   terminate: false,
   reason: 'continue',
 });
+
+/** Reasons the loop itself gives to the endings it decides; a termination policy may not use them. */
+export const RESERVED_REASONS: readonly string[] = Object.freeze([
+  'continue',
+  'queue_exhausted',
+  'aborted',
+  'deadline',
+  'error',
+  'queue_overflow',
+]);
+
+const REASON = /^[a-z][a-z0-9_]{0,39}$/;
+
+/**
+ * A terminating decision's reason becomes an ending and a metric label: short snake_case
+ * (1-40 characters) and not one of the reserved reasons.
+ */
+export function isReasonName(value: unknown): value is string {
+  return typeof value === 'string' && REASON.test(value) && !RESERVED_REASONS.includes(value);
+}
+
+/** Whether a termination policy's answer is a decision: `{ terminate: boolean, reason: string }`. */
+export function isDecision(value: unknown): value is TerminationDecision {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as TerminationDecision).terminate === 'boolean' &&
+    typeof (value as TerminationDecision).reason === 'string'
+  );
+}

@@ -22,11 +22,13 @@ import { performance } from 'node:perf_hooks';
 import type { RunConfig } from './config.ts';
 import {
   badDecision,
+  badReason,
   badResponderOutput,
   badTurnSelection,
   ConversationAbortedError,
   ConversationError,
   DispatchDeadlineError,
+  describeCause,
   type FailurePoint,
   PolicyError,
   policyFailed,
@@ -39,11 +41,14 @@ import { Observations } from './observations.ts';
 import type { DispatchInfo } from './observer.ts';
 import {
   CONTINUE,
+  isDecision,
+  isReasonName,
   type TerminationCheck,
   type TurnFunction,
   type TurnSelection,
 } from './policy.ts';
 import { History, MessageQueue } from './queue.ts';
+import { onAbort } from './signals.ts';
 import type {
   ConversationListener,
   ConversationResult,
@@ -54,6 +59,7 @@ import type {
   RunOptions,
   TerminationDecision,
 } from './types.ts';
+import { rateLimitedWarning } from './warnings.ts';
 
 const QUEUE_EXHAUSTED: TerminationDecision = Object.freeze({
   terminate: true,
@@ -70,13 +76,18 @@ const WAIT = 1;
 /** The run has settled. */
 const ENDED = 2;
 
-function isDecision(value: unknown): value is TerminationDecision {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    typeof (value as TerminationDecision).terminate === 'boolean' &&
-    typeof (value as TerminationDecision).reason === 'string'
-  );
+const nativeThen = Promise.prototype.then;
+// Reports a throwing onResponderError function without flooding the log.
+const warnFailurePolicy = rateLimitedWarning('ConversationResponderErrorPolicyWarning');
+
+/** A message has a string `sender`; a value whose property reads throw is not one. */
+function isMessage(value: unknown): value is Message {
+  if (typeof value !== 'object' || value === null) return false;
+  try {
+    return typeof (value as Message).sender === 'string';
+  } catch {
+    return false;
+  }
 }
 
 function isThenable(value: unknown): value is PromiseLike<unknown> {
@@ -124,6 +135,10 @@ export class ConversationRun<S, C> {
   #lastYield = 0;
 
   #settled = false;
+  #unsubscribe: (() => void) | undefined;
+  /** Set while the observers and the listener hear of a completed dispatch. */
+  #notifying = false;
+  #abortedWhileNotifying = false;
   #resolve!: (result: ConversationResult<S, C>) => void;
   #reject!: (error: ConversationError<S, C>) => void;
   #deadline: NodeJS.Timeout | undefined;
@@ -138,7 +153,10 @@ export class ConversationRun<S, C> {
     state: () => this.#endState(),
     elapsedMs: () => this.#elapsed(),
   };
-  readonly #onAbort = (): void => this.#interrupt(this.#abortedError());
+  readonly #onAbort = (): void => {
+    if (this.#notifying) this.#abortedWhileNotifying = true;
+    else this.#interrupt(this.#abortedError());
+  };
   readonly #onDeadline = (): void => {
     this.#deadline = undefined;
     const responder =
@@ -186,6 +204,7 @@ export class ConversationRun<S, C> {
       conversationId: this.#conversationId,
       input: this.#input,
       responders: config.responderNames,
+      providers: config.providers,
       startTimeMs: performance.timeOrigin + this.#startedAt,
     });
     this.#wrapsResponders = this.#observations.wrapsResponders;
@@ -207,7 +226,7 @@ export class ConversationRun<S, C> {
           : this.#startPolicy('turn', () => turnPolicy.start(config.responders));
       if (this.#signal !== undefined) {
         if (this.#signal.aborted) throw this.#abortedError();
-        this.#signal.addEventListener('abort', this.#onAbort, { once: true });
+        this.#unsubscribe = onAbort(this.#signal, this.#onAbort);
       }
     } catch (error) {
       this.#fail(error);
@@ -260,14 +279,18 @@ export class ConversationRun<S, C> {
         if (this.#step() !== NEXT) return;
         // Checked after a step, so that every turn of the event loop sees progress.
         if (this.#lastTick - this.#lastYield >= yieldIntervalMs) {
-          this.#lastYield = this.#lastTick;
-          this.#immediate = setImmediate(this.#resume);
+          this.#yieldToEventLoop();
           return;
         }
       }
     } catch (error) {
       this.#fail(error);
     }
+  }
+
+  #yieldToEventLoop(): void {
+    this.#lastYield = this.#lastTick;
+    this.#immediate = setImmediate(this.#resume);
   }
 
   /** One step: select responders for the next message, or run the next selected responder. */
@@ -288,13 +311,15 @@ export class ConversationRun<S, C> {
     const message = this.#queue.shift();
     this.#message = message;
     let selected: TurnSelection<S, C> | PromiseLike<TurnSelection<S, C>>;
+    let pending: boolean;
     try {
       selected = this.#turn(message, this.#state, this.#config.responders);
+      pending = isThenable(selected);
     } catch (error) {
       throw policyFailed('turn', error, this.#at);
     }
     if (this.#settled) return ENDED;
-    if (isThenable(selected)) return this.#wait(selected, -1);
+    if (pending) return this.#wait(selected as PromiseLike<unknown>, -1);
     this.#useSelection(selected);
     return NEXT;
   }
@@ -307,17 +332,19 @@ export class ConversationRun<S, C> {
     context.dispatchNumber = this.#dispatchCount + 1;
     if (this.#watchesStarts) this.#observations.responderStarted(index, message);
     let output: unknown;
+    let pending: boolean;
     try {
       // No closure per dispatch unless an observer wraps the call.
       output = this.#wrapsResponders
         ? this.#invokeWrapped(index, responder, message, context)
         : responder.respond(message, this.#state, context);
+      pending = isThenable(output);
     } catch (error) {
       return this.#settled ? ENDED : this.#responderFailed(index, error);
     }
     // The responder may have aborted the run itself: its answer then counts for nothing.
     if (this.#settled) return ENDED;
-    if (isThenable(output)) return this.#wait(output, index);
+    if (pending) return this.#wait(output as PromiseLike<unknown>, index);
     return this.#completeDispatch(index, output);
   }
 
@@ -340,8 +367,8 @@ export class ConversationRun<S, C> {
     if (output !== undefined && output !== null) {
       const responder = config.responderNames[index] as string;
       if (Array.isArray(output)) {
-        for (const message of output) this.#fold(message, responder);
-      } else this.#fold(output, responder);
+        for (let i = 0; i < output.length; i++) this.#fold(output[i], responder, i);
+      } else this.#fold(output, responder, undefined);
       if (this.#settled) return ENDED;
     }
     // The dispatch counts once its termination decision is made: if the termination policy throws,
@@ -360,8 +387,14 @@ export class ConversationRun<S, C> {
     if (!isDecision(decision)) {
       throw badDecision(this.#config.termination.name, decision, this.#at);
     }
+    if (decision.terminate && !isReasonName(decision.reason)) {
+      throw badReason(this.#config.termination.name, decision.reason, this.#at);
+    }
     this.#dispatchCount = dispatchCount;
     this.#state = state;
+    // The dispatch has happened: the observers and the listener all hear of it. An abort raised
+    // while they do (from an observer hook or the listener) lands right after.
+    this.#notifying = true;
     if (this.#watchesDispatches) {
       const info = this.#info;
       info.state = state;
@@ -371,12 +404,14 @@ export class ConversationRun<S, C> {
       info.responderIndex = index;
       info.durationMs = durationMs;
       this.#observations.dispatched(info);
-      if (this.#settled) return ENDED;
     }
     const listener = config.listener;
-    if (listener !== undefined) {
+    if (listener !== undefined)
       this.#callListener(listener, state, decision, dispatchCount, elapsedMs);
-      if (this.#settled) return ENDED;
+    this.#notifying = false;
+    if (this.#abortedWhileNotifying) {
+      this.#interrupt(this.#abortedError());
+      return ENDED;
     }
     if (decision.terminate) {
       this.#succeed(decision);
@@ -391,12 +426,12 @@ export class ConversationRun<S, C> {
     this.#waiting = true;
     const deadlineMs = this.#config.dispatchTimeoutMs;
     if (deadlineMs !== undefined) this.#deadline = setTimeout(this.#onDeadline, deadlineMs);
-    // A foreign thenable is adopted by a native promise: it may then settle only once, and a
-    // `then` that throws becomes a rejection.
-    (promise instanceof Promise ? promise : Promise.resolve(promise)).then(
-      this.#onSettledValue,
-      this.#onSettledError,
-    );
+    // Only the native `then` is trusted to settle once: a Promise subclass gets it called
+    // directly, a foreign thenable is adopted by a native promise (a `then` that throws becomes a
+    // rejection).
+    if (promise instanceof Promise)
+      nativeThen.call(promise, this.#onSettledValue, this.#onSettledError);
+    else Promise.resolve(promise).then(this.#onSettledValue, this.#onSettledError);
     return WAIT;
   }
 
@@ -417,7 +452,11 @@ export class ConversationRun<S, C> {
       this.#fail(error);
       return;
     }
-    if (step === NEXT) this.#pump();
+    if (step !== NEXT) return;
+    // Promise continuations never let timers run: yield here too, or a conversation whose every
+    // step waits on an already-resolved promise would never give the event loop a turn.
+    if (this.#lastTick - this.#lastYield >= this.#config.yieldIntervalMs) this.#yieldToEventLoop();
+    else this.#pump();
   }
 
   #selectionArrived(selection: unknown, rejected: boolean): Step {
@@ -464,20 +503,18 @@ export class ConversationRun<S, C> {
     if (typeof policy !== 'function') return policy;
     try {
       return policy(error, responder, this.#state) === 'skip' ? 'skip' : 'stop';
-    } catch {
+    } catch (policyError) {
+      warnFailurePolicy(
+        `onResponderError of orchestrator \`${this.#config.name}\` threw (the run stops): ${describeCause(policyError)}`,
+      );
       return 'stop';
     }
   }
 
-  #fold(message: unknown, responder: string): void {
+  /** Folds one message of an answer (`index`: its place in an array answer). */
+  #fold(message: unknown, responder: string, index: number | undefined): void {
     if (this.#settled) return;
-    if (
-      typeof message !== 'object' ||
-      message === null ||
-      typeof (message as Message).sender !== 'string'
-    ) {
-      throw badResponderOutput(responder, message, this.#at);
-    }
+    if (!isMessage(message)) throw badResponderOutput(responder, message, this.#at, index);
     const maxQueueLength = this.#config.maxQueueLength;
     if (this.#queue.length >= maxQueueLength) {
       throw queueOverflow(maxQueueLength, this.#at);
@@ -499,14 +536,14 @@ export class ConversationRun<S, C> {
     dispatchCount: number,
     elapsedMs: number,
   ): void {
-    let returned: unknown;
     try {
-      returned = listener(state, decision, dispatchCount, elapsedMs);
+      const returned = listener(state, decision, dispatchCount, elapsedMs);
+      if (isThenable(returned)) {
+        Promise.resolve(returned).then(undefined, this.#onListenerRejection);
+      }
     } catch (error) {
       this.#listenerFailed(error);
-      return;
     }
-    if (isThenable(returned)) Promise.resolve(returned).then(undefined, this.#onListenerRejection);
   }
 
   /** Observers hear of listener failures while the run lives; the handler always does. */
@@ -580,7 +617,8 @@ export class ConversationRun<S, C> {
       clearImmediate(this.#immediate);
       this.#immediate = undefined;
     }
-    this.#signal?.removeEventListener('abort', this.#onAbort);
+    this.#unsubscribe?.();
+    this.#unsubscribe = undefined;
   }
 
   #clearDeadline(): void {

@@ -3,7 +3,14 @@
  * once per conversation, so counters and streaks never leak from one run into the next.
  */
 
-import { CONTINUE, type TerminationPolicy } from '../core/policy.ts';
+import { describeValue } from '../core/errors.ts';
+import {
+  CONTINUE,
+  isDecision,
+  isReasonName,
+  RESERVED_REASONS,
+  type TerminationPolicy,
+} from '../core/policy.ts';
 import type { ConversationState, TerminationDecision } from '../core/types.ts';
 import { fail, nonNegativeNumber, positiveInteger, positiveNumber } from '../core/validate.ts';
 
@@ -112,8 +119,12 @@ export function anyOf<S, C = unknown>(
       const checks = policies.map((p) => p.start());
       return (state, elapsedMs) => {
         let decided: TerminationDecision | undefined;
-        for (const check of checks) {
-          const decision = check(state, elapsedMs);
+        for (let i = 0; i < checks.length; i++) {
+          const decision = memberDecision(
+            policies,
+            i,
+            (checks[i] as Check<S, C>)(state, elapsedMs),
+          );
           if (decided === undefined && decision.terminate) decided = decision;
         }
         return decided ?? CONTINUE;
@@ -138,8 +149,12 @@ export function allOf<S, C = unknown>(
       return (state, elapsedMs) => {
         let first: TerminationDecision | undefined;
         let all = true;
-        for (const check of checks) {
-          const decision = check(state, elapsedMs);
+        for (let i = 0; i < checks.length; i++) {
+          const decision = memberDecision(
+            policies,
+            i,
+            (checks[i] as Check<S, C>)(state, elapsedMs),
+          );
           if (!decision.terminate) all = false;
           else first ??= decision;
         }
@@ -149,6 +164,20 @@ export function allOf<S, C = unknown>(
       };
     },
   };
+}
+
+type Check<S, C> = ReturnType<TerminationPolicy<S, C>['start']>;
+
+/** A member's answer, checked as the loop checks a policy's: a composite hides no bad answer. */
+function memberDecision(
+  policies: readonly TerminationPolicy<never, never>[],
+  index: number,
+  decision: unknown,
+): TerminationDecision {
+  if (isDecision(decision)) return decision;
+  throw new TypeError(
+    `Expected termination policy \`${policies[index]?.name}\` (member ${index} of a composite) to return a decision ({ terminate: boolean, reason: string }), got ${describeValue(decision)}`,
+  );
 }
 
 function members(combinator: string, policies: readonly unknown[]): void {
@@ -164,12 +193,14 @@ function members(combinator: string, policies: readonly unknown[]): void {
   });
 }
 
-const REASON = /^[a-z][a-z0-9_]{0,39}$/;
-
-/** Reasons become metric labels: short snake_case. */
+/** Reasons become endings and metric labels: short snake_case, none the loop reserves. */
 export function reasonName(option: string, value: unknown): string {
-  if (typeof value !== 'string' || !REASON.test(value) || value === 'continue') {
-    fail(option, 'a snake_case reason of 1-40 characters other than `continue`', value);
+  if (!isReasonName(value)) {
+    fail(
+      option,
+      `a snake_case reason of 1-40 characters other than ${RESERVED_REASONS.join(', ')}`,
+      value,
+    );
   }
   return value;
 }
