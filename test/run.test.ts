@@ -630,6 +630,7 @@ describe('observers that misbehave never break the run', () => {
 
 describe('odd answers are failures of whoever gave them, said clearly', () => {
   const throwingThen = () => ({
+    // biome-ignore lint/suspicious/noThenProperty: a hostile thenable is the point
     get then(): never {
       throw new Error('then getter');
     },
@@ -661,6 +662,7 @@ describe('odd answers are failures of whoever gave them, said clearly', () => {
 
   it('uses the native then of a Promise subclass, so it settles once', async () => {
     class Twice<T> extends Promise<T> {
+      // biome-ignore lint/suspicious/noThenProperty: a Promise subclass that settles twice is the point
       override then<A = T, B = never>(
         ok?: ((value: T) => A | PromiseLike<A>) | null,
         ko?: ((reason: unknown) => B | PromiseLike<B>) | null,
