@@ -119,6 +119,8 @@ async function main(): Promise<number> {
       connectionsCheckingInterval: Math.min(1000, Math.ceil(cfg.headersTimeoutMs / 4)),
     },
     (req, res) => {
+      // Every answer is what its content-type says, page or not.
+      res.setHeader('x-content-type-options', 'nosniff');
       try {
         route(req, res);
       } catch (error) {

@@ -34,6 +34,7 @@ describe('the demo service (npm start)', () => {
     running = await startService(FAST);
     const health = await fetch(`${running.url}/healthz`);
     expect(health.status).toBe(200);
+    expect(health.headers.get('x-content-type-options')).toBe('nosniff');
     expect(await health.json()).toMatchObject({ status: 'ok' });
 
     await new Promise((r) => setTimeout(r, 1500));
@@ -136,6 +137,10 @@ describe('the demo service (npm start)', () => {
         if (!Number.isNaN(counts[i])) expect(counts[i]).toBe((counts[i - 1] as number) + 1);
       }
     }
+    // The README documents exactly the message types the socket sends.
+    expect(readmeTableNames('### `/ws` messages').sort()).toEqual(
+      [...new Set(messages.map((m) => m.type))].sort(),
+    );
     // Failures and aborts end without a terminating dispatch: only the end message says so.
     const reasons = new Set(ends.map((e) => e.reason));
     expect(reasons.has('converged')).toBe(true);
