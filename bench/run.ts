@@ -347,6 +347,12 @@ async function floorTable(): Promise<void> {
         }),
       ],
     });
+    // The same span without the metrics: how much of the gap the exact histogram is.
+    const spanOnly = orchestrator({
+      async: true,
+      length,
+      observers: [createConversationTelemetry<Desks, number>({ tracer: sdkTracer() })],
+    });
     const timeFloor =
       (o: ConversationOrchestrator<Desks, number>) =>
       async (dispatches: number): Promise<number> => {
@@ -360,12 +366,14 @@ async function floorTable(): Promise<void> {
       { label: 'floor', time: timeFloor(floored) },
       { label: 'telemetry', time: (d) => timeDispatches(observed, d) },
       { label: 'floor through the observer SPI', time: timeFloor(flooredSpi) },
+      { label: 'telemetry, span events only', time: (d) => timeDispatches(spanOnly, d) },
     ];
     const timers = vs.map((v) => v.time);
     const ns = vs.map(() => [] as number[]);
     const overFloor: number[] = [];
     const overSpiFloor: number[] = [];
     const floorOverBare: number[] = [];
+    const spanOverSpiFloor: number[] = [];
     for (const t of timers) await t(DISPATCHES_PER_ROUND / 4); // warm-up
     for (let round = 0; round < FLOOR_ROUNDS; round++) {
       const perRound: number[] = [];
@@ -376,14 +384,21 @@ async function floorTable(): Promise<void> {
       perRound.forEach((x, i) => {
         ns[i]?.push(x);
       });
-      const [bare, fl, tel, spi] = perRound as [number, number, number, number];
+      const [bare, fl, tel, spi, span] = perRound as [number, number, number, number, number];
       overFloor.push(tel / fl);
       overSpiFloor.push(tel / spi);
       floorOverBare.push(fl / bare);
+      spanOverSpiFloor.push(span / spi);
     }
-    const [bare, fl, tel, spi] = ns.map((x) => median(x)) as [number, number, number, number];
+    const [bare, fl, tel, spi, span] = ns.map((x) => median(x)) as [
+      number,
+      number,
+      number,
+      number,
+      number,
+    ];
     console.log(
-      `| ${length.toLocaleString('en')} | ${bare.toFixed(0)} | ${fl.toFixed(0)} | ${tel.toFixed(0)} | **${median(overFloor).toFixed(2)}** | ${spi.toFixed(0)} | ${median(overSpiFloor).toFixed(2)} | ${median(floorOverBare).toFixed(2)} |`,
+      `| ${length.toLocaleString('en')} | ${bare.toFixed(0)} | ${fl.toFixed(0)} | ${tel.toFixed(0)} | **${median(overFloor).toFixed(2)}** | ${spi.toFixed(0)} | ${median(overSpiFloor).toFixed(2)} | ${span.toFixed(0)} | ${median(spanOverSpiFloor).toFixed(2)} | ${median(floorOverBare).toFixed(2)} |`,
     );
   }
 }
@@ -393,13 +408,13 @@ function floorTables(): void {
   for (const regime of ['none', 'als'] as const) {
     console.log(
       regime === 'none'
-        ? '\n### The telemetry against the SDK floor, async desks, no context manager\n'
-        : '\n### The telemetry against the SDK floor, async desks, AsyncLocalStorage context manager (as `NodeSDK` registers)\n',
+        ? '\n### The telemetry against the SDK floor, async desks, no context manager (ns / dispatch)\n'
+        : '\n### The telemetry against the SDK floor, async desks, AsyncLocalStorage context manager as `NodeSDK` registers (ns / dispatch)\n',
     );
     console.log(
-      '| dispatches per conversation | bare ns / dispatch | SDK floor ns / dispatch | telemetry ns / dispatch | telemetry × floor | floor through the observer SPI, ns / dispatch | telemetry × that | floor × bare |',
+      '| dispatches per conversation | bare | SDK floor | telemetry | telemetry × floor | floor through the observer SPI | telemetry × that | telemetry without metrics | that × SPI floor | floor × bare |',
     );
-    console.log('|---:|---:|---:|---:|---:|---:|---:|---:|');
+    console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
     const child = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url)], {
       env: { ...process.env, BENCH_ONLY: 'floor', BENCH_CONTEXT: regime },
       encoding: 'utf8',

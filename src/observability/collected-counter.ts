@@ -12,24 +12,29 @@ export interface Series {
   count: number;
 }
 
-export class CollectedCounter implements Collector {
+/** Where a counter's value lives when it is not a `Series` of its own. */
+export interface Kept {
+  readonly labels: Readonly<Record<string, string>>;
+  read(): number;
+  zero(): void;
+}
+
+export class CollectedCounter<T extends Series | Kept = Series> implements Collector {
   readonly aggregator = 'sum' as const;
 
-  /**
-   * `series()` lists the series to expose, in order, at each scrape. `value` reads a series'
-   * value (a gauge reads its own number; a counter, its `count`).
-   */
+  /** `series()` lists the series to expose, in order, at each scrape. */
   constructor(
     public name: string,
     readonly help: string,
     readonly type: 'counter' | 'gauge',
-    private readonly series: () => Iterable<Series>,
-    private readonly value: (series: Series) => number = (s) => s.count,
+    private readonly series: () => Iterable<T>,
   ) {}
 
   get(): CollectedMetric {
     const values: CollectedValue[] = [];
-    for (const s of this.series()) values.push({ value: this.value(s), labels: s.labels });
+    for (const s of this.series()) {
+      values.push({ value: 'read' in s ? s.read() : s.count, labels: s.labels });
+    }
     return {
       name: this.name,
       help: this.help,
@@ -42,6 +47,9 @@ export class CollectedCounter implements Collector {
   /** A counter starts again from 0; a gauge is read afresh at the next scrape anyway. */
   reset(): void {
     if (this.type !== 'counter') return;
-    for (const s of this.series()) s.count = 0;
+    for (const s of this.series()) {
+      if ('zero' in s) s.zero();
+      else s.count = 0;
+    }
   }
 }

@@ -16,10 +16,16 @@ import {
 
 /** One labelled series, written by the hot path. */
 export class HistogramSeries {
-  /** Per-bucket counts (not cumulative); the last slot is +Inf. */
-  readonly counts: Float64Array;
-  sum = 0;
-  count = 0;
+  /**
+   * One plain array for everything the hot path writes, so an observation touches one object:
+   * per-bucket counts (not cumulative; slot `bounds.length` is +Inf), then the sum (`sumAt`), the
+   * count (`countAt`) and a tally a counter may keep beside the histogram (`tallyAt`: the
+   * dispatches of a responder).
+   */
+  readonly counts: number[];
+  readonly sumAt: number;
+  readonly countAt: number;
+  readonly tallyAt: number;
   /**
    * One exemplar per bucket and scrape: the first observation in the bucket since the last scrape
    * (trace id, value, timestamp in seconds). Writing one per observation would cost three stores
@@ -36,13 +42,31 @@ export class HistogramSeries {
 
   constructor(
     readonly labels: Readonly<Record<string, string>>,
-    private readonly bounds: readonly number[],
+    readonly bounds: readonly number[],
   ) {
-    this.counts = new Float64Array(bounds.length + 1);
-    this.exemplarTrace = new Array(bounds.length + 1).fill(undefined);
-    this.exemplarValue = new Float64Array(bounds.length + 1);
-    this.exemplarTime = new Float64Array(bounds.length + 1);
-    this.exemplarTaken = new Uint8Array(bounds.length + 1);
+    const buckets = bounds.length + 1;
+    this.sumAt = buckets;
+    this.countAt = buckets + 1;
+    this.tallyAt = buckets + 2;
+    // Packed (not holey) from the start: V8 keeps it as unboxed doubles once a sum lands.
+    this.counts = Array.from({ length: buckets + 3 }, () => 0);
+    this.exemplarTrace = new Array(buckets).fill(undefined);
+    this.exemplarValue = new Float64Array(buckets);
+    this.exemplarTime = new Float64Array(buckets);
+    this.exemplarTaken = new Uint8Array(buckets);
+  }
+
+  get sum(): number {
+    return this.counts[this.sumAt] as number;
+  }
+
+  get count(): number {
+    return this.counts[this.countAt] as number;
+  }
+
+  /** The counter kept beside the histogram. */
+  get tally(): number {
+    return this.counts[this.tallyAt] as number;
   }
 
   /** Index of the first bucket whose upper bound is >= value. */
@@ -61,9 +85,10 @@ export class HistogramSeries {
   observe(value: number): number {
     if (!(value >= 0 && value < Number.POSITIVE_INFINITY)) return -1;
     const b = this.bucket(value);
-    this.counts[b] = (this.counts[b] as number) + 1;
-    this.sum += value;
-    this.count++;
+    const counts = this.counts;
+    counts[b] = (counts[b] as number) + 1;
+    counts[this.sumAt] = (counts[this.sumAt] as number) + value;
+    counts[this.countAt] = (counts[this.countAt] as number) + 1;
     return b;
   }
 
@@ -75,10 +100,11 @@ export class HistogramSeries {
     this.exemplarTime[bucket] = timeSeconds;
   }
 
-  reset(): void {
+  /** Zeroes the histogram; `withTally` the counter beside it too. */
+  reset(withTally = true): void {
+    const tally = this.tally;
     this.counts.fill(0);
-    this.sum = 0;
-    this.count = 0;
+    if (!withTally) this.counts[this.tallyAt] = tally;
     this.exemplarTrace.fill(undefined);
     this.exemplarTaken.fill(0);
   }
@@ -274,6 +300,6 @@ export class CollectedHistogram implements Collector {
   }
 
   reset(): void {
-    for (const s of this.#series.values()) s.reset();
+    for (const s of this.#series.values()) s.reset(false);
   }
 }

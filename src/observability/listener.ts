@@ -9,7 +9,7 @@
 import { type Attributes, type Span, trace } from '@opentelemetry/api';
 import type { ConversationListener } from '../core/types.ts';
 import { boundedName } from '../core/validate.ts';
-import type { DispatchRecord } from './metrics.ts';
+import { countDispatch, type DispatchRecord } from './metrics.ts';
 import {
   ATTR_CONVERSATION_EVENTS_DROPPED,
   ATTR_DECISION_REASON,
@@ -94,7 +94,7 @@ export function telemetryListener<S, C>(
   const spans = new WeakMap<Span, SpanEvents>();
   return (state, decision, dispatchCount, elapsedMs) => {
     const r = record(state.lastMessage.sender);
-    if (r !== undefined) r.count++;
+    if (r !== undefined) countDispatch(r);
     if (dispatchCount === 1 && orchestratorRecord !== undefined) orchestratorRecord.started.count++;
     const span = trace.getActiveSpan();
     if (span?.isRecording()) {

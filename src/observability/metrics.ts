@@ -6,7 +6,7 @@
  * import (see registry.ts).
  */
 import type { DiagLogger } from '@opentelemetry/api';
-import { CollectedCounter, type Series } from './collected-counter.ts';
+import { CollectedCounter, type Kept, type Series } from './collected-counter.ts';
 import { CollectedHistogram, type HistogramSeries } from './dispatch-histogram.ts';
 import { assertFree, type PrometheusRegistry, registerCollector } from './registry.ts';
 import {
@@ -76,11 +76,36 @@ function series(labels: Readonly<Record<string, string>>): Series {
   return { labels, count: 0 };
 }
 
-/** Dispatches of one (orchestrator, responder): `count` is the dispatches. */
-export interface DispatchRecord extends Series {
+/**
+ * One (orchestrator, responder). Its dispatches are counted beside the duration histogram, in
+ * the same array (`duration.tallyAt`): the hot path touches one object per dispatch.
+ */
+export interface DispatchRecord extends Kept {
   readonly duration: HistogramSeries;
   /** Failed invocations; created at the first (a zero series per responder is not worth a scrape). */
   errors: Series | undefined;
+}
+
+function dispatchRecord(
+  labels: Readonly<Record<string, string>>,
+  duration: HistogramSeries,
+): DispatchRecord {
+  return {
+    labels,
+    duration,
+    errors: undefined,
+    read: () => duration.tally,
+    zero: () => {
+      duration.counts[duration.tallyAt] = 0;
+    },
+  };
+}
+
+/** Counts one dispatch of `record` (for callers without a duration). */
+export function countDispatch(record: DispatchRecord): void {
+  const counts = record.duration.counts;
+  const at = record.duration.tallyAt;
+  counts[at] = (counts[at] as number) + 1;
 }
 
 /** Conversations of one (orchestrator, reason label) that ended: `count` is the conversations. */
@@ -103,6 +128,8 @@ export interface OrchestratorRecord {
   readonly responders: Map<string, DispatchRecord>;
   /** The records of a responder-name array (an orchestrator's), by array identity. */
   readonly byNames: WeakMap<readonly string[], DispatchRecord[]>;
+  /** Their dispatch-duration series, likewise: what the hot path indexes. */
+  readonly durationsByNames: WeakMap<readonly string[], HistogramSeries[]>;
 }
 
 /** The settings a metric set was made with; a second telemetry on the registry is compared. */
@@ -243,6 +270,7 @@ export class OrchestratorMetrics {
       ends: new Map(),
       responders: new Map(),
       byNames: new WeakMap(),
+      durationsByNames: new WeakMap(),
     };
     this.#orchestrators.set(name, record);
     for (const reason of INITIALIZED_REASONS) this.#end(record, reason);
@@ -257,16 +285,21 @@ export class OrchestratorMetrics {
       let record = orchestrator.responders.get(responder);
       if (record === undefined) {
         const labels = { [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_RESPONDER]: responder };
-        record = {
-          ...series(labels),
-          duration: this.#dispatchDuration.series(labels),
-          errors: undefined,
-        };
+        record = dispatchRecord(labels, this.#dispatchDuration.series(labels));
         orchestrator.responders.set(responder, record);
       }
       return record;
     });
     orchestrator.byNames.set(responders, list);
+    return list;
+  }
+
+  /** The dispatch-duration series of `records(orchestrator, responders)`, in the same order. */
+  durations(orchestrator: OrchestratorRecord, responders: readonly string[]): HistogramSeries[] {
+    const cached = orchestrator.durationsByNames.get(responders);
+    if (cached !== undefined) return cached;
+    const list = this.records(orchestrator, responders).map((r) => r.duration);
+    orchestrator.durationsByNames.set(responders, list);
     return list;
   }
 
