@@ -429,9 +429,11 @@ export class ConversationRun<S, C> {
     // Only the native `then` is trusted to settle once: a Promise subclass gets it called
     // directly, a foreign thenable is adopted by a native promise (a `then` that throws becomes a
     // rejection).
-    if (promise instanceof Promise)
-      nativeThen.call(promise, this.#onSettledValue, this.#onSettledError);
-    else Promise.resolve(promise).then(this.#onSettledValue, this.#onSettledError);
+    if (promise instanceof Promise) {
+      // The common case calls `then` directly, which the compiler inlines; `.call` it does not.
+      if (promise.then === nativeThen) promise.then(this.#onSettledValue, this.#onSettledError);
+      else nativeThen.call(promise, this.#onSettledValue, this.#onSettledError);
+    } else Promise.resolve(promise).then(this.#onSettledValue, this.#onSettledError);
     return WAIT;
   }
 
