@@ -1,10 +1,9 @@
 /**
  * `npm start`: a live, instrumented conversation service. Trading desks converge on prices in a
  * continuous mix of calm, thin, choppy, slow, broken and abandoned markets, so every dashboard
- * panel and alert has something real to show. Serves /metrics, /healthz and a WebSocket at /ws.
+ * panel and alert has something real to show. Serves the live page at /, /metrics, /healthz and
+ * a WebSocket at /ws.
  */
-import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type OpenMetricsContentType, Registry } from 'prom-client';
 import { ConversationError, type ConversationOrchestrator } from '../src/index.ts';
@@ -12,6 +11,7 @@ import { createConversationTelemetry } from '../src/observability/index.ts';
 import { ConfigError, parseConfig, usage } from './config.ts';
 import { exposition } from './exposition.ts';
 import { createServiceMetrics } from './health-metrics.ts';
+import { createHttpServer, ListenError, listen } from './http.ts';
 import { LiveUpdates } from './live.ts';
 import {
   type Book,
@@ -24,21 +24,12 @@ import {
 import { Page } from './page.ts';
 import { Progress } from './progress.ts';
 import { RateLimitedReport } from './rate-limited-report.ts';
-import { requestTarget } from './target.ts';
 import { describeFlush, startTracing } from './tracing.ts';
 
 const MAX_DISPATCH_EVENTS = 128;
 /** At most one "span export failing" line per this many ms (with the count since the last). */
 const EXPORT_FAILURE_REPORT_MS = 10_000;
 const SERVER_CLOSE_GRACE_MS = 500;
-
-const LISTEN_ERRORS: Record<string, string> = {
-  EADDRINUSE: 'the port is in use (EADDRINUSE)',
-  EADDRNOTAVAIL: "the address is not one of this machine's (EADDRNOTAVAIL)",
-  EACCES: 'not allowed (EACCES; ports below 1024 need privileges)',
-  ENOTFOUND: 'the host name does not resolve (ENOTFOUND)',
-  EAI_AGAIN: 'the host name does not resolve (EAI_AGAIN)',
-};
 
 async function main(): Promise<number> {
   let config: ReturnType<typeof parseConfig>;
@@ -109,39 +100,9 @@ async function main(): Promise<number> {
   );
 
   const page = new Page();
-  const server = createServer(
-    {
-      headersTimeout: cfg.headersTimeoutMs,
-      requestTimeout: cfg.requestTimeoutMs,
-      keepAliveTimeout: cfg.keepAliveTimeoutMs,
-      // Node checks the two timeouts above on this interval (30 s by default, which let a silent
-      // connection live 90 s): check often enough to cut it close to its timeout.
-      connectionsCheckingInterval: Math.min(1000, Math.ceil(cfg.headersTimeoutMs / 4)),
-    },
-    (req, res) => {
-      // Every answer is what its content-type says, page or not.
-      res.setHeader('x-content-type-options', 'nosniff');
-      try {
-        route(req, res);
-      } catch (error) {
-        process.stderr.write(`request ${req.method} failed: ${String(error)}\n`);
-        if (res.headersSent) res.destroy();
-        else res.writeHead(500, { 'content-type': 'text/plain' }).end('internal error\n');
-      }
-    },
-  );
-  // A client that stops reading a response is cut after this long without progress.
-  server.setTimeout(cfg.requestTimeoutMs);
-  const route = (req: IncomingMessage, res: ServerResponse) => {
-    const target = requestTarget(req);
-    if (target === undefined) {
-      res
-        .writeHead(400, { 'content-type': 'text/plain', connection: 'close' })
-        .end('bad request target\n');
-      return;
-    }
-    const known = target.pathname === '/metrics' || target.pathname === '/healthz';
+  const server = createHttpServer(cfg, (target, req, res) => {
     if (page.serve(target.pathname, req, res)) return;
+    const known = target.pathname === '/metrics' || target.pathname === '/healthz';
     if (known && req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('read only\n');
     } else if (target.pathname === '/metrics') {
@@ -157,22 +118,16 @@ async function main(): Promise<number> {
         .writeHead(404, { 'content-type': 'text/plain' })
         .end('not found: try /, /metrics, /healthz or /ws\n');
     }
-  };
+  });
   live.attach(server);
+  let port: number;
   try {
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(cfg.port, cfg.host, resolve);
-    });
+    port = await listen(server, cfg.host, cfg.port);
   } catch (error) {
-    const { code, message } = error as NodeJS.ErrnoException;
-    process.stderr.write(
-      `Cannot listen on --host ${cfg.host} --port ${cfg.port}: ${LISTEN_ERRORS[code ?? ''] ?? message}\n`,
-    );
+    if (!(error instanceof ListenError)) throw error;
+    process.stderr.write(`${error.message}\n`);
     return 2;
   }
-  server.on('error', (error) => process.stderr.write(`server error: ${String(error)}\n`));
-  const { port } = server.address() as AddressInfo;
   process.stdout.write(
     `conversation-orchestrator demo listening on http://${cfg.host}:${port} (the live page at /, /metrics, /healthz, ws://${cfg.host}:${port}/ws)\n${tracing.description}\n`,
   );

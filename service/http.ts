@@ -1,0 +1,81 @@
+/**
+ * The service's HTTP server, as it must be when it listens on `0.0.0.0`: explicit timeouts that
+ * are checked often, request targets parsed in one place (a bad one is a 400, never a throw), and
+ * a throwing route answered with a 500 instead of ending the process.
+ */
+import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
+import type { AddressInfo } from 'node:net';
+import type { ServiceConfig } from './config.ts';
+import { type RequestTarget, requestTarget } from './target.ts';
+
+export type Route = (target: RequestTarget, req: IncomingMessage, res: ServerResponse) => void;
+
+export type HttpTimeouts = Pick<
+  ServiceConfig,
+  'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs'
+>;
+
+export function createHttpServer(timeouts: HttpTimeouts, route: Route): Server {
+  const server = createServer(
+    {
+      headersTimeout: timeouts.headersTimeoutMs,
+      requestTimeout: timeouts.requestTimeoutMs,
+      keepAliveTimeout: timeouts.keepAliveTimeoutMs,
+      // Node checks the two timeouts above on this interval (30 s by default, which let a silent
+      // connection live 90 s): check often enough to cut it close to its timeout.
+      connectionsCheckingInterval: Math.min(1000, Math.ceil(timeouts.headersTimeoutMs / 4)),
+    },
+    (req, res) => {
+      // Every answer is what its content-type says, page or not.
+      res.setHeader('x-content-type-options', 'nosniff');
+      const target = requestTarget(req);
+      if (target === undefined) {
+        res
+          .writeHead(400, { 'content-type': 'text/plain', connection: 'close' })
+          .end('bad request target\n');
+        return;
+      }
+      try {
+        route(target, req, res);
+      } catch (error) {
+        process.stderr.write(`request ${req.method} ${target.pathname} failed: ${String(error)}\n`);
+        if (res.headersSent) res.destroy();
+        else res.writeHead(500, { 'content-type': 'text/plain' }).end('internal error\n');
+      }
+    },
+  );
+  // A client that stops reading a response is cut after this long without progress.
+  server.setTimeout(timeouts.requestTimeoutMs);
+  return server;
+}
+
+/** Thrown by `listen` with a message for the operator (the service exits 2 with it). */
+export class ListenError extends Error {
+  override name = 'ListenError';
+}
+
+const LISTEN_ERRORS: Record<string, string> = {
+  EADDRINUSE: 'the port is in use (EADDRINUSE)',
+  EADDRNOTAVAIL: "the address is not one of this machine's (EADDRNOTAVAIL)",
+  EACCES: 'not allowed (EACCES; ports below 1024 need privileges)',
+  ENOTFOUND: 'the host name does not resolve (ENOTFOUND)',
+  EAI_AGAIN: 'the host name does not resolve (EAI_AGAIN)',
+};
+
+/** Listens and resolves with the port; a failure to listen is a `ListenError` that says why. */
+export async function listen(server: Server, host: string, port: number): Promise<number> {
+  try {
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, resolve);
+    });
+  } catch (error) {
+    const { code, message } = error as NodeJS.ErrnoException;
+    throw new ListenError(
+      `Cannot listen on --host ${host} --port ${port}: ${LISTEN_ERRORS[code ?? ''] ?? message}`,
+    );
+  }
+  // Past listening, an error (EMFILE on accept, say) is reported, not fatal.
+  server.on('error', (error) => process.stderr.write(`server error: ${String(error)}\n`));
+  return (server.address() as AddressInfo).port;
+}
