@@ -312,18 +312,18 @@ describe('responder spans', () => {
 
   it('carry gen_ai.provider.name only when the responder declares a provider', async () => {
     const { exporter, tracer } = memoryTracing();
-    const telemetry = createConversationTelemetry({ tracer, responderSpans: true });
-    // The core hands the providers to observers as ConversationStart.providers.
-    const observation = telemetry.startConversation({
-      orchestrator: 'chat',
-      conversationId: 'c',
-      input: { sender: 'user', content: 0 },
-      responders: ['gpt', 'rules'],
-      startTimeMs: performance.timeOrigin + performance.now(),
-      providers: ['openai', undefined],
-    } as Parameters<typeof telemetry.startConversation>[0]);
-    observation.runResponder?.(0, () => 1);
-    observation.runResponder?.(1, () => 1);
+    const o = counter(createConversationTelemetry({ tracer, responderSpans: true }), {
+      responders: [
+        {
+          name: 'gpt',
+          provider: 'openai',
+          respond: (m) => ({ sender: 'gpt', content: m.content + 1 }),
+        },
+        { name: 'rules', respond: (m) => ({ sender: 'rules', content: m.content + 1 }) },
+      ],
+      termination: maxDispatches(2),
+    });
+    await o.run({ sender: 'user', content: 0 });
     const [gpt] = spansNamed(exporter, 'invoke_agent gpt');
     const [rules] = spansNamed(exporter, 'invoke_agent rules');
     expect(gpt?.attributes['gen_ai.provider.name']).toBe('openai');

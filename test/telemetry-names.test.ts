@@ -46,17 +46,14 @@ async function exercise() {
   })
     .run({ sender: 'u', content: 0 })
     .catch(() => {});
-  // A responder that declares its provider, as the core reports it (ConversationStart.providers).
-  telemetry
-    .startConversation({
-      orchestrator: 'chat',
-      conversationId: 'c',
-      input: { sender: 'u', content: 0 },
-      responders: ['gpt'],
-      startTimeMs: Date.now(),
-      providers: ['openai'],
-    } as Parameters<typeof telemetry.startConversation>[0])
-    .runResponder?.(0, () => undefined);
+  // A responder that declares its provider.
+  await counterOrchestrator({
+    observers: [telemetry],
+    termination: maxDispatches(1),
+    responders: [
+      { name: 'gpt', provider: 'openai', respond: () => ({ sender: 'gpt', content: 1 }) },
+    ],
+  }).run({ sender: 'u', content: 0 });
   return { registry, spans: exporter.getFinishedSpans() };
 }
 

@@ -52,14 +52,6 @@ import {
 } from './semconv.ts';
 import { endResponderSpan, errorType, type Settings, safeAttributes, truncate } from './utils.ts';
 
-/**
- * `ConversationStart` as the core may extend it: `providers[i]` is `Responder.provider` of
- * responder i (the GenAI `gen_ai.provider.name`), when the core passes it.
- */
-type StartWithProviders<C> = ConversationStart<C> & {
-  readonly providers?: readonly (string | undefined)[];
-};
-
 /** A responder span not yet ended, and whether it has been (a late answer must not end it again). */
 interface OpenSpan {
   readonly span: Span;
@@ -97,7 +89,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   readonly runResponder: (<T>(index: number, invoke: () => T) => T) | undefined;
   readonly runConversation: (<T>(run: () => T) => T) | undefined;
 
-  constructor(settings: Settings<S, C>, start: StartWithProviders<C>) {
+  constructor(settings: Settings<S, C>, start: ConversationStart<C>) {
     this.#settings = settings;
     this.#orchestrator = start.orchestrator;
     this.#responders = start.responders;
