@@ -438,7 +438,25 @@ describe('message content', () => {
     expect(span?.events).toHaveLength(5);
     // Five failures within ten seconds: the first is said at once, the rest wait for the next line.
     expect(warnings).toEqual([
-      'conversation-orchestrator: stateAttributes threw; the dispatch event is recorded without them',
+      'conversation-orchestrator: stateAttributes failed; the dispatch event is recorded without them',
+    ]);
+  });
+
+  it('reports a stateAttributes that returns no object, saying what came', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const errors: unknown[] = [];
+    const { logger } = warningsLogger();
+    await counter(
+      createConversationTelemetry<number, number>({
+        tracer,
+        logger: { ...logger, warn: (_message: string, error: unknown) => errors.push(error) },
+        stateAttributes: (state) => state.projection as never,
+      }),
+    ).run({ sender: 'user', content: 0 });
+    const [span] = spansNamed(exporter, 'invoke_workflow counter');
+    expect(span?.events).toHaveLength(5);
+    expect(errors.map(String)).toEqual([
+      'TypeError: Expected `stateAttributes` to return an object of attributes, got `1` (number)',
     ]);
   });
 

@@ -89,7 +89,7 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
       eventStorage: new StoragePool(),
       reportAttributesFailure: rateLimited(
         logger,
-        'conversation-orchestrator: stateAttributes threw; the dispatch event is recorded without them',
+        'conversation-orchestrator: stateAttributes failed; the dispatch event is recorded without them',
       ),
     };
   }

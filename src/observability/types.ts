@@ -84,7 +84,7 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
    */
   readonly maxReasons?: number;
   /**
-   * Where a throwing `stateAttributes` (rate-limited: the first at once, then one line per 10 s
+   * Where a failing `stateAttributes` (it throws or returns no object; rate-limited: the first at once, then one line per 10 s
    * with the count) and settings that a shared registry cannot honour are reported. They never
    * break a run.
    * @default diag (the OpenTelemetry diagnostics logger)

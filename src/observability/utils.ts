@@ -7,6 +7,7 @@ import {
   SpanStatusCode,
   type Tracer,
 } from '@opentelemetry/api';
+import { describeValue } from '../core/errors.ts';
 import type { ConversationState } from '../core/types.ts';
 import { fail } from '../core/validate.ts';
 import type { StoragePool } from './dispatch-events.ts';
@@ -24,7 +25,7 @@ export interface Settings<S, C> {
   readonly responderSpans: boolean;
   readonly exemplars: boolean;
   readonly logger: DiagLogger;
-  /** Reports a throwing `stateAttributes`, rate-limited. */
+  /** Reports a throwing (or non-object-returning) `stateAttributes`, rate-limited. */
   readonly reportAttributesFailure: (error: unknown) => void;
   /** Kept-dispatch storage that ended conversations hand on to new ones. */
   readonly eventStorage: StoragePool;
@@ -101,7 +102,14 @@ export function safeAttributes<S, C>(
     settings.reportAttributesFailure(error);
     return undefined;
   }
-  if (typeof attributes !== 'object' || attributes === null) return undefined;
+  if (typeof attributes !== 'object' || attributes === null) {
+    settings.reportAttributesFailure(
+      new TypeError(
+        `Expected \`stateAttributes\` to return an object of attributes, got ${describeValue(attributes)}`,
+      ),
+    );
+    return undefined;
+  }
   const copy: Attributes = {};
   for (const key in attributes) {
     const value = attributes[key];
