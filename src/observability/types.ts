@@ -84,9 +84,9 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
    */
   readonly maxReasons?: number;
   /**
-   * Where a failing `stateAttributes` (it throws or returns no object; rate-limited: the first at once, then one line per 10 s
-   * with the count) and settings that a shared registry cannot honour are reported. They never
-   * break a run.
+   * Where a failing `stateAttributes` (it throws or returns no object; rate-limited: the first at
+   * once, then one line per 10 s with the count) and settings that a shared registry cannot
+   * honour are reported. They never break a run.
    * @default diag (the OpenTelemetry diagnostics logger)
    */
   readonly logger?: DiagLogger;
