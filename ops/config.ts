@@ -5,7 +5,17 @@
  * `npm run ops -- --config my-ops.ts --out my-ops/` renders a variant for your own config.
  */
 
-/** A Prometheus duration: `30s`, `5m`, `1h`, `1h30m`. */
+import {
+  METRIC_ONLY_LABELS,
+  parseSelector,
+  SelectorError,
+  unreachableMatcher,
+} from './selector.ts';
+
+/**
+ * A Prometheus duration: `30s`, `5m`, `1h`, `1h30m`. Units from `y` down to `ms`, each at most
+ * once and in that order, and more than zero, as Prometheus parses them.
+ */
 export type Duration = string;
 
 /** One alert's knobs. */
@@ -25,8 +35,9 @@ export interface OpsConfig {
   readonly selector: string;
   /**
    * Labels kept beside `orchestrator` when rules aggregate the replicas of a service; alerts carry
-   * them, and Alertmanager's inhibition matches on them (a down target silences the alerts of its
-   * own job only). They also name the recording rules' level (`job_orchestrator:...`).
+   * them, and they name the recording rules' level (`job_orchestrator:...`). They must include
+   * `job`: alertmanager/alertmanager.yml (static, not generated) inhibits on `equal: [job]`, so a
+   * job that is down silences the alerts of that job only.
    * @default ['job']
    */
   readonly groupLabels: readonly string[];
@@ -74,10 +85,17 @@ export interface OpsConfig {
   readonly stalledConversations: AlertConfig;
   /** `OrchestratorListenerErrors` (warning): any listener error, for this long. */
   readonly listenerErrors: AlertConfig;
-  /** `OrchestratorTargetDown` (critical): the scrape of an instance fails. */
+  /** `OrchestratorTargetDown` (warning): the scrape of one instance fails. */
   readonly targetDown: AlertConfig;
   /**
+   * `OrchestratorJobDown` (critical): no instance of a job can be scraped, or service discovery
+   * finds none; it inhibits the job's other alerts.
+   */
+  readonly jobDown: AlertConfig;
+  /**
    * Where `runbook.md` lives; each alert's `runbook_url` is this plus `#alertname` in lower case.
+   * The default is a placeholder nobody hosts for you: set it to where you publish
+   * `prometheus/runbook.md` (it ships in the npm package).
    * @default 'https://github.com/conversation-orchestrator/conversation-orchestrator/blob/main/prometheus/runbook.md'
    */
   readonly runbookUrl: string;
@@ -135,6 +153,7 @@ export const DEFAULT_OPS_CONFIG: OpsConfig = {
   stalledConversations: { for: '5m' },
   listenerErrors: { for: '5m' },
   targetDown: { for: '2m' },
+  jobDown: { for: '2m' },
   runbookUrl:
     'https://github.com/conversation-orchestrator/conversation-orchestrator/blob/main/prometheus/runbook.md',
   kubernetes: {
@@ -170,6 +189,7 @@ const ALERTS = [
   'stalledConversations',
   'listenerErrors',
   'targetDown',
+  'jobDown',
 ] as const;
 
 /** The options that are objects of their own. */
@@ -187,7 +207,8 @@ function unknownKeys(prefix: string, given: object, known: object): void {
   }
 }
 
-const DURATION = /^(\d+(ms|s|m|h|d|w|y))+$/;
+// Prometheus' own duration grammar (model.ParseDuration): each unit once, largest first.
+const DURATION = /^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$/;
 const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 // One or more `label op "value"` matchers, comma-separated (values without unescaped quotes).
 // A value holds no raw line break: PromQL strings cannot.
@@ -201,9 +222,9 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 
 function duration(what: string, value: unknown): void {
   expect(
-    typeof value === 'string' && DURATION.test(value),
+    typeof value === 'string' && value !== '' && DURATION.test(value) && /[1-9]/.test(value),
     what,
-    'a Prometheus duration such as `5m`',
+    'a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero)',
     value,
   );
 }
@@ -215,6 +236,37 @@ function ratio(what: string, value: unknown): void {
     'a ratio between 0 and 1',
     value,
   );
+}
+
+/** The selector's matchers: valid values, target labels only, and labels the manifests produce. */
+function selector(config: OpsConfig): void {
+  let matchers: ReturnType<typeof parseSelector>;
+  try {
+    matchers = parseSelector(config.selector);
+  } catch (error) {
+    if (!(error instanceof SelectorError)) throw error;
+    throw new OpsConfigError(
+      `Expected \`selector\` matcher ${error.message.slice('Expected '.length)}, got ${describe(error.matcher)}`,
+    );
+  }
+  const metricOnly = matchers.find((m) => METRIC_ONLY_LABELS.includes(m.label));
+  expect(
+    metricOnly === undefined,
+    'selector',
+    `matchers on target labels only (it selects \`up{…}\` too, which has no ${METRIC_ONLY_LABELS.map((l) => `\`${l}\``).join(', ')})`,
+    metricOnly?.text,
+  );
+  const namespace = config.kubernetes.namespace;
+  const unreachable =
+    typeof namespace === 'string' ? unreachableMatcher(matchers, namespace) : undefined;
+  if (unreachable) {
+    const produced = Object.entries(unreachable.labels)
+      .map(([k, v]) => `${k}="${v}"`)
+      .join(',');
+    throw new OpsConfigError(
+      `Expected \`selector\` matchers the Kubernetes ServiceMonitor's targets satisfy (they carry ${produced}, a per-replica \`instance\` and \`pod\`, and \`label="value"\` for each equality matcher), got ${describe(unreachable.matcher.text)}`,
+    );
+  }
 }
 
 /** The defaults with your changes, checked: a bad value throws with what was expected and what came. */
@@ -248,6 +300,7 @@ export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
     stalledConversations: { ...d.stalledConversations, ...input.stalledConversations },
     listenerErrors: { ...d.listenerErrors, ...input.listenerErrors },
     targetDown: { ...d.targetDown, ...input.targetDown },
+    jobDown: { ...d.jobDown, ...input.jobDown },
     kubernetes: { ...d.kubernetes, ...input.kubernetes },
   };
   expect(
@@ -256,6 +309,7 @@ export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
     'PromQL label matchers such as `job="conversation-orchestrator"`',
     config.selector,
   );
+  selector(config);
   expect(
     Array.isArray(config.groupLabels) &&
       new Set(config.groupLabels).size === config.groupLabels.length &&
@@ -264,6 +318,12 @@ export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
       ),
     'groupLabels',
     `an array of distinct label names other than ${RULE_LABELS.map((l) => `\`${l}\``).join(', ')}`,
+    config.groupLabels,
+  );
+  expect(
+    config.groupLabels.includes('job'),
+    'groupLabels',
+    'an array that includes `job` (alertmanager.yml inhibits on `equal: [job]`)',
     config.groupLabels,
   );
   duration('rateWindow', config.rateWindow);

@@ -15,12 +15,16 @@ import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { Service } from 'kubernetes-models/v1/Service';
 import type { OpsConfig } from './config.ts';
 import type { Rules } from './rules.ts';
+import {
+  CONTAINER_NAME,
+  PORT_NAME,
+  parseSelector,
+  SERVICE_NAME,
+  scrapeLabels,
+} from './selector.ts';
 
-/**
- * The Service's name. The Prometheus Operator names the scrape job after the Service, so this is
- * the `job` the default selector (`job="conversation-orchestrator"`) picks.
- */
-export const SERVICE_NAME = 'conversation-orchestrator';
+export { SERVICE_NAME };
+
 const PORT = 9464;
 
 /** What every kubernetes-models model offers. */
@@ -28,7 +32,6 @@ export interface Manifest {
   toJSON(): unknown;
   validate(): void;
 }
-const PORT_NAME = 'http';
 
 /** Every manifest, by file name under kubernetes/. */
 export function kubernetesManifests(
@@ -38,6 +41,7 @@ export function kubernetesManifests(
 ): Map<string, Manifest> {
   const k = config.kubernetes;
   const namespace = k.namespace;
+  const { relabelings } = scrapeLabels(parseSelector(config.selector), namespace);
   const selector = { 'app.kubernetes.io/name': SERVICE_NAME };
   const labels = {
     ...selector,
@@ -60,6 +64,8 @@ export function kubernetesManifests(
         spec: {
           // The service shuts down within 10 s (it aborts in-flight conversations, flushes spans).
           terminationGracePeriodSeconds: 15,
+          // The service never talks to the Kubernetes API: no token in the pod.
+          automountServiceAccountToken: false,
           securityContext: {
             runAsNonRoot: true,
             // The image's `node` user.
@@ -79,7 +85,7 @@ export function kubernetesManifests(
           ],
           containers: [
             {
-              name: 'service',
+              name: CONTAINER_NAME,
               image: k.image,
               ports: [{ name: PORT_NAME, containerPort: PORT, protocol: 'TCP' }],
               env: [
@@ -144,7 +150,18 @@ export function kubernetesManifests(
     metadata: { name: SERVICE_NAME, namespace, labels: { ...labels, ...k.prometheusSelector } },
     spec: {
       selector: { matchLabels: selector },
-      endpoints: [{ port: PORT_NAME, path: '/metrics', interval: '15s', scrapeTimeout: '10s' }],
+      endpoints: [
+        {
+          port: PORT_NAME,
+          path: '/metrics',
+          interval: '15s',
+          scrapeTimeout: '10s',
+          // The selector's `label="value"` matchers (a `job` other than the Service's name, an
+          // `env`, …) as target labels, so the rules and dashboards select these targets
+          // (defineOpsConfig refuses a selector the targets could not satisfy).
+          ...(relabelings.length > 0 ? { relabelings: [...relabelings] } : {}),
+        },
+      ],
     },
   });
 

@@ -1,5 +1,5 @@
 /**
- * The Prometheus rules: recording rules (`level:metric:operations`) and the six alerts, from the
+ * The Prometheus rules: recording rules (`level:metric:operations`) and the seven alerts, from the
  * config. The same groups go into prometheus/rules/orchestrator.rules.yml and into the
  * Kubernetes PrometheusRule.
  */
@@ -109,6 +109,7 @@ export function rules(config: OpsConfig): Rules {
   const W = config.rateWindow;
   const O = byOrchestrator(config).join(', ');
   const R = byResponder(config).join(', ');
+  const OI = [...byOrchestrator(config), 'instance'].join(', ');
   const names = recordedNames(config);
   const ratio = (reasons: string) =>
     [
@@ -237,17 +238,22 @@ export function rules(config: OpsConfig): Rules {
     },
     {
       alert: 'OrchestratorStalledConversations',
-      expr: [`${names.inProgress} > 0`, `unless on (${O})`, `${names.dispatchRate} > 0`, ''].join(
-        '\n',
-      ),
+      // Per instance: conversations live in one process, so one stuck replica is stalled even
+      // while the others dispatch (a sum over the job would hide it).
+      expr: [
+        `sum by (${OI}) (${METRIC_CONVERSATIONS_IN_PROGRESS}{${S}}) > 0`,
+        `unless on (${OI})`,
+        `sum by (${OI}) (rate(${METRIC_DISPATCHES}{${S}}[${config.dispatchWindow}])) > 0`,
+        '',
+      ].join('\n'),
       // stalledConversations.for: how long conversations may sit without a single dispatch.
       for: config.stalledConversations.for,
       labels: { severity: 'critical' },
       annotations: {
         summary: 'Conversations are in progress but nothing is being dispatched.',
         description:
-          'Orchestrator {{ $labels.orchestrator }} has {{ $value }} conversations in progress and ' +
-          `has dispatched nothing for ${humanDuration(config.stalledConversations.for)}.`,
+          'Orchestrator {{ $labels.orchestrator }} on {{ $labels.instance }} has {{ $value }} ' +
+          `conversations in progress and has dispatched nothing for ${humanDuration(config.stalledConversations.for)}.`,
         runbook_url: runbook('OrchestratorStalledConversations'),
       },
     },
@@ -266,16 +272,34 @@ export function rules(config: OpsConfig): Rules {
     },
     {
       alert: 'OrchestratorTargetDown',
-      expr: `up{${S}} == 0 # selector: the service's scrape job\n`,
+      expr: `up{${S}} == 0 # selector: the service's scrape targets\n`,
       for: config.targetDown.for,
-      labels: { severity: 'critical' },
+      // One replica of several: the others still serve. It inhibits nothing (OrchestratorJobDown
+      // does, when every replica is gone).
+      labels: { severity: 'warning' },
       annotations: {
-        summary: 'Prometheus cannot scrape the conversation service.',
+        summary: 'Prometheus cannot scrape an instance of the conversation service.',
         description:
           'The scrape of {{ $labels.instance }} (job {{ $labels.job }}) has failed for ' +
-          `${humanDuration(config.targetDown.for)}: the service is down or unreachable, and its ` +
+          `${humanDuration(config.targetDown.for)}: the instance is down or unreachable, and its ` +
           'conversations are unobserved.',
         runbook_url: runbook('OrchestratorTargetDown'),
+      },
+    },
+    {
+      alert: 'OrchestratorJobDown',
+      // Every target of the job fails, or discovery finds none at all (absent() carries the
+      // selector's equality matchers, `job` among them, so the inhibition can match it).
+      expr: [`sum by (job) (up{${S}}) == 0`, 'or', `absent(up{${S}})`, ''].join('\n'),
+      for: config.jobDown.for,
+      labels: { severity: 'critical' },
+      annotations: {
+        summary: 'No instance of the conversation service can be scraped.',
+        description:
+          'Prometheus has scraped no instance of job {{ $labels.job }} for ' +
+          `${humanDuration(config.jobDown.for)}: every instance is down or unreachable, or service ` +
+          "discovery finds none. The job's other alerts are inhibited meanwhile.",
+        runbook_url: runbook('OrchestratorJobDown'),
       },
     },
   ];

@@ -31,6 +31,7 @@ const config = defineOpsConfig({
   slowConvergence: { p95Seconds: 0.5, for: '1s' },
   conversationErrors: { for: '1s' },
   targetDown: { for: '1s' },
+  jobDown: { for: '1s' },
 });
 
 interface AlertmanagerConfig {
@@ -138,35 +139,39 @@ describe('alerts reach the receivers Alertmanager routes them to', () => {
     expect(misrouted).toEqual([]);
   });
 
-  it('silences the orchestrator alerts of a job whose target is down, and pages for the target', async () => {
+  it('pages for a job whose every target is down, and silences its other alerts meanwhile', async () => {
     const slowBefore = (await alertmanager.alerts()).filter(
       (a) => a.labels.alertname === 'OrchestratorSlowConvergence',
     );
     expect(slowBefore.length).toBeGreaterThan(0);
     expect(slowBefore.map((a) => a.status.state)).toEqual(slowBefore.map(() => 'active'));
 
+    // The only replica dies: the job is down.
     service.child.kill('SIGKILL');
     await service.exited;
 
-    const { alert: down } = await delivered('/critical', 'OrchestratorTargetDown');
-    expect(down.labels).toMatchObject({
+    const { alert: down } = await delivered('/critical', 'OrchestratorJobDown');
+    expect(down.labels).toEqual({
+      alertname: 'OrchestratorJobDown',
       severity: 'critical',
       job: 'conversation-orchestrator',
-      instance: `127.0.0.1:${service.port}`,
     });
-    // While the target is down its job's other alerts are still active in Prometheus (their rate
-    // windows still hold samples), and Alertmanager holds them back.
+    // While the job is down its other alerts are still active in Prometheus (their rate windows
+    // still hold samples; the per-instance target-down alert fires too), and Alertmanager holds
+    // them back: the cause pages, not its echoes.
     await vi.waitFor(
       async () => {
         const alerts = await alertmanager.alerts();
-        const targetDown = alerts.find((a) => a.labels.alertname === 'OrchestratorTargetDown');
+        const jobDown = alerts.find((a) => a.labels.alertname === 'OrchestratorJobDown');
+        const targetDown = alerts.filter((a) => a.labels.alertname === 'OrchestratorTargetDown');
         const slow = alerts.filter((a) => a.labels.alertname === 'OrchestratorSlowConvergence');
-        expect(targetDown?.status.state).toBe('active');
+        expect(jobDown?.status.state).toBe('active');
+        expect(targetDown.map((a) => a.labels.instance)).toEqual([`127.0.0.1:${service.port}`]);
         expect(slow.length).toBeGreaterThan(0);
-        for (const a of slow) {
+        for (const a of [...targetDown, ...slow]) {
           expect(a.status).toMatchObject({
             state: 'suppressed',
-            inhibitedBy: [targetDown?.fingerprint],
+            inhibitedBy: [jobDown?.fingerprint],
           });
         }
       },

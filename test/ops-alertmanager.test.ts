@@ -2,8 +2,14 @@ import { spawnSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { parse } from 'yaml';
+import {
+  type RunningAlertmanager,
+  startAlertmanager,
+  startWebhookReceiver,
+  type WebhookReceiver,
+} from './helpers/alertmanager.ts';
 import { rules } from './helpers/ops.ts';
 
 const FILE = 'alertmanager/alertmanager.yml';
@@ -65,7 +71,7 @@ describe('alertmanager/alertmanager.yml', () => {
     expect(routeOf({ alertname: 'Unlabelled' })).toBe('warning');
   });
 
-  it('groups by alertname and orchestrator, and lets a down target of a job silence that job only', () => {
+  it('groups by alertname and orchestrator, and inhibits from OrchestratorJobDown only, within its job', () => {
     const config = parse(readFileSync(FILE, 'utf8')) as {
       route: { group_by: string[] };
       inhibit_rules: { source_matchers: string[]; target_matchers: string[]; equal: string[] }[];
@@ -73,15 +79,99 @@ describe('alertmanager/alertmanager.yml', () => {
     expect(config.route.group_by).toEqual(['alertname', 'orchestrator']);
     expect(config.inhibit_rules).toEqual([
       {
-        source_matchers: ['alertname="OrchestratorTargetDown"'],
-        target_matchers: ['alertname=~"Orchestrator.+"', 'alertname!="OrchestratorTargetDown"'],
+        source_matchers: ['alertname="OrchestratorJobDown"'],
+        target_matchers: ['alertname=~"Orchestrator.+"', 'alertname!="OrchestratorJobDown"'],
         equal: ['job'],
       },
     ]);
-    // The inhibition compares `job`: every alert must carry it, so each selects either series
-    // recorded at a level that keeps it (`job_orchestrator:...`) or `up` itself.
+    // The inhibition compares `job`: every alert must carry it, so each aggregates by labels
+    // that keep it (recorded `job_orchestrator:...` series, `by (job, ...)`) or selects `up`.
     for (const alert of rules().filter((r) => r.alert)) {
-      expect(alert.expr, alert.alert).toMatch(/^(job_[a-z_]*:|up\{)/);
+      expect(alert.expr, alert.alert).toMatch(/^(job_[a-z_]*:|up\{|sum by \(job[,)])/);
     }
+  });
+});
+
+describe('the inhibition, in a real Alertmanager', () => {
+  let receiver: WebhookReceiver;
+  let alertmanager: RunningAlertmanager;
+
+  beforeAll(async () => {
+    receiver = await startWebhookReceiver();
+    const committed = parse(readFileSync(FILE, 'utf8')) as { receivers: { name: string }[] };
+    alertmanager = await startAlertmanager({
+      ...committed,
+      receivers: committed.receivers.map((r) => ({
+        name: r.name,
+        webhook_configs: [{ url: `${receiver.url}/${r.name}` }],
+      })),
+    });
+  }, 30_000);
+
+  afterAll(async () => {
+    await alertmanager?.stop().catch(() => {});
+    await receiver?.close().catch(() => {});
+  });
+
+  async function post(alerts: Record<string, string>[]): Promise<void> {
+    const response = await fetch(`http://${alertmanager.address}/api/v2/alerts`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify(alerts.map((labels) => ({ labels }))),
+    });
+    expect(response.status).toBe(200);
+  }
+
+  async function states(): Promise<Record<string, string>> {
+    const alerts = await alertmanager.alerts();
+    return Object.fromEntries(
+      alerts.map((a) => [
+        `${a.labels.alertname} ${a.labels.job} ${a.labels.instance ?? a.labels.orchestrator ?? ''}`,
+        a.status.state,
+      ]),
+    );
+  }
+
+  const errors = (job: string) => ({
+    alertname: 'OrchestratorConversationErrors',
+    severity: 'critical',
+    job,
+    orchestrator: 'fx_desks',
+  });
+
+  it('lets one crash-looping replica of several hide nothing, and a job down silence its own job only', async () => {
+    // One replica of `agents` is down; the others still serve and fail conversations.
+    await post([
+      {
+        alertname: 'OrchestratorTargetDown',
+        severity: 'warning',
+        job: 'agents',
+        instance: 'agents-1:9464',
+      },
+      errors('agents'),
+      errors('batch'),
+    ]);
+    await vi.waitFor(
+      async () =>
+        expect(await states()).toEqual({
+          'OrchestratorTargetDown agents agents-1:9464': 'active',
+          'OrchestratorConversationErrors agents fx_desks': 'active',
+          'OrchestratorConversationErrors batch fx_desks': 'active',
+        }),
+      { timeout: 10_000, interval: 100 },
+    );
+
+    // Now every replica of `agents` is gone: its alerts are echoes, `batch` still pages.
+    await post([{ alertname: 'OrchestratorJobDown', severity: 'critical', job: 'agents' }]);
+    await vi.waitFor(
+      async () =>
+        expect(await states()).toEqual({
+          'OrchestratorJobDown agents ': 'active',
+          'OrchestratorTargetDown agents agents-1:9464': 'suppressed',
+          'OrchestratorConversationErrors agents fx_desks': 'suppressed',
+          'OrchestratorConversationErrors batch fx_desks': 'active',
+        }),
+      { timeout: 10_000, interval: 100 },
+    );
   });
 });

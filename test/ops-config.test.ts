@@ -38,6 +38,48 @@ describe('defineOpsConfig', () => {
       { selector: 'job="a\nb"' },
       'Expected `selector` to be PromQL label matchers such as `job="conversation-orchestrator"`, got `job="a\nb"` (string)',
     ],
+    ...['0s', '0m', '5m5m', '1m1h', '30s5m', '1.5h', '-5m', '5 m'].map(
+      (d): [OpsConfigInput, string] => [
+        { dispatchWindow: d },
+        `Expected \`dispatchWindow\` to be a Prometheus duration such as \`5m\` or \`1h30m\` (units from y to ms, each once, largest first, more than zero), got \`${d}\` (string)`,
+      ],
+    ),
+    [
+      { jobDown: { for: '0s' } },
+      'Expected `jobDown.for` to be a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero), got `0s` (string)',
+    ],
+    [
+      { selector: 'job=~"a.*|("' },
+      'Expected `selector` matcher `job=~"a.*|("` to be a regular expression that compiles, got `job=~"a.*|("` (string)',
+    ],
+    [
+      { selector: 'job="a",env!~"[z-a]"' },
+      'Expected `selector` matcher `env!~"[z-a]"` to be a regular expression that compiles, got `env!~"[z-a]"` (string)',
+    ],
+    [
+      { selector: 'job=~"a\\.b"' },
+      'Expected `selector` matcher `job=~"a\\.b"` to be a string with valid escapes (write `\\\\.` for a literal dot), got `job=~"a\\.b"` (string)',
+    ],
+    [
+      { selector: 'job="agents",orchestrator="fx_desks"' },
+      'Expected `selector` to be matchers on target labels only (it selects `up{…}` too, which has no `__name__`, `orchestrator`, `responder`, `reason`, `le`, `quantile`), got `orchestrator="fx_desks"` (string)',
+    ],
+    [
+      { selector: 'job=~"agents-.*"' },
+      'Expected `selector` matchers the Kubernetes ServiceMonitor\'s targets satisfy (they carry job="conversation-orchestrator",namespace="conversation-orchestrator",service="conversation-orchestrator",endpoint="http",container="service", a per-replica `instance` and `pod`, and `label="value"` for each equality matcher), got `job=~"agents-.*"` (string)',
+    ],
+    [
+      { selector: 'job="agents",namespace="prod"', kubernetes: { namespace: 'agents' } },
+      'Expected `selector` matchers the Kubernetes ServiceMonitor\'s targets satisfy (they carry job="agents",namespace="agents",service="conversation-orchestrator",endpoint="http",container="service", a per-replica `instance` and `pod`, and `label="value"` for each equality matcher), got `namespace="prod"` (string)',
+    ],
+    [
+      { selector: 'job="agents",instance="desks-1:9464"' },
+      'Expected `selector` matchers the Kubernetes ServiceMonitor\'s targets satisfy (they carry job="agents",namespace="conversation-orchestrator",service="conversation-orchestrator",endpoint="http",container="service", a per-replica `instance` and `pod`, and `label="value"` for each equality matcher), got `instance="desks-1:9464"` (string)',
+    ],
+    [
+      { groupLabels: ['namespace'] },
+      'Expected `groupLabels` to be an array that includes `job` (alertmanager.yml inhibits on `equal: [job]`), got `["namespace"]` (object)',
+    ],
     [
       { kubernetes: { prometheusSelector: { release: 'kube prometheus' } } },
       'Expected `kubernetes.prometheusSelector` to be Kubernetes labels such as `{ release: "kube-prometheus-stack" }`, got `{"release":"kube prometheus"}` (object)',
@@ -64,7 +106,7 @@ describe('defineOpsConfig', () => {
     ],
     [
       { rateWindow: '5 minutes' },
-      'Expected `rateWindow` to be a Prometheus duration such as `5m`, got `5 minutes` (string)',
+      'Expected `rateWindow` to be a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero), got `5 minutes` (string)',
     ],
     [
       { slowConvergence: { p95Seconds: -1 } },
@@ -76,7 +118,7 @@ describe('defineOpsConfig', () => {
     ],
     [
       { targetDown: { for: '' } },
-      'Expected `targetDown.for` to be a Prometheus duration such as `5m`, got `` (string)',
+      'Expected `targetDown.for` to be a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero), got `` (string)',
     ],
     [
       { runbookUrl: 'https://example.com/runbook.md#top' },
@@ -92,6 +134,20 @@ describe('defineOpsConfig', () => {
     ],
   ])('refuses %j', (input, message) => {
     expect(() => defineOpsConfig(input)).toThrow(message);
+  });
+
+  it('accepts what Prometheus accepts: compound durations largest unit first, regexes, other jobs', () => {
+    const config = defineOpsConfig({
+      selector: 'job=~"conversation-orch.*",env!="dev",team!~"qa|test"',
+      rateWindow: '1h30m',
+      dispatchWindow: '90s',
+      stalledConversations: { for: '1d12h30m15s500ms' },
+      jobDown: { for: '1m' },
+    });
+    expect([config.rateWindow, config.stalledConversations.for]).toEqual([
+      '1h30m',
+      '1d12h30m15s500ms',
+    ]);
   });
 
   it('says durations the way the alert descriptions do', () => {
@@ -151,7 +207,7 @@ describe('a variant for your own config, with one command', () => {
   it('writes rules promtool accepts, where every selection carries the selector and the thresholds are the config', () => {
     const file = join(out, 'prometheus/rules/orchestrator.rules.yml');
     const check = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
-    expect(check.stdout).toMatch(/SUCCESS: 21 rules found/);
+    expect(check.stdout).toMatch(/SUCCESS: 22 rules found/);
     const rules = rulesOf(read('prometheus/rules/orchestrator.rules.yml'));
     for (const rule of rules.filter((r) => r.record)) {
       expect(rule.record).toMatch(/^namespace_job_orchestrator(_\w+)?:/);
@@ -206,21 +262,130 @@ describe('a variant for your own config, with one command', () => {
     );
   });
 
-  it('refuses a bad config file with the reason and exit code 2, writing nothing', () => {
-    const bad = join(dir, 'bad-ops.ts');
-    writeFileSync(bad, 'export default { rateWindow: "soon" };\n');
-    const r = spawnSync(
-      'npm',
-      ['run', '--silent', 'ops', '--', '--config', bad, '--out', join(dir, 'bad-out')],
-      {
-        cwd: ROOT,
-        encoding: 'utf8',
-      },
-    );
-    expect(r.status).toBe(2);
-    expect(r.stderr).toContain(
-      'Expected `rateWindow` to be a Prometheus duration such as `5m`, got `soon` (string)',
-    );
-    expect(() => readdirSync(join(dir, 'bad-out'))).toThrow(/ENOENT/);
+  it('writes a ServiceMonitor whose targets carry the labels the selector selects (promtool evaluates the rules on them)', () => {
+    const service = parse(read('kubernetes/service.yaml')) as {
+      metadata: { name: string; namespace: string };
+    };
+    const monitor = parse(read('kubernetes/servicemonitor.yaml')) as {
+      spec: {
+        jobLabel?: string;
+        targetLabels?: string[];
+        endpoints: {
+          port: string;
+          relabelings?: { action: string; targetLabel: string; replacement: string }[];
+        }[];
+      };
+    };
+    const deployment = parse(read('kubernetes/deployment.yaml')) as {
+      spec: { template: { spec: { containers: { name: string }[] } } };
+    };
+    expect(monitor.spec.jobLabel).toBeUndefined();
+    expect(monitor.spec.targetLabels).toBeUndefined();
+    const [endpoint] = monitor.spec.endpoints;
+    // The target labels the Prometheus Operator gives a pod behind the Service: `job` after the
+    // Service (no jobLabel), then the endpoint's relabelings, applied after its own.
+    const labels: Record<string, string> = {
+      job: service.metadata.name,
+      namespace: service.metadata.namespace,
+      service: service.metadata.name,
+      endpoint: endpoint?.port as string,
+      container: deployment.spec.template.spec.containers[0]?.name as string,
+      pod: 'conversation-orchestrator-7d9f-abcde',
+      instance: '10.1.2.3:9464',
+    };
+    for (const r of endpoint?.relabelings ?? []) {
+      expect(r.action).toBe('replace');
+      labels[r.targetLabel] = r.replacement;
+    }
+    expect(labels).toMatchObject({ job: 'agents', env: 'prod', namespace: 'agents' });
+    const series = `up{${Object.entries(labels)
+      .map(([k, v]) => `${k}="${v}"`)
+      .join(',')}}`;
+    const test = {
+      rule_files: [join(out, 'prometheus/rules/orchestrator.rules.yml')],
+      evaluation_interval: '1m',
+      tests: [
+        {
+          interval: '1m',
+          input_series: [{ series, values: '0x10' }],
+          alert_rule_test: [
+            {
+              eval_time: '5m',
+              alertname: 'OrchestratorTargetDown',
+              exp_alerts: [
+                {
+                  exp_labels: { ...labels, severity: 'warning' },
+                  exp_annotations: {
+                    summary: 'Prometheus cannot scrape an instance of the conversation service.',
+                    description:
+                      'The scrape of 10.1.2.3:9464 (job agents) has failed for 2 minutes: the instance is down or unreachable, and its conversations are unobserved.',
+                    runbook_url: 'https://wiki.example.com/agents/runbook#orchestratortargetdown',
+                  },
+                },
+              ],
+            },
+            {
+              eval_time: '5m',
+              alertname: 'OrchestratorJobDown',
+              exp_alerts: [
+                {
+                  exp_labels: { job: 'agents', severity: 'critical' },
+                  exp_annotations: {
+                    summary: 'No instance of the conversation service can be scraped.',
+                    description:
+                      "Prometheus has scraped no instance of job agents for 2 minutes: every instance is down or unreachable, or service discovery finds none. The job's other alerts are inhibited meanwhile.",
+                    runbook_url: 'https://wiki.example.com/agents/runbook#orchestratorjobdown',
+                  },
+                },
+              ],
+            },
+          ],
+        },
+      ],
+    };
+    const file = join(dir, 'servicemonitor-targets.test.yml');
+    writeFileSync(file, JSON.stringify(test));
+    const r = spawnSync('promtool', ['test', 'rules', file], { encoding: 'utf8' });
+    expect(r.stdout + r.stderr).toContain('SUCCESS');
+    expect(r.status, r.stdout + r.stderr).toBe(0);
   });
+
+  it.each([
+    [
+      'selector',
+      `'job=~"a.*|("'`,
+      'Expected `selector` matcher `job=~"a.*|("` to be a regular expression that compiles',
+    ],
+    ['rateWindow', '"0s"', 'Expected `rateWindow` to be a Prometheus duration'],
+    ['dispatchWindow', '"5m5m"', 'Expected `dispatchWindow` to be a Prometheus duration'],
+    [
+      'stalledConversations',
+      '{ for: "1m1h" }',
+      'Expected `stalledConversations.for` to be a Prometheus duration',
+    ],
+    [
+      'rateWindow',
+      '"soon"',
+      'Expected `rateWindow` to be a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero), got `soon` (string)',
+    ],
+  ])(
+    'refuses a config file with %s: %s, with the reason and exit code 2, writing nothing',
+    (key, value, message) => {
+      const bad = join(dir, `bad-${key}.ts`);
+      writeFileSync(bad, `export default { ${key}: ${value} };\n`);
+      const badOut = join(dir, `bad-out-${key}`);
+      const r = spawnSync(
+        'npm',
+        ['run', '--silent', 'ops', '--', '--config', bad, '--out', badOut],
+        {
+          cwd: ROOT,
+          encoding: 'utf8',
+        },
+      );
+      expect(r.stderr).toContain(message);
+      expect(r.status).toBe(2);
+      expect(r.stdout).toBe('');
+      expect(() => readdirSync(badOut)).toThrow(/ENOENT/);
+    },
+  );
 });
