@@ -168,3 +168,38 @@ describe.each([
     });
   },
 );
+
+describe('endings before the first dispatch', () => {
+  it.each([
+    ['an already aborted signal', 'aborted', 0] as const,
+    ['a projection whose initial() throws', 'error', 1] as const,
+  ])('%s: an empty span, nothing dropped, the SDK quiet', async (_label, reason, exceptions) => {
+    const diagnostics = captureDiag();
+    const { exporter, tracer } = memoryTracing();
+    const controller = new AbortController();
+    if (reason === 'aborted') controller.abort();
+    const { dispatchCount } = await runWith(
+      {
+        observers: [createConversationTelemetry<number, number>({ tracer })],
+        ...(reason === 'error'
+          ? {
+              projection: {
+                initial: () => {
+                  throw new Error('no state');
+                },
+                fold: (s: number) => s,
+              },
+            }
+          : {}),
+      },
+      controller,
+    );
+    expect(dispatchCount).toBe(0);
+    const [span] = spansNamed(exporter, 'invoke_workflow lossless');
+    expect(span?.attributes['conversation.end.reason']).toBe(reason);
+    expect(dispatchCounts(span)).toEqual([]);
+    expect(span?.attributes['conversation.dispatch_events.dropped']).toBe(0);
+    expect(span?.events.filter((e) => e.name === 'exception')).toHaveLength(exceptions);
+    expect(diagnostics).toEqual([]);
+  });
+});
