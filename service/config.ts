@@ -57,7 +57,7 @@ const KNOBS = {
     flag: 'port',
     env: 'PORT',
     fallback: '9464',
-    help: 'port of /metrics, /healthz and /ws (0: any free port)',
+    help: 'port of /, /metrics, /healthz and /ws (0: any free port)',
   },
   concurrency: {
     flag: 'concurrency',
