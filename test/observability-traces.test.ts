@@ -310,6 +310,27 @@ describe('responder spans', () => {
     expect(diagnostics).toEqual([]);
   });
 
+  it('end failed when an answer’s then getter throws, and the conversation fails', async () => {
+    const diagnostics = captureDiag();
+    const { exporter, tracer } = memoryTracing();
+    const hostile = Object.defineProperty({}, 'then', {
+      get() {
+        throw new TypeError('no then for you');
+      },
+    });
+    const o = counter(createConversationTelemetry({ tracer, responderSpans: true }), {
+      responders: [{ name: 'odd', respond: () => hostile as never }],
+    });
+    await expect(o.run({ sender: 'user', content: 0 })).rejects.toThrow('no then for you');
+    const agents = spansNamed(exporter, 'invoke_agent odd');
+    expect(agents).toHaveLength(1);
+    expect(agents[0]?.attributes['error.type']).toBe('TypeError');
+    expect(spansNamed(exporter, 'invoke_workflow counter')[0]?.status.code).toBe(
+      SpanStatusCode.ERROR,
+    );
+    expect(diagnostics).toEqual([]);
+  });
+
   it('carry gen_ai.provider.name only when the responder declares a provider', async () => {
     const { exporter, tracer } = memoryTracing();
     const o = counter(createConversationTelemetry({ tracer, responderSpans: true }), {

@@ -318,11 +318,19 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       endOnce(open, { error });
       throw error;
     }
-    if (
-      result === null ||
-      (typeof result !== 'object' && typeof result !== 'function') ||
-      typeof (result as { then?: unknown }).then !== 'function'
-    ) {
+    let thenable: boolean;
+    try {
+      thenable =
+        result !== null &&
+        (typeof result === 'object' || typeof result === 'function') &&
+        typeof (result as { then?: unknown }).then === 'function';
+    } catch (error) {
+      // A `then` getter that throws: the responder's answer failed, and so did its span.
+      if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
+      endOnce(open, { error });
+      throw error;
+    }
+    if (!thenable) {
       if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
       endOnce(open);
       return result;
