@@ -6,7 +6,7 @@
  * Installs prefer the npm cache (--prefer-offline) and run side by side; the registry is asked
  * only for what the cache lacks.
  */
-import { execFile } from 'node:child_process';
+import { execFile, spawnSync } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -24,10 +24,12 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '..');
 const FIXTURES = join(ROOT, 'test/fixtures/install');
+const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   name: string;
   version: string;
   peerDependencies: Record<string, string>;
+  peerDependenciesMeta: Record<string, { optional: boolean }>;
   devDependencies: Record<string, string>;
 };
 
@@ -69,6 +71,7 @@ interface AppOutput {
   result: { reason: string; dispatchCount: number; state: number };
   spans: { name: string; events: number[] }[];
   dispatches: string[];
+  exposition: string;
 }
 
 interface App {
@@ -106,6 +109,10 @@ async function installApp(name: string, peers: string[]): Promise<App> {
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'orchestrator-install-'));
+  // A build output whose source is gone, as a renamed file leaves behind: `npm pack` builds
+  // (prepare), and the build must empty dist/ first.
+  mkdirSync(join(ROOT, 'dist'), { recursive: true });
+  writeFileSync(join(ROOT, 'dist', 'stale-before-pack.js'), 'export {};\n');
   const packed = JSON.parse(await npm(ROOT, ['pack', '--json', '--pack-destination', work])) as {
     filename: string;
   }[];
@@ -140,7 +147,10 @@ const DISPATCH_SERIES = [
 
 describe('the packed tarball', () => {
   it('declares its peers as caret ranges, not exact pins', () => {
-    expect(pkg.peerDependencies).toEqual({ [API]: '^1.9.0', [PROM]: '^15.1.3' });
+    expect(pkg.peerDependencies).toEqual({ [API]: '^1.9.0', [PROM]: '^15.0.0' });
+    // The api is what /observability imports: npm installs it with the package. prom-client is
+    // only for metrics, so traces-only apps may leave it out.
+    expect(pkg.peerDependenciesMeta).toEqual({ [PROM]: { optional: true } });
   });
 
   it('ships the license, the sources its maps point to, and the ops bundle', () => {
@@ -189,6 +199,56 @@ describe('the packed tarball', () => {
         .map((s) => `${map} → ${s}`);
     });
     expect(unresolved).toEqual([]);
+    // `build` empties dist/ first: every file there is built from a source in src/ (a stale
+    // output of a deleted or renamed source would otherwise ship).
+    const orphans = readdirSync(join(root, 'dist'), { recursive: true, encoding: 'utf8' })
+      .filter((f) => /\.(js|d\.ts)(\.map)?$/.test(f))
+      .map((f) => f.replace(/\.(js|d\.ts)(\.map)?$/, '.ts'))
+      .filter((f) => !existsSync(join(ROOT, 'src', f)));
+    expect(orphans).toEqual([]);
+  });
+
+  it('has no file in dist/ without a source in src/, even when a stale one lay in dist/ before the build', () => {
+    const root = join(app('lowest').dir, 'node_modules', pkg.name);
+    expect(existsSync(join(root, 'dist', 'stale-before-pack.js'))).toBe(false);
+  });
+
+  it('type-checks both entry points under the old node10 resolution too (main, types, typesVersions)', async () => {
+    const dir = app('lowest').dir;
+    writeFileSync(
+      join(dir, 'check.ts'),
+      [
+        "import { ConversationOrchestrator } from 'conversation-orchestrator';",
+        "import { createConversationTelemetry } from 'conversation-orchestrator/observability';",
+        'export const names: string[] = [ConversationOrchestrator.name, createConversationTelemetry.name];',
+        '',
+      ].join('\n'),
+    );
+    for (const [module, resolution] of [
+      ['commonjs', 'node10'],
+      ['nodenext', 'nodenext'],
+      ['esnext', 'bundler'],
+    ]) {
+      writeFileSync(
+        join(dir, 'tsconfig.json'),
+        JSON.stringify({
+          compilerOptions: {
+            module,
+            moduleResolution: resolution,
+            target: 'es2022',
+            strict: true,
+            noEmit: true,
+            skipLibCheck: true,
+            types: [],
+          },
+          files: ['check.ts'],
+        }),
+      );
+      const r = await run(process.execPath, [TSC, '-p', 'tsconfig.json'], { cwd: dir }).catch(
+        (error: { stdout: string }) => ({ stdout: `${resolution}: ${error.stdout}` }),
+      );
+      expect(r.stdout, resolution).toBe('');
+    }
   });
 });
 
@@ -208,15 +268,29 @@ describe('installed beside the lowest peer versions the ranges allow', () => {
   });
 
   it('loads both entry points with require() through the default condition', async () => {
+    // require(esm) is on by default from Node 20.19 and 22.12; older 20.x/22.x need the flag.
     const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
-    const flag =
-      major > 22 || (major === 22 && minor >= 12) ? [] : ['--experimental-require-module'];
+    const unflagged = major > 22 || (major === 22 && minor >= 12) || (major === 20 && minor >= 19);
+    const flag = unflagged ? [] : ['--experimental-require-module'];
     const { stdout } = await run(process.execPath, [...flag, '--no-warnings', 'require.cjs'], {
       cwd: app('lowest').dir,
     });
     expect(JSON.parse(stdout)).toEqual(['function', 'function']);
   });
+
+  it('writes an exposition promtool accepts, histograms included', async () => {
+    await checkExposition('lowest');
+  });
 });
+
+/** The app's whole /metrics text through `promtool check metrics` (format and lint). */
+async function checkExposition(name: string): Promise<void> {
+  const { exposition } = await app(name).output;
+  expect(exposition).toContain('orchestrator_dispatch_duration_seconds_bucket{');
+  const r = spawnSync('promtool', ['check', 'metrics'], { input: exposition, encoding: 'utf8' });
+  expect(r.stdout + r.stderr).toBe('');
+  expect(r.status).toBe(0);
+}
 
 describe('installed beside the newest peer versions the ranges allow', () => {
   it('installs the newest api and prom-client within the ranges', async () => {
@@ -232,6 +306,10 @@ describe('installed beside the newest peer versions the ranges allow', () => {
     expect(out.result).toEqual(FOUR_DISPATCHES);
     expect(out.spans).toEqual([CONVERSATION_SPAN]);
     expect(out.dispatches).toEqual(DISPATCH_SERIES);
+  });
+
+  it('writes an exposition promtool accepts, histograms included', async () => {
+    await checkExposition('newest');
   });
 });
 

@@ -159,6 +159,28 @@ describe('grafana', () => {
     expect(uids.sort()).toEqual(['orchestrator-overview', 'orchestrator-responders']);
   });
 
+  it("every panel query honours the dashboard's variables and the job selector", () => {
+    const unfiltered = dashboardFiles().flatMap((f) => {
+      const d = JSON.parse(readFileSync(f, 'utf8')) as {
+        uid: string;
+        panels: { title: string; targets: { expr: string }[] }[];
+        templating: { list: { name: string; type: string }[] };
+      };
+      const variables = d.templating.list.filter((v) => v.type === 'query').map((v) => v.name);
+      expect(variables.length).toBeGreaterThanOrEqual(2);
+      return d.panels.flatMap((p) =>
+        p.targets.flatMap((t) => {
+          const missing = [
+            ...variables.filter((v) => !t.expr.includes(`$${v}`)).map((v) => `$${v}`),
+            ...(t.expr.includes('job="conversation-orchestrator"') ? [] : ['job']),
+          ];
+          return missing.length > 0 ? [`${d.uid} / ${p.title}: ${missing.join(', ')}`] : [];
+        }),
+      );
+    });
+    expect(unfiltered).toEqual([]);
+  });
+
   it('latency panels ask for exemplars', () => {
     const exemplarPanels = dashboardFiles().flatMap((f) =>
       JSON.parse(readFileSync(f, 'utf8'))
@@ -251,6 +273,32 @@ describe('docker-compose.yml', () => {
     ]) {
       expect(existsSync(path)).toBe(true);
     }
+  });
+
+  it('publishes every host port on 127.0.0.1 only: Grafana (anonymous), Prometheus, Alertmanager, Jaeger and OTLP', () => {
+    const r = spawnSync('docker-compose', ['-f', 'docker-compose.yml', 'config'], {
+      encoding: 'utf8',
+    });
+    expect(r.status).toBe(0);
+    const { services } = parse(r.stdout) as {
+      services: Record<string, { ports?: (string | { published?: number; host_ip?: string })[] }>;
+    };
+    // docker-compose writes a bound port as `host_ip:published:target/proto`, an unbound one as
+    // `{ published, target }`; both forms are read, so an unbound port shows as `*:port`.
+    const published = Object.entries(services).flatMap(([name, s]) =>
+      (s.ports ?? []).map((p) =>
+        typeof p === 'string'
+          ? `${name} ${p.split(':').length === 3 ? p.split(':').slice(0, 2).join(':') : `*:${p.split(':')[0]}`}`
+          : `${name} ${p.host_ip ?? '*'}:${p.published}`,
+      ),
+    );
+    expect(published.sort()).toEqual([
+      'alertmanager 127.0.0.1:9093',
+      'grafana 127.0.0.1:3000',
+      'jaeger 127.0.0.1:16686',
+      'jaeger 127.0.0.1:4318',
+      'prometheus 127.0.0.1:9090',
+    ]);
   });
 
   it('gives every service a healthcheck and starts each after what it needs is healthy', () => {

@@ -25,7 +25,7 @@ import {
   METRIC_LISTENER_ERRORS,
 } from '../../src/observability/semconv.ts';
 import type { OpsConfig } from '../config.ts';
-import { recordedNames } from '../rules.ts';
+import { parseSelector } from '../selector.ts';
 import {
   build,
   DATASOURCE,
@@ -55,6 +55,18 @@ function stat(title: string, unit: string, expr: string): StatPanel {
     .withTarget(query(expr));
 }
 
+function alertSelector(config: OpsConfig): string {
+  const onGroupLabels = parseSelector(config.selector)
+    .filter((m) => config.groupLabels.includes(m.label))
+    .map((m) => m.text);
+  return [
+    'alertname=~"Orchestrator.*"',
+    ...onGroupLabels,
+    'orchestrator=~"$orchestrator|"',
+    'instance=~"$instance|"',
+  ].join(',');
+}
+
 export function overviewDashboard(config: OpsConfig): Dashboard {
   const O = selector(config, ['orchestrator']);
   const OI = selector(config, ['orchestrator', 'instance']);
@@ -62,7 +74,6 @@ export function overviewDashboard(config: OpsConfig): Dashboard {
   const converged = `${METRIC_CONVERSATIONS_ENDED}{${OI},reason="converged"}`;
   const quantile = (q: string) =>
     `histogram_quantile(${q}, sum by (le) (rate(${METRIC_CONVERSATION_DURATION}_bucket{${OI},reason="converged"}[${RATE}])))`;
-  const convergedRatio = recordedNames(config).convergedRatio;
   return build(
     dashboard(OVERVIEW_UID, 'Conversation orchestrator / Overview')
       .withVariable(
@@ -146,14 +157,16 @@ export function overviewDashboard(config: OpsConfig): Dashboard {
       )
       .withPanel(
         timeseries('Share converged by orchestrator', UNIT.ratio, 12)
-          .description(`Recording rule ${convergedRatio}.`)
+          .description(
+            'Conversations that converged, as a share of those that ended, over the selected instances.',
+          )
           .min(0)
           .max(1)
-          // A recorded series: its rule applied the config's selector already.
           .withTarget(
-            query(`${convergedRatio}{orchestrator=~"$orchestrator"}`, {
-              legend: '{{orchestrator}}',
-            }),
+            query(
+              `sum by (orchestrator) (rate(${converged}[${RATE}])) / sum by (orchestrator) (rate(${ended}[${RATE}]))`,
+              { legend: '{{orchestrator}}' },
+            ),
           ),
       )
       .withPanel(
@@ -186,7 +199,10 @@ export function overviewDashboard(config: OpsConfig): Dashboard {
           .height(6)
           .showHeader(true)
           .withTarget(
-            query('ALERTS{alertname=~"Orchestrator.*"}', {
+            // Alerts carry the group labels (the selector's matchers on them apply) and, where they
+            // have them, `orchestrator` and `instance`: an alert of the whole job (no
+            // orchestrator, no instance) shows whatever is selected.
+            query(`ALERTS{${alertSelector(config)}}`, {
               instant: true,
               format: PromQueryFormat.Table,
             }),
