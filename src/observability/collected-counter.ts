@@ -3,7 +3,12 @@
  * time: exact, ~1 ns per count instead of prom-client's ~0.2 µs per `inc`, and no prom-client
  * class needed (the registry formats the structured values of `get()` like its own metrics').
  */
-import type { CollectedMetric, CollectedValue, Collector } from './registry.ts';
+import {
+  type CollectedMetric,
+  type CollectedValue,
+  type Collector,
+  collected,
+} from './registry.ts';
 
 /** One series: its labels and where its value is read from. */
 export interface Series {
@@ -35,13 +40,7 @@ export class CollectedCounter<T extends Series | Kept = Series> implements Colle
     for (const s of this.series()) {
       values.push({ value: 'read' in s ? s.read() : s.count, labels: s.labels });
     }
-    return {
-      name: this.name,
-      help: this.help,
-      type: this.type,
-      aggregator: this.aggregator,
-      values,
-    };
+    return collected(this, values);
   }
 
   /** A counter starts again from 0; a gauge is read afresh at the next scrape anyway. */

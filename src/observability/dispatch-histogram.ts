@@ -9,6 +9,7 @@ import {
   type CollectedMetric,
   type CollectedValue,
   type Collector,
+  collected,
   type PrometheusRegistry,
   registerCollector,
   speaksOpenMetrics,
@@ -199,13 +200,7 @@ export class CollectedHistogram implements Collector {
       }
       text += `${prefixes[n]}${number(s.sum)}\n${prefixes[n + 1]}${s.count}\n`;
     }
-    const result: Exposition = {
-      name: this.name,
-      help: this.help,
-      type: this.type,
-      aggregator: this.aggregator,
-      values: [],
-    };
+    const result = collected(this, []);
     if (text === '') return result;
     // Without the last newline; the last number goes back to prom-client to print.
     const cut = text.lastIndexOf(' ');
@@ -290,13 +285,7 @@ export class CollectedHistogram implements Collector {
         metricName: countName,
       });
     }
-    return {
-      name: this.name,
-      help: this.help,
-      type: this.type,
-      aggregator: this.aggregator,
-      values,
-    };
+    return collected(this, values);
   }
 
   reset(): void {

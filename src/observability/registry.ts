@@ -51,6 +51,17 @@ export interface Collector {
 
 const OPENMETRICS = 'application/openmetrics-text';
 
+/** What `collector.get()` answers: its identity and `values`. */
+export function collected(collector: Collector, values: CollectedValue[]): CollectedMetric {
+  return {
+    name: collector.name,
+    help: collector.help,
+    type: collector.type,
+    aggregator: collector.aggregator,
+    values,
+  };
+}
+
 /** Validates `registry` by shape; the error says what was expected and what came. */
 export function asRegistry(registry: unknown): PrometheusRegistry {
   const r = registry as Partial<Record<keyof PrometheusRegistry, unknown>> | null;
