@@ -56,9 +56,18 @@ export class SelectorError extends Error {
   }
 }
 
-/** PromQL regex matchers are anchored at both ends (RE2; JS RegExp agrees on what compiles here). */
+/**
+ * A PromQL regex matcher as a JS RegExp, anchored at both ends as PromQL anchors them. PromQL
+ * regexes are RE2: a leading flag group such as `(?i)` becomes the JS flag, and what RE2 lacks
+ * (lookaround, backreferences) is refused even though JS would compile it.
+ */
 function anchored(pattern: string): RegExp {
-  return new RegExp(`^(?:${pattern})$`, 'u');
+  if (/\(\?<?[=!]|\\[1-9]/.test(pattern))
+    throw new SyntaxError('RE2 has no lookaround or backreferences');
+  const flags = /^\(\?([imsU]+)\)/.exec(pattern);
+  const body = flags ? pattern.slice(flags[0].length) : pattern;
+  const jsFlags = [...new Set(flags?.[1]?.replace(/[mU]/g, '') ?? '')].join('');
+  return new RegExp(`^(?:${body})$`, jsFlags);
 }
 
 /** Whether a label set (a missing label reads as empty, as in PromQL) satisfies a matcher. */

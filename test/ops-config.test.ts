@@ -61,6 +61,10 @@ describe('defineOpsConfig', () => {
       'Expected `selector` matcher `job=~"a\\.b"` to be a string with valid escapes (write `\\\\.` for a literal dot), got `job=~"a\\.b"` (string)',
     ],
     [
+      { selector: 'job="conversation-orchestrator",env=~"(?=prod)p.*"' },
+      'Expected `selector` matcher `env=~"(?=prod)p.*"` to be a regular expression that compiles, got `env=~"(?=prod)p.*"` (string)',
+    ],
+    [
       { selector: 'job="agents",orchestrator="fx_desks"' },
       'Expected `selector` to be matchers on target labels only (it selects `up{…}` too, which has no `__name__`, `orchestrator`, `responder`, `reason`, `le`, `quantile`), got `orchestrator="fx_desks"` (string)',
     ],
@@ -138,7 +142,8 @@ describe('defineOpsConfig', () => {
 
   it('accepts what Prometheus accepts: compound durations largest unit first, regexes, other jobs', () => {
     const config = defineOpsConfig({
-      selector: 'job=~"conversation-orch.*",env!="dev",team!~"qa|test"',
+      selector:
+        'job=~"(?i)Conversation-Orch.*",env!="dev",team!~"qa|[[:digit:]]+",service=~"conversation-.+"',
       rateWindow: '1h30m',
       dispatchWindow: '90s',
       stalledConversations: { for: '1d12h30m15s500ms' },
@@ -148,6 +153,17 @@ describe('defineOpsConfig', () => {
       '1h30m',
       '1d12h30m15s500ms',
     ]);
+    // ... and Prometheus agrees: the rules generated from it pass promtool.
+    const dir = mkdtempSync(join(tmpdir(), 'orchestrator-ops-accepted-'));
+    try {
+      const file = join(dir, 'rules.yml');
+      writeFileSync(file, renderOps(config).get('prometheus/rules/orchestrator.rules.yml') ?? '');
+      const check = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
+      expect(check.stdout + check.stderr).toContain('SUCCESS: 22 rules found');
+      expect(check.status).toBe(0);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('says durations the way the alert descriptions do', () => {

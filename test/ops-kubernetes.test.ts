@@ -109,6 +109,8 @@ describe('kubernetes/', () => {
     expect(deployment.spec.replicas).toBeGreaterThanOrEqual(2);
     const pod = deployment.spec.template.spec;
     expect(pod.securityContext).toMatchObject({ runAsNonRoot: true, runAsUser: 1000 });
+    // The service never calls the Kubernetes API: no service account token mounted.
+    expect(pod.automountServiceAccountToken).toBe(false);
     expect(pod.containers).toHaveLength(1);
     const [container] = pod.containers;
     expect(container.securityContext).toEqual({
@@ -151,8 +153,12 @@ describe('kubernetes/', () => {
     ]);
     expect(service.spec.ports[0].targetPort).toBe('http');
     expect(monitor.spec.endpoints[0].path).toBe('/metrics');
-    // The Operator names the scrape job after the Service: the rules' default selector picks it.
+    // The Operator names the scrape job after the Service, and the endpoint's relabelings set the
+    // selector's `job` explicitly: the rules' default selector picks the targets.
     expect(DEFAULT_OPS_CONFIG.selector).toBe(`job="${service.metadata.name}"`);
+    expect(monitor.spec.endpoints[0].relabelings).toEqual([
+      { action: 'replace', targetLabel: 'job', replacement: service.metadata.name },
+    ]);
   });
 
   it('labels the ServiceMonitor and PrometheusRule for the kube-prometheus-stack Prometheus', () => {
