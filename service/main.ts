@@ -4,6 +4,8 @@
  * panel and alert has something real to show. Serves the live page at /, /metrics, /healthz and
  * a WebSocket at /ws.
  */
+// First: SIGTERM is handled from here on, while the modules below still load.
+import './signals.ts';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type OpenMetricsContentType, Registry } from 'prom-client';
 import { ConversationError, type ConversationOrchestrator } from '../src/index.ts';
@@ -24,6 +26,7 @@ import {
 import { Page } from './page.ts';
 import { Progress } from './progress.ts';
 import { RateLimitedReport } from './rate-limited-report.ts';
+import { onStopSignal } from './signals.ts';
 import { describeFlush, startTracing } from './tracing.ts';
 
 const MAX_DISPATCH_EVENTS = 128;
@@ -231,8 +234,7 @@ async function main(): Promise<number> {
       );
       resolve(0);
     };
-    process.once('SIGINT', () => void shutdown('SIGINT'));
-    process.once('SIGTERM', () => void shutdown('SIGTERM'));
+    onStopSignal((signal) => void shutdown(signal));
   });
 }
 
