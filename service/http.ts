@@ -3,8 +3,9 @@
  * are checked often, request targets parsed in one place (a bad one is a 400, never a throw), and
  * a throwing route answered with a 500 instead of ending the process.
  */
-import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { createServer, type IncomingMessage, type Server, ServerResponse } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
+import type { Duplex } from 'node:stream';
 import type { ServiceConfig } from './config.ts';
 import { type RequestTarget, requestTarget } from './target.ts';
 
@@ -47,6 +48,26 @@ export function createHttpServer(timeouts: HttpTimeouts, route: Route): Server {
   // A client that stops reading a response is cut after this long without progress.
   server.setTimeout(timeouts.requestTimeoutMs);
   return server;
+}
+
+/**
+ * Node hands every request with an `Upgrade` header to the 'upgrade' listeners once there is one,
+ * so an `Upgrade: h2c` (`curl --http2`) or any other protocol would never reach the routes. Such a
+ * request is answered as if the header were absent (RFC 9110 lets a server ignore an upgrade),
+ * then the connection closes: Node's parser has let go of the socket.
+ */
+export function serveIgnoringUpgrade(server: Server, req: IncomingMessage, duplex: Duplex): void {
+  // An upgrade's socket is always the connection's net.Socket, handed over without listeners.
+  const socket = duplex as Socket;
+  socket.on('error', () => socket.destroy());
+  const res = new ServerResponse(req);
+  res.shouldKeepAlive = false;
+  res.assignSocket(socket);
+  // The server's timeouts no longer watch this socket: a client that never reads is cut here.
+  socket.setTimeout(server.timeout, () => socket.destroy());
+  res.once('finish', () => socket.end(() => socket.destroy()));
+  res.once('close', () => socket.destroy());
+  server.emit('request', req, res);
 }
 
 /** Thrown by `listen` with a message for the operator (the service exits 2 with it). */

@@ -12,6 +12,7 @@ import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
 import type { RefusalReason, ServiceMetrics } from './health-metrics.ts';
+import { serveIgnoringUpgrade } from './http.ts';
 import { type RequestTarget, requestTarget } from './target.ts';
 import type { LiveMessage } from './updates.ts';
 
@@ -58,9 +59,12 @@ export class LiveUpdates {
   }
 
   attach(server: Server): void {
-    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) =>
-      this.#upgrade(req, socket, head),
-    );
+    server.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      // Only WebSocket upgrades are ours; `Upgrade: h2c` and the like are plain requests.
+      if (req.headers.upgrade?.trim().toLowerCase() === 'websocket')
+        this.#upgrade(req, socket, head);
+      else serveIgnoringUpgrade(server, req, socket);
+    });
   }
 
   get subscribers(): number {

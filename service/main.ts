@@ -116,6 +116,14 @@ async function main(): Promise<number> {
     } else if (target.pathname === '/healthz') {
       res.writeHead(stopping ? 503 : 200, { 'content-type': 'application/json' });
       res.end(JSON.stringify({ status: stopping ? 'stopping' : 'ok', inFlight: inFlight.size }));
+    } else if (target.pathname === '/ws') {
+      // A plain request (or an upgrade to something else) at the WebSocket endpoint.
+      res
+        .writeHead(426, {
+          upgrade: 'websocket',
+          'content-type': 'text/plain',
+        })
+        .end('/ws speaks WebSocket only (Upgrade: websocket)\n');
     } else {
       res
         .writeHead(404, { 'content-type': 'text/plain' })

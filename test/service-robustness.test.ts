@@ -2,6 +2,7 @@
  * The demo service as an attacker and an operator meet it: the real process, real sockets.
  * Outcomes and counts are exact; wall-clock bounds are generous (a loaded 2-core machine).
  */
+import { spawn } from 'node:child_process';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
@@ -154,6 +155,37 @@ describe('the demo service under hostile input', () => {
     expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
     // Only the upgrade attempts are WebSocket refusals.
     expect(refused(await scrape(s), 'bad_target')).toBe(targets.length);
+  });
+
+  it('serves an upgrade to anything but WebSocket (curl --http2: h2c) as a plain request', async () => {
+    const s = await service();
+    const h2c =
+      'Connection: Upgrade, HTTP2-Settings\r\nUpgrade: h2c\r\nHTTP2-Settings: AAMAAABkAARAAAAAAAIAAAAA\r\n';
+    const answer = async (request: string) => {
+      const c = await rawConnect(s.port);
+      c.socket.write(request);
+      await c.closed;
+      return c.received();
+    };
+    const metrics = await answer(`GET /metrics HTTP/1.1\r\nHost: x\r\n${h2c}\r\n`);
+    expect(metrics).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(metrics).toContain('\r\ncontent-type: text/plain; version=0.0.4; charset=utf-8\r\n');
+    expect(metrics).toContain('# TYPE orchestrator_conversations_started_total counter');
+    const health = await answer(`GET /healthz HTTP/1.1\r\nHost: x\r\n${h2c}\r\n`);
+    expect(health).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    expect(health).toContain('"status":"ok"');
+    const head = await answer(`HEAD /healthz HTTP/1.1\r\nHost: x\r\n${h2c}\r\n`);
+    expect(head).toMatch(/^HTTP\/1\.1 200 OK\r\n[\s\S]*\r\n\r\n$/);
+    // /ws without a WebSocket upgrade: 426 with the protocol to use, as for no upgrade at all.
+    for (const extra of [h2c, '']) {
+      const ws = await answer(`GET /ws HTTP/1.1\r\nHost: x\r\n${extra}Connection: close\r\n\r\n`);
+      expect(ws).toMatch(/^HTTP\/1\.1 426 Upgrade Required\r\n/);
+      expect(ws).toContain('\r\nupgrade: websocket\r\n');
+    }
+    // None of them counts as a WebSocket refusal.
+    const text = await scrape(s);
+    for (const reason of ['bad_target', 'over_capacity', 'bad_subscription'])
+      expect(refused(text, reason)).toBe(0);
   });
 
   it('closes a client that sends an oversized frame before reading it, and one that sends anything', async () => {
@@ -328,6 +360,61 @@ describe('the demo service under hostile input', () => {
 });
 
 describe('the demo service shutting down', () => {
+  it('exits 0 on a SIGTERM that comes while it is still starting', async () => {
+    // The preload holds listen back: the signal certainly comes before the service serves.
+    const child = spawn(
+      process.execPath,
+      [
+        '--import',
+        'tsx',
+        '--import',
+        './test/fixtures/slow-listen.mjs',
+        'service/main.ts',
+        '--port',
+        '0',
+      ],
+      { stdio: 'pipe' },
+    );
+    let out = '';
+    let err = '';
+    child.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    child.stderr.on('data', (c: Buffer) => {
+      err += c.toString();
+    });
+    const exited = new Promise<number | null>((resolve) =>
+      child.on('exit', (code) => resolve(code)),
+    );
+    cleanups.push(() => {
+      if (child.exitCode === null) child.kill('SIGKILL');
+    });
+    await vi.waitFor(() => expect(err).toContain('listen delayed by the test'), {
+      timeout: 20_000,
+    });
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(out).not.toContain('listening on');
+    expect(out).toBe('SIGTERM while starting: exiting before serving\n');
+  });
+
+  it('ignores a second and third SIGTERM during the graceful shutdown and still exits 0', async () => {
+    const hole = await blackHole();
+    const s = await service([...FAST, '--mix', 'slow=1'], {
+      OTEL_EXPORTER_OTLP_ENDPOINT: hole.url,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+    });
+    await vi.waitFor(() => expect(hole.accepted()).toBeGreaterThan(0), { timeout: 15_000 });
+    s.child.kill('SIGTERM');
+    // The flush to the black hole holds the shutdown for --flush-timeout-ms (3 s): signal again.
+    await vi.waitFor(async () => expect((await fetch(`${s.url}/healthz`)).status).toBe(503));
+    s.child.kill('SIGTERM');
+    await vi.waitFor(() => expect(s.stderr()).toContain('SIGTERM again: already shutting down'));
+    s.child.kill('SIGTERM');
+    expect(await s.exited).toBe(0);
+    expect(s.stdout()).toMatch(/SIGTERM: aborted \d+ in-flight conversations, 0 spans exported/);
+  });
+
   it('exits 0 on SIGTERM within 5 s while a WebSocket client never reads', async () => {
     const s = await service(['--rate', '200', '--concurrency', '64', '--latency-ms', '1']);
     const stuck = await rawWebSocket(s.port, '/ws');
