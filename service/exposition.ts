@@ -38,12 +38,46 @@ export function toPrometheusText(openMetrics: string): string {
   return `${out.join('\n')}\n`;
 }
 
-export async function exposition(
-  registry: Registry<OpenMetricsContentType> | Registry<PrometheusContentType>,
-  headers: IncomingHttpHeaders,
-): Promise<{ contentType: string; body: string }> {
-  const text = await registry.metrics();
-  if (wantsOpenMetrics(headers))
-    return { contentType: Registry.OPENMETRICS_CONTENT_TYPE, body: text };
-  return { contentType: PROMETHEUS_TEXT, body: toPrometheusText(text) };
+/**
+ * One rendering of the registry shared by every /metrics request that comes while it is under
+ * way. A client pipelining 20,000 scrapes on one connection (or many scrapers at once) costs one
+ * exposition, not one each: rendering per request took RSS from 112 MB to 433 MB and stalled
+ * /healthz. The Prometheus text is converted once per rendering too, when first asked for.
+ */
+export class SharedExposition {
+  readonly #registry: Registry<OpenMetricsContentType> | Registry<PrometheusContentType>;
+  #rendering: Promise<Rendering> | undefined;
+
+  constructor(registry: Registry<OpenMetricsContentType> | Registry<PrometheusContentType>) {
+    this.#registry = registry;
+  }
+
+  async get(headers: IncomingHttpHeaders): Promise<{ contentType: string; body: string }> {
+    this.#rendering ??= this.#registry.metrics().then(
+      (openMetrics) => {
+        this.#rendering = undefined;
+        return new Rendering(openMetrics);
+      },
+      (error: unknown) => {
+        this.#rendering = undefined;
+        throw error;
+      },
+    );
+    const rendering = await this.#rendering;
+    if (wantsOpenMetrics(headers))
+      return { contentType: Registry.OPENMETRICS_CONTENT_TYPE, body: rendering.openMetrics };
+    return { contentType: PROMETHEUS_TEXT, body: rendering.text() };
+  }
+}
+
+class Rendering {
+  readonly openMetrics: string;
+  #text: string | undefined;
+  constructor(openMetrics: string) {
+    this.openMetrics = openMetrics;
+  }
+  text(): string {
+    this.#text ??= toPrometheusText(this.openMetrics);
+    return this.#text;
+  }
 }

@@ -16,7 +16,18 @@ export type HttpTimeouts = Pick<
   'headersTimeoutMs' | 'requestTimeoutMs' | 'keepAliveTimeoutMs'
 >;
 
+/**
+ * Most requests one connection may have waiting for their answers. Node parses every request in
+ * what it has read at once, so a client pipelining 20,000 requests without reading gets 20,000
+ * responses queued; past this many the connection is cut instead. A browser or a scraper waits
+ * for each answer (at most a handful in flight).
+ */
+const MAX_PIPELINED = 64;
+/** Then the connection is closed after its answer (Connection: close) and the client reconnects. */
+const MAX_REQUESTS_PER_SOCKET = 1000;
+
 export function createHttpServer(timeouts: HttpTimeouts, route: Route): Server {
+  const waiting = new WeakMap<Socket, number>();
   const server = createServer(
     {
       headersTimeout: timeouts.headersTimeoutMs,
@@ -27,6 +38,16 @@ export function createHttpServer(timeouts: HttpTimeouts, route: Route): Server {
       connectionsCheckingInterval: Math.min(1000, Math.ceil(timeouts.headersTimeoutMs / 4)),
     },
     (req, res) => {
+      const socket = req.socket;
+      // Requests read with one that went over the limit below: the connection is already cut.
+      if (socket.destroyed) return;
+      const pending = (waiting.get(socket) ?? 0) + 1;
+      if (pending > MAX_PIPELINED) {
+        socket.destroy();
+        return;
+      }
+      waiting.set(socket, pending);
+      res.once('close', () => waiting.set(socket, (waiting.get(socket) ?? 1) - 1));
       // Every answer is what its content-type says, page or not.
       res.setHeader('x-content-type-options', 'nosniff');
       const target = requestTarget(req);
@@ -47,6 +68,7 @@ export function createHttpServer(timeouts: HttpTimeouts, route: Route): Server {
   );
   // A client that stops reading a response is cut after this long without progress.
   server.setTimeout(timeouts.requestTimeoutMs);
+  server.maxRequestsPerSocket = MAX_REQUESTS_PER_SOCKET;
   return server;
 }
 

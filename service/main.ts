@@ -11,7 +11,7 @@ import { type OpenMetricsContentType, Registry } from 'prom-client';
 import { ConversationError, type ConversationOrchestrator } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { ConfigError, parseConfig, usage } from './config.ts';
-import { exposition } from './exposition.ts';
+import { SharedExposition } from './exposition.ts';
 import { createServiceMetrics } from './health-metrics.ts';
 import { createHttpServer, ListenError, listen } from './http.ts';
 import { LiveUpdates } from './live.ts';
@@ -103,13 +103,14 @@ async function main(): Promise<number> {
   );
 
   const page = new Page();
+  const metrics = new SharedExposition(registry);
   const server = createHttpServer(cfg, (target, req, res) => {
     if (page.serve(target.pathname, req, res)) return;
     const known = target.pathname === '/metrics' || target.pathname === '/healthz';
     if (known && req.method !== 'GET' && req.method !== 'HEAD') {
       res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('read only\n');
     } else if (target.pathname === '/metrics') {
-      exposition(registry, req.headers).then(
+      metrics.get(req.headers).then(
         ({ contentType, body }) => res.writeHead(200, { 'content-type': contentType }).end(body),
         (error: unknown) => res.writeHead(500).end(String(error)),
       );

@@ -301,6 +301,53 @@ describe('the demo service under hostile input', () => {
     }
   });
 
+  it('cuts a connection that pipelines thousands of scrapes without reading, keeping RSS and /healthz fine', async () => {
+    const s = await service();
+    await vi.waitFor(async () =>
+      expect(
+        sampleValue(
+          await scrape(s),
+          'orchestrator_conversations_started_total{orchestrator="fx_desks"}',
+        ),
+      ).toBeGreaterThan(20),
+      { timeout: 15_000 },
+    );
+    const before = rssBytes(s.child.pid as number);
+    let peak = before;
+    const sample = setInterval(() => {
+      peak = Math.max(peak, rssBytes(s.child.pid as number));
+    }, 20);
+    cleanups.push(() => clearInterval(sample));
+    // Four clients, each 20,000 GET /metrics in one write, none reading (the reviewer's
+    // 1.6 GB); a fifth pipelines 20 and reads every answer.
+    const one = 'GET /metrics HTTP/1.1\r\nHost: x\r\n\r\n';
+    const hostile = await Promise.all(Array.from({ length: 4 }, () => rawConnect(s.port)));
+    for (const c of hostile) {
+      c.socket.pause();
+      c.socket.write(one.repeat(20_000));
+    }
+    const polite = await rawConnect(s.port);
+    polite.socket.write(
+      `${one.repeat(19)}GET /metrics HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n`,
+    );
+    // /healthz answers while they run.
+    const health = await fetch(`${s.url}/healthz`, { signal: AbortSignal.timeout(5_000) });
+    expect(health.status).toBe(200);
+    await polite.closed;
+    // The server cut each hostile connection (past 64 waiting answers) long before its
+    // request timeout (30 s): they see it once they read.
+    for (const c of hostile) c.socket.resume();
+    await Promise.all(hostile.map((c) => c.closed));
+    for (const c of hostile) expect(c.closedAfterMs()).toBeLessThan(20_000);
+    clearInterval(sample);
+    expect(polite.received().match(/^HTTP\/1\.1 200 OK\r\n/gm)?.length).toBe(20);
+    expect(peak - before).toBeLessThan(60 * 1024 * 1024);
+    // Shutdown is not held up by what they left behind.
+    const { code, ms } = await sigterm(s);
+    expect(code).toBe(0);
+    expect(ms).toBeLessThan(5_000);
+  });
+
   it('keeps its memory bounded while hostile clients flood it', async () => {
     const s = await service(['--rate', '200', '--concurrency', '64', '--latency-ms', '1']);
     await vi.waitFor(async () =>
