@@ -27,6 +27,8 @@ export interface ServiceConfig {
   readonly progressSeconds: number;
   /** Most WebSocket clients at once; past it an upgrade is refused with 503. */
   readonly maxClients: number;
+  /** Most WebSocket clients from one remote address; past it an upgrade is refused with 503. */
+  readonly maxClientsPerAddress: number;
   /** Seconds between WebSocket pings; a client that has not answered the last one is dropped. */
   readonly wsPingSeconds: number;
   /** Longest wait for a request's headers (also for a connection that sends nothing), ms. */
@@ -101,6 +103,12 @@ const KNOBS = {
     env: 'MAX_CLIENTS',
     fallback: '500',
     help: 'most WebSocket clients at once (past it: 503)',
+  },
+  maxClientsPerAddress: {
+    flag: 'max-clients-per-address',
+    env: 'MAX_CLIENTS_PER_ADDRESS',
+    fallback: '10',
+    help: 'most WebSocket clients from one address (past it: 503)',
   },
   wsPingSeconds: {
     flag: 'ws-ping-s',
@@ -219,6 +227,7 @@ export function parseConfig(
     mix: parseMix(raw('mix')),
     progressSeconds: number('progressSeconds', 0.1, 3600, false),
     maxClients: number('maxClients', 0, 100_000, true),
+    maxClientsPerAddress: number('maxClientsPerAddress', 1, 100_000, true),
     wsPingSeconds: number('wsPingSeconds', 0.1, 3600, false),
     headersTimeoutMs,
     requestTimeoutMs,

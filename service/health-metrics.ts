@@ -13,6 +13,8 @@ export const METRIC_SPAN_EXPORT_FAILURES = 'demo_span_export_failures_total';
 /** Why a WebSocket client was refused or cut off (a bounded label). */
 export type RefusalReason =
   | 'over_capacity'
+  | 'address_over_capacity'
+  | 'cross_origin'
   | 'bad_target'
   | 'bad_subscription'
   | 'client_sent_data'
@@ -26,6 +28,8 @@ export interface ServiceMetrics {
 
 const REFUSAL_REASONS: readonly RefusalReason[] = [
   'over_capacity',
+  'address_over_capacity',
+  'cross_origin',
   'bad_target',
   'bad_subscription',
   'client_sent_data',

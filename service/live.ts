@@ -8,6 +8,7 @@
  * is closed, clients are capped, silent clients are dropped by ping, and shutdown gives clients
  * a short grace before cutting them off.
  */
+import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
@@ -21,6 +22,8 @@ export interface LiveUpdatesOptions {
   readonly orchestrators: readonly string[];
   /** Most clients at once; past it an upgrade is refused with 503. */
   readonly maxClients: number;
+  /** Most clients from one remote address; past it an upgrade is refused with 503. */
+  readonly maxClientsPerAddress: number;
   /** Between pings; a client that has not answered the previous ping is dropped. */
   readonly pingIntervalMs: number;
   /** Where refusals and dropped updates are counted. */
@@ -47,7 +50,13 @@ export class LiveUpdates {
   readonly #options: LiveUpdatesOptions;
   readonly #wss: WebSocketServer;
   readonly #subscribers = new Map<WebSocket, string | undefined>();
-  readonly #alive = new WeakSet<WebSocket>();
+  /**
+   * The payload of the ping each client has not answered yet. Only a pong with that payload
+   * answers it: ws keeps a client alive on any pong, and a client that sends unsolicited pongs
+   * without reading would otherwise hold its slot forever.
+   */
+  readonly #unanswered = new Map<WebSocket, Buffer>();
+  readonly #perAddress = new Map<string, number>();
   readonly #heartbeat: NodeJS.Timeout;
   #closing = false;
 
@@ -99,7 +108,7 @@ export class LiveUpdates {
     // unhandled 'error' event.
     socket.on('error', () => socket.destroy());
     const target = requestTarget(req);
-    const refusal = this.#refusal(target);
+    const refusal = this.#refusal(target, req);
     if (refusal !== undefined || target === undefined) {
       this.#refuse(socket, refusal ?? { status: 400, why: 'bad request target' });
       return;
@@ -112,15 +121,23 @@ export class LiveUpdates {
         this.#goodbye(ws, 1008, subscription.refused);
         return;
       }
-      this.#accept(ws, subscription.filter);
+      this.#accept(ws, subscription.filter, address(req));
     });
   }
 
-  #accept(ws: WebSocket, filter: string | undefined): void {
+  #accept(ws: WebSocket, filter: string | undefined, from: string): void {
     this.#subscribers.set(ws, filter);
-    this.#alive.add(ws);
-    ws.on('pong', () => this.#alive.add(ws));
-    ws.on('close', () => this.#subscribers.delete(ws));
+    this.#perAddress.set(from, (this.#perAddress.get(from) ?? 0) + 1);
+    ws.on('pong', (data) => {
+      if (this.#unanswered.get(ws)?.equals(data)) this.#unanswered.delete(ws);
+    });
+    ws.on('close', () => {
+      this.#subscribers.delete(ws);
+      this.#unanswered.delete(ws);
+      const left = (this.#perAddress.get(from) ?? 1) - 1;
+      if (left > 0) this.#perAddress.set(from, left);
+      else this.#perAddress.delete(from);
+    });
     // Oversized frames (over maxPayload) and protocol errors: ws has already sent the close
     // code (1009, 1002) and stopped reading; the client gets the grace to see it, then goes.
     ws.on('error', () => {
@@ -152,12 +169,13 @@ export class LiveUpdates {
 
   #ping(): void {
     for (const ws of this.#subscribers.keys()) {
-      if (!this.#alive.has(ws)) {
+      if (this.#unanswered.has(ws)) {
         this.#cutOff(ws, 'no_pong');
         continue;
       }
-      this.#alive.delete(ws);
-      ws.ping();
+      const payload = randomBytes(8);
+      this.#unanswered.set(ws, payload);
+      ws.ping(payload);
     }
   }
 
@@ -178,14 +196,24 @@ export class LiveUpdates {
     ws.terminate();
   }
 
-  #refusal(target: RequestTarget | undefined): Refusal | undefined {
+  #refusal(target: RequestTarget | undefined, req: IncomingMessage): Refusal | undefined {
     if (target === undefined)
       return { status: 400, why: 'bad request target', reason: 'bad_target' };
     if (target.pathname !== '/ws') return { status: 404, why: 'WebSocket only at /ws' };
+    if (!sameOrigin(req))
+      return { status: 403, why: 'cross-site WebSocket upgrade', reason: 'cross_origin' };
     if (this.#closing) return { status: 503, why: 'shutting down' };
     const max = this.#options.maxClients;
     if (this.#subscribers.size >= max) {
       return { status: 503, why: `at most ${max} WebSocket clients`, reason: 'over_capacity' };
+    }
+    const perAddress = this.#options.maxClientsPerAddress;
+    if ((this.#perAddress.get(address(req)) ?? 0) >= perAddress) {
+      return {
+        status: 503,
+        why: `at most ${perAddress} WebSocket clients from one address`,
+        reason: 'address_over_capacity',
+      };
     }
     return undefined;
   }
@@ -211,6 +239,7 @@ interface Refusal {
 
 const STATUS_TEXT: Record<number, string> = {
   400: 'Bad Request',
+  403: 'Forbidden',
   404: 'Not Found',
   503: 'Service Unavailable',
 };
@@ -221,4 +250,25 @@ function clip(reason: string): string {
     .subarray(0, MAX_REASON_BYTES - 3)
     .toString()
     .replace(/\uFFFD$/, '')}...`;
+}
+
+function address(req: IncomingMessage): string {
+  return req.socket.remoteAddress ?? 'unknown';
+}
+
+/**
+ * A browser always sends `Origin` on a WebSocket upgrade, and the server must check it (any page
+ * may open a socket to any host, with the user's network position): it must name the host the
+ * client asked for. A client without `Origin` is not a browser (curl, a script) and may connect.
+ */
+function sameOrigin(req: IncomingMessage): boolean {
+  const origin = req.headers.origin;
+  if (origin === undefined) return true;
+  try {
+    const from = new URL(origin);
+    // Through URL on both sides: `example.com:80` and `http://example.com` are the same host.
+    return new URL(`${from.protocol}//${req.headers.host}`).host === from.host;
+  } catch {
+    return false;
+  }
 }

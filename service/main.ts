@@ -77,6 +77,7 @@ async function main(): Promise<number> {
   const live = new LiveUpdates({
     orchestrators: names,
     maxClients: cfg.maxClients,
+    maxClientsPerAddress: cfg.maxClientsPerAddress,
     pingIntervalMs: cfg.wsPingSeconds * 1000,
     metrics: health,
     // What the page needs to draw: the orchestrators to filter by and the tolerance band.

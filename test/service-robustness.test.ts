@@ -41,7 +41,10 @@ const refused = (text: string, reason: string) =>
   sampleValue(text, `demo_websocket_refused_total{reason="${reason}"}`);
 
 /** A WebSocket client that records what it got and how it was closed. */
-function client(url: string, options: { autoPong?: boolean } = {}) {
+function client(
+  url: string,
+  options: { autoPong?: boolean; origin?: string; localAddress?: string } = {},
+) {
   const ws = new WebSocket(url, options);
   const messages: { type: string }[] = [];
   const state: { code?: number; reason?: string; status?: number | undefined } = {};
@@ -272,6 +275,67 @@ describe('the demo service under hostile input', () => {
     expect(alive.state.code).toBeUndefined();
   });
 
+  it('drops a client that answers no ping however many unsolicited pongs it sends', async () => {
+    const s = await service([...FAST, '--ws-ping-s', '0.2']);
+    const liar = await rawWebSocket(s.port, '/ws');
+    liar.socket.pause();
+    // A masked pong with a payload of its own, every 50 ms: never an answer to a ping.
+    const pong = Buffer.from([0x8a, 0x84, 1, 2, 3, 4, 0x70 ^ 1, 0x6f ^ 2, 0x6e ^ 3, 0x67 ^ 4]);
+    const pongs = setInterval(() => liar.socket.write(pong), 50);
+    cleanups.push(() => clearInterval(pongs));
+    const honest = client(`ws://127.0.0.1:${s.port}/ws`);
+    await vi.waitFor(async () => expect(refused(await scrape(s), 'no_pong')).toBe(1), {
+      timeout: 15_000,
+    });
+    clearInterval(pongs);
+    liar.socket.resume();
+    await liar.closed;
+    expect(sampleValue(await scrape(s), 'demo_websocket_clients')).toBe(1);
+    expect(honest.state.code).toBeUndefined();
+  });
+
+  it('refuses past --max-clients-per-address from one address with 503, and takes another address', async () => {
+    const s = await service([...FAST, '--max-clients-per-address', '2']);
+    const url = `ws://127.0.0.1:${s.port}/ws`;
+    const first = [client(url), client(url)];
+    await vi.waitFor(() => expect(first.every((c) => c.messages.length > 0)).toBe(true));
+    const third = client(url);
+    await vi.waitFor(() => expect(third.state.status).toBe(503));
+    // Another loopback address is another client.
+    const other = client(url, { localAddress: '127.0.0.2' });
+    await vi.waitFor(() => expect(other.messages[0]).toMatchObject({ type: 'hello' }));
+    let text = await scrape(s);
+    expect(refused(text, 'address_over_capacity')).toBe(1);
+    expect(refused(text, 'over_capacity')).toBe(0);
+    expect(sampleValue(text, 'demo_websocket_clients')).toBe(3);
+    // A slot freed is a slot again.
+    first[0]?.ws.close();
+    await vi.waitFor(async () =>
+      expect(sampleValue(await scrape(s), 'demo_websocket_clients')).toBe(2),
+    );
+    const fourth = client(url);
+    await vi.waitFor(() => expect(fourth.messages[0]).toMatchObject({ type: 'hello' }));
+    text = await scrape(s);
+    expect(refused(text, 'address_over_capacity')).toBe(1);
+  });
+
+  it('refuses a cross-site upgrade (Origin of another host) with 403 and takes its own page and non-browsers', async () => {
+    const s = await service();
+    const url = `ws://127.0.0.1:${s.port}/ws`;
+    const evil = client(url, { origin: 'http://evil.example' });
+    const lookalike = client(url, { origin: `http://127.0.0.1.evil.example:${s.port}` });
+    const badOrigin = client(url, { origin: 'null' });
+    for (const c of [evil, lookalike, badOrigin])
+      await vi.waitFor(() => expect(c.state.status).toBe(403));
+    const page = client(url, { origin: `http://127.0.0.1:${s.port}` });
+    const script = client(url);
+    for (const c of [page, script])
+      await vi.waitFor(() => expect(c.messages[0]).toMatchObject({ type: 'hello' }));
+    const text = await scrape(s);
+    expect(refused(text, 'cross_origin')).toBe(3);
+    expect(sampleValue(text, 'demo_websocket_clients')).toBe(2);
+  });
+
   it('cuts silent, slow-headers and idle keep-alive connections at the configured timeouts', async () => {
     const s = await service([
       ...FAST,
@@ -303,13 +367,14 @@ describe('the demo service under hostile input', () => {
 
   it('cuts a connection that pipelines thousands of scrapes without reading, keeping RSS and /healthz fine', async () => {
     const s = await service();
-    await vi.waitFor(async () =>
-      expect(
-        sampleValue(
-          await scrape(s),
-          'orchestrator_conversations_started_total{orchestrator="fx_desks"}',
-        ),
-      ).toBeGreaterThan(20),
+    await vi.waitFor(
+      async () =>
+        expect(
+          sampleValue(
+            await scrape(s),
+            'orchestrator_conversations_started_total{orchestrator="fx_desks"}',
+          ),
+        ).toBeGreaterThan(20),
       { timeout: 15_000 },
     );
     const before = rssBytes(s.child.pid as number);
@@ -349,7 +414,16 @@ describe('the demo service under hostile input', () => {
   });
 
   it('keeps its memory bounded while hostile clients flood it', async () => {
-    const s = await service(['--rate', '200', '--concurrency', '64', '--latency-ms', '1']);
+    const s = await service([
+      '--rate',
+      '200',
+      '--concurrency',
+      '64',
+      '--latency-ms',
+      '1',
+      '--max-clients-per-address',
+      '100',
+    ]);
     await vi.waitFor(async () =>
       expect(
         sampleValue(

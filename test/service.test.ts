@@ -276,7 +276,7 @@ describe('the demo service (npm start)', () => {
     ]);
     const readme = readFileSync('README.md', 'utf8');
     const flags = [...usage().matchAll(/^ {2}(--[a-z-]+)/gm)].map((m) => m[1] as string);
-    expect(flags.length).toBe(16);
+    expect(flags.length).toBe(17);
     for (const flag of flags.filter((f) => f !== '--help'))
       expect(readme).toContain(`| \`${flag}\``);
   });
