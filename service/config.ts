@@ -170,8 +170,9 @@ export function parseConfig(
   env: NodeJS.ProcessEnv,
 ): ServiceConfig | 'help' {
   let values: Record<string, string | boolean | undefined>;
+  let tokens: ReturnType<typeof parseArgs>['tokens'];
   try {
-    ({ values } = parseArgs({
+    ({ values, tokens } = parseArgs({
       args: [...argv],
       options: {
         help: { type: 'boolean' },
@@ -180,9 +181,18 @@ export function parseConfig(
         ),
       },
       strict: true,
+      tokens: true,
     }));
   } catch (error) {
     throw new ConfigError(`${(error as Error).message}\n\n${usage()}`);
+  }
+  // parseArgs keeps the last of repeated flags: `--port 80 --port 8080` is a mistake to say.
+  const seen = new Map<string, number>();
+  for (const token of tokens ?? []) {
+    if (token.kind === 'option') seen.set(token.name, (seen.get(token.name) ?? 0) + 1);
+  }
+  for (const [name, times] of seen) {
+    if (times > 1) throw new ConfigError(`Expected --${name} at most once, got it ${times} times`);
   }
   if (values.help === true) return 'help';
   const raw = (key: keyof typeof KNOBS): { value: string; from: string } => {
@@ -190,14 +200,17 @@ export function parseConfig(
     const flag = values[knob.flag];
     if (typeof flag === 'string') return { value: flag, from: `--${knob.flag}` };
     const fromEnv = env[knob.env];
-    if (fromEnv !== undefined && fromEnv !== '') return { value: fromEnv, from: knob.env };
+    // `PORT=` (an unset compose variable, say) is a mistake, not a request for the default.
+    if (fromEnv === '')
+      throw new ConfigError(`Expected ${knob.env} to be unset or a value, got an empty string`);
+    if (fromEnv !== undefined) return { value: fromEnv, from: knob.env };
     return { value: knob.fallback, from: `--${knob.flag}` };
   };
   const number = (key: keyof typeof KNOBS, min: number, max: number, integer: boolean): number => {
     const { value, from } = raw(key);
     const n = Number(value);
     if (
-      !DECIMAL.test(value) ||
+      !(integer ? INTEGER : DECIMAL).test(value) ||
       !Number.isFinite(n) ||
       n < min ||
       n > max ||
@@ -237,10 +250,17 @@ export function parseConfig(
 }
 
 /**
- * Plain decimal notation only: `Number()` alone would also take `0x10`, `0b1`, `0o7` and ` 5 `,
- * which nobody means in a config value.
+ * Plain decimal notation only: `Number()` alone would also take `0x10`, `0b1`, `0o7`, ` 5 ` and
+ * `1e3`, which nobody means in a config value.
  */
-const DECIMAL = /^(\d+\.?\d*|\.\d+)(e[+-]?\d+)?$/i;
+const DECIMAL = /^(\d+(\.\d+)?|\.\d+)$/;
+/** An integer knob takes digits only (`16.0` is refused like `16.5`). */
+const INTEGER = /^\d+$/;
+/**
+ * A host whose last label is a number (`127.1`, `0x7f.1`, `1.2.3.0x4`) is an IPv4 address to a URL
+ * parser and to inet_aton, never a DNS name: only dotted-decimal IPv4 is taken for one.
+ */
+const NUMERIC_LAST_LABEL = /^(0x[\da-f]*|\d+)$/i;
 
 /** A DNS name label: letters, digits and inner hyphens, at most 63 characters. */
 const LABEL = /^[a-z\d]([a-z\d-]{0,61}[a-z\d])?$/i;
@@ -252,7 +272,7 @@ const LABEL = /^[a-z\d]([a-z\d-]{0,61}[a-z\d])?$/i;
 function parseHost({ value, from }: { value: string; from: string }): string {
   if (isIP(value) !== 0) return value;
   const labels = value.replace(/\.$/, '').split('.');
-  const looksNumeric = /^[\d.]+$/.test(value);
+  const looksNumeric = NUMERIC_LAST_LABEL.test(labels[labels.length - 1] ?? '');
   if (!looksNumeric && value.length <= 253 && labels.every((l) => LABEL.test(l))) return value;
   throw new ConfigError(
     `Expected ${from} to be an IP address (0.0.0.0, 127.0.0.1, ::) or a host name, got \`${value}\``,

@@ -6,6 +6,7 @@
  */
 // First: SIGTERM is handled from here on, while the modules below still load.
 import './signals.ts';
+import { isIPv6 } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { type OpenMetricsContentType, Registry } from 'prom-client';
 import { ConversationError, type ConversationOrchestrator } from '../src/index.ts';
@@ -141,8 +142,10 @@ async function main(): Promise<number> {
     process.stderr.write(`${error.message}\n`);
     return 2;
   }
+  // An IPv6 address is bracketed in a URL: http://[::1]:9464, not http://::1:9464.
+  const authority = `${isIPv6(cfg.host) ? `[${cfg.host}]` : cfg.host}:${port}`;
   process.stdout.write(
-    `conversation-orchestrator demo listening on http://${cfg.host}:${port} (the live page at /, /metrics, /healthz, ws://${cfg.host}:${port}/ws)\n${tracing.description}\n`,
+    `conversation-orchestrator demo listening on http://${authority} (the live page at /, /metrics, /healthz, ws://${authority}/ws)\n${tracing.description}\n`,
   );
 
   // The workload: start conversations at `rate` per second, at most `concurrency` at once.

@@ -240,6 +240,25 @@ describe('the demo service (npm start)', () => {
         {},
         'Expected --request-timeout-ms to be at least --headers-timeout-ms (5000), got `1000`',
       ],
+      [['--rate', '5', '--rate', '50'], {}, 'Expected --rate at most once, got it 2 times'],
+      [['--port', '5'], {}, 'Expected --port at most once, got it 2 times'],
+      [[], { RATE: '' }, 'Expected RATE to be unset or a value, got an empty string'],
+      [[], { HOST: '' }, 'Expected HOST to be unset or a value, got an empty string'],
+      [
+        ['--concurrency', '16.0'],
+        {},
+        'Expected --concurrency to be an integer from 1 to 10000, got `16.0`',
+      ],
+      [[], { DESKS: '3e0' }, 'Expected DESKS to be an integer from 2 to 8, got `3e0`'],
+      [['--rate', '1e3'], {}, 'Expected --rate to be a number from 0.01 to 100000, got `1e3`'],
+      [['--rate', '5.'], {}, 'Expected --rate to be a number from 0.01 to 100000, got `5.`'],
+      ...['0x7f.1', '127.1', '1.2.3.0x4', '0x7f000001', '10.0.0.010.'].map(
+        (host): [string[], NodeJS.ProcessEnv, string] => [
+          ['--host', host],
+          {},
+          `Expected --host to be an IP address (0.0.0.0, 127.0.0.1, ::) or a host name, got \`${host}\``,
+        ],
+      ),
       [
         ['--host', '192.0.2.1'],
         {},
@@ -252,6 +271,14 @@ describe('the demo service (npm start)', () => {
     expect(results.map((r) => ({ status: r.status, stderr: r.stderr.trim() }))).toEqual(
       cases.map(([, , message]) => ({ status: 2, stderr: message })),
     );
+  });
+
+  it('takes plain decimals and host names, and brackets an IPv6 host in the URLs it prints', async () => {
+    running = await startService([...FAST, '--host', '::1', '--tolerance', '.05']);
+    expect(running.stdout()).toContain(
+      `listening on http://[::1]:${running.port} (the live page at /, /metrics, /healthz, ws://[::1]:${running.port}/ws)`,
+    );
+    expect((await fetch(`http://[::1]:${running.port}/healthz`)).status).toBe(200);
   });
 
   it('says so and exits 2 when its port is taken', async () => {

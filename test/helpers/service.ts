@@ -18,7 +18,14 @@ export async function startService(
 ): Promise<RunningService> {
   const child = spawn(
     process.execPath,
-    ['--import', 'tsx', 'service/main.ts', '--port', '0', ...args],
+    // A free port unless the test names one (the service refuses a repeated flag).
+    [
+      '--import',
+      'tsx',
+      'service/main.ts',
+      ...(args.includes('--port') ? [] : ['--port', '0']),
+      ...args,
+    ],
     {
       env: { ...process.env, ...env },
       stdio: 'pipe',
@@ -39,10 +46,10 @@ export async function startService(
       30_000,
     );
     const check = () => {
-      const m = /listening on http:\/\/[\d.]+:(\d+)/.exec(out);
+      const m = /listening on http:\/\/([\d.]+|\[[\da-f:]+\]):(\d+)/.exec(out);
       if (m) {
         clearTimeout(timer);
-        resolve(Number(m[1]));
+        resolve(Number(m[2]));
       }
     };
     child.stdout.on('data', check);
