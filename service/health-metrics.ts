@@ -9,6 +9,7 @@ export const METRIC_WEBSOCKET_CLIENTS = 'demo_websocket_clients';
 export const METRIC_WEBSOCKET_REFUSED = 'demo_websocket_refused_total';
 export const METRIC_LIVE_UPDATES_DROPPED = 'demo_live_updates_dropped_total';
 export const METRIC_SPAN_EXPORT_FAILURES = 'demo_span_export_failures_total';
+export const METRIC_SPANS_DROPPED = 'demo_spans_dropped_total';
 
 /** Why a WebSocket client was refused or cut off (a bounded label). */
 export type RefusalReason =
@@ -24,6 +25,7 @@ export interface ServiceMetrics {
   readonly refused: Counter<'reason'>;
   readonly dropped: Counter;
   readonly exportFailures: Counter;
+  readonly spansDropped: Counter;
 }
 
 const REFUSAL_REASONS: readonly RefusalReason[] = [
@@ -66,6 +68,11 @@ export function createServiceMetrics(
     exportFailures: new Counter({
       name: METRIC_SPAN_EXPORT_FAILURES,
       help: 'spans the OTLP exporter failed to deliver',
+      registers: [registry],
+    }),
+    spansDropped: new Counter({
+      name: METRIC_SPANS_DROPPED,
+      help: 'spans dropped before export because the batch queue was full',
       registers: [registry],
     }),
   };

@@ -57,12 +57,21 @@ async function main(): Promise<number> {
       `span export failing: ${spans} spans lost in ${exports} failed export${exports === 1 ? '' : 's'} since the last report (last error: ${error})\n`,
     ),
   );
+  const drops = new RateLimitedReport(EXPORT_FAILURE_REPORT_MS, (spans) =>
+    process.stderr.write(
+      `span export queue full: ${spans} spans dropped since the last report (the OTLP endpoint is slower than the spans come)\n`,
+    ),
+  );
   const tracing = startTracing(process.env, {
     maxDispatchEvents: MAX_DISPATCH_EVENTS,
     flushTimeoutMs: cfg.flushTimeoutMs,
     onExportFailure: (spans, error) => {
       health.exportFailures.inc(spans);
       exportFailures.record(spans, error?.message ?? 'unknown error');
+    },
+    onDrop: () => {
+      health.spansDropped.inc();
+      drops.record(1, 'export queue full');
     },
   });
   // OpenMetrics (for exemplars) must be set before the metrics are created.
@@ -236,6 +245,7 @@ async function main(): Promise<number> {
       await Promise.allSettled([...inFlight.keys()]);
       const [flush] = await Promise.all([tracing.shutdown(), live.close()]);
       exportFailures.flush();
+      drops.flush();
       server.closeAllConnections();
       // Every HTTP connection is closed above; do not let a straggler hold the exit.
       await Promise.race([

@@ -7,11 +7,13 @@
  * The flush at shutdown is bounded: an endpoint that accepts connections and never answers would
  * otherwise hold the process for the exporter's own timeout (10 s), past `docker stop`'s grace.
  */
+import { createNoopMeter, type Meter, type MeterProvider } from '@opentelemetry/api';
 import { type ExportResult, ExportResultCode } from '@opentelemetry/core';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import {
   BatchSpanProcessor,
+  type BufferConfig,
   type ReadableSpan,
   type SpanExporter,
   type SpanProcessor,
@@ -24,12 +26,16 @@ export interface TracingOptions {
   readonly flushTimeoutMs: number;
   /** Called after every failed export with its span count and error. */
   readonly onExportFailure: (spans: number, error: Error | undefined) => void;
+  /** Called for each span the batch processor drops because its queue is full. */
+  readonly onDrop: () => void;
 }
 
 /** What became of the spans that ended, as far as the exporter knows. */
 export interface FlushReport {
   readonly exported: number;
   readonly failed: number;
+  /** Dropped by the batch processor, its queue full (an endpoint too slow for the load). */
+  readonly dropped: number;
   /** Ended but neither delivered nor failed: still queued or in flight when the flush gave up. */
   readonly unflushed: number;
   /** The flush was cut off at `flushTimeoutMs`. */
@@ -55,11 +61,20 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
   // Metrics are served to Prometheus on /metrics; the SDK exports traces only.
   env.OTEL_METRICS_EXPORTER ??= 'none';
   env.OTEL_LOGS_EXPORTER ??= 'none';
-  const counts = { ended: 0, exported: 0, failed: 0 };
+  const counts = { ended: 0, exported: 0, failed: 0, dropped: 0 };
   const exporter = new CountingExporter(new OTLPTraceExporter(), counts, options.onExportFailure);
+  // sdk-trace-base passes its config on to @opentelemetry/sdk-trace's processor, which takes
+  // `selfObsMeterProvider`; the shim's type does not list it yet (a test sees the drops).
+  const config: BufferConfig & { selfObsMeterProvider: MeterProvider } = {
+    selfObsMeterProvider: droppedSpans((n) => {
+      counts.dropped += n;
+      for (let i = 0; i < n; i++) options.onDrop();
+    }),
+  };
+  const processor = new BatchSpanProcessor(exporter, config);
   const sdk = new NodeSDK({
     serviceName: env.OTEL_SERVICE_NAME || 'conversation-orchestrator-demo',
-    spanProcessors: [new EndedSpans(counts), new BatchSpanProcessor(exporter)],
+    spanProcessors: [new EndedSpans(counts), processor],
     instrumentations: [],
     spanLimits: { eventCountLimit: options.maxDispatchEvents },
   });
@@ -82,7 +97,8 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
       return {
         exported: counts.exported,
         failed: counts.failed,
-        unflushed: Math.max(0, counts.ended - counts.exported - counts.failed),
+        dropped: counts.dropped,
+        unflushed: Math.max(0, counts.ended - counts.exported - counts.failed - counts.dropped),
         timedOut: outcome === 'timeout',
       };
     },
@@ -94,6 +110,7 @@ export function describeFlush(report: FlushReport | undefined, flushTimeoutMs: n
   if (report === undefined) return 'tracing off';
   const parts = [`${report.exported} spans exported`];
   if (report.failed > 0) parts.push(`${report.failed} failed to export`);
+  if (report.dropped > 0) parts.push(`${report.dropped} dropped (export queue full)`);
   if (report.unflushed > 0) {
     parts.push(
       report.timedOut
@@ -102,6 +119,28 @@ export function describeFlush(report: FlushReport | undefined, flushTimeoutMs: n
     );
   }
   return parts.join(', ');
+}
+
+/**
+ * The batch processor drops a span when its queue is full and says so only through its own
+ * self-observability metrics (`otel.sdk.processor.span.processed` with `error.type`
+ * `queue_full`) and a diag line. This meter provider hears that one counter and nothing else.
+ */
+function droppedSpans(onDrop: (spans: number) => void): MeterProvider {
+  const noop = createNoopMeter();
+  const meter: Meter = Object.create(noop, {
+    createCounter: {
+      value: (...args: Parameters<Meter['createCounter']>) => {
+        if (args[0] !== 'otel.sdk.processor.span.processed') return noop.createCounter(...args);
+        return {
+          add: (value: number, attributes?: Record<string, unknown>) => {
+            if (attributes?.['error.type'] === 'queue_full') onDrop(value);
+          },
+        };
+      },
+    },
+  });
+  return { getMeter: () => meter };
 }
 
 /** Counts the sampled spans that end: those the batch processor is given to export. */

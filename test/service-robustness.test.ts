@@ -572,6 +572,40 @@ describe('the demo service shutting down', () => {
     expect(Number(line?.[2])).toBeGreaterThanOrEqual(Number(line?.[1]));
   });
 
+  it('counts the spans the batch queue drops, says so on stderr and in the shutdown line', async () => {
+    const hole = await blackHole();
+    // A tiny queue in front of an endpoint that never answers: it fills at once.
+    const s = await service(FAST, {
+      OTEL_EXPORTER_OTLP_ENDPOINT: hole.url,
+      OTEL_BSP_SCHEDULE_DELAY: '100',
+      OTEL_BSP_MAX_QUEUE_SIZE: '8',
+      OTEL_BSP_MAX_EXPORT_BATCH_SIZE: '4',
+    });
+    const reported = () => [
+      ...s
+        .stderr()
+        .matchAll(
+          /^span export queue full: (\d+) spans dropped since the last report \(the OTLP endpoint is slower than the spans come\)$/gm,
+        ),
+    ];
+    await vi.waitFor(() => expect(reported().length).toBe(1), { timeout: 20_000 });
+    const seen = sampleValue(await scrape(s), 'demo_spans_dropped_total') as number;
+    expect(seen).toBeGreaterThanOrEqual(Number(reported()[0]?.[1]));
+    const { code } = await sigterm(s);
+    expect(code).toBe(0);
+    const line =
+      /aborted \d+ in-flight conversations, 0 spans exported, (\d+) dropped \(export queue full\), (\d+) not flushed/.exec(
+        s.stdout(),
+      );
+    expect(line).not.toBeNull();
+    // Every drop was said on stderr (the last at shutdown), and the shutdown line agrees.
+    const said = reported().reduce((sum, m) => sum + Number(m[1]), 0);
+    expect(Number(line?.[1])).toBe(said);
+    expect(Number(line?.[1])).toBeGreaterThanOrEqual(seen);
+    // What is left is what the queue and the hung export held: at most the queue and a batch.
+    expect(Number(line?.[2])).toBeLessThanOrEqual(8 + 4);
+  });
+
   it('reports span export failures while running, rate-limited, and counts them on /metrics', async () => {
     const port = await closedPort();
     const s = await service(FAST, {

@@ -6,6 +6,7 @@ import { usage } from '../service/config.ts';
 import {
   METRIC_LIVE_UPDATES_DROPPED,
   METRIC_SPAN_EXPORT_FAILURES,
+  METRIC_SPANS_DROPPED,
   METRIC_WEBSOCKET_CLIENTS,
   METRIC_WEBSOCKET_REFUSED,
 } from '../service/health-metrics.ts';
@@ -298,6 +299,7 @@ describe('the demo service (npm start)', () => {
     expect(exposed).toEqual([
       METRIC_LIVE_UPDATES_DROPPED,
       METRIC_SPAN_EXPORT_FAILURES,
+      METRIC_SPANS_DROPPED,
       METRIC_WEBSOCKET_CLIENTS,
       METRIC_WEBSOCKET_REFUSED,
     ]);
