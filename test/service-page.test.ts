@@ -4,11 +4,12 @@
  * Every wait is on a condition; the bounds are generous for a loaded 2-core machine.
  */
 import { readFileSync } from 'node:fs';
+import { createServer, type Server } from 'node:http';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { WebSocket } from 'ws';
+import { WebSocket, WebSocketServer } from 'ws';
 import { launchChromium } from '../service/chromium.ts';
-import { CONTENT_SECURITY_POLICY } from '../service/page.ts';
+import { CONTENT_SECURITY_POLICY, Page as LivePage } from '../service/page.ts';
 import {
   type RunningService,
   sampleValue,
@@ -66,7 +67,16 @@ function pixelsOf(page: Page, rgb: [number, number, number]): Promise<number> {
 
 /** Lines of `orchestrator` on screen, as the page's caption counts them. */
 const lines = (page: Page, orchestrator: string) =>
-  page.locator('#lines').getAttribute(`data-lines_${orchestrator}`).then(Number);
+  page
+    .locator('#lines .line-count')
+    .evaluateAll(
+      (counts, name) =>
+        counts
+          .find((c) => c.getAttribute('data-orchestrator') === name)
+          ?.getAttribute('data-lines'),
+      orchestrator,
+    )
+    .then(Number);
 
 const FX_BLUE: [number, number, number] = [0x09, 0x69, 0xda];
 const RATES_PINK: [number, number, number] = [0xbf, 0x39, 0x89];
@@ -172,6 +182,120 @@ describe('the live page at /', () => {
       expect(sampleValue(await scrape(again), 'demo_websocket_clients')).toBe(1);
     } finally {
       await page.close();
+    }
+  });
+
+  it('takes any orchestrator name and stays bounded on hostile messages (a service that lies)', async () => {
+    // The page's own files, and a /ws that says what no honest service would.
+    const files = new LivePage();
+    const server: Server = createServer((req, res) => {
+      if (!files.serve(new URL(req.url ?? '/', 'http://x').pathname, req, res))
+        res.writeHead(404).end();
+    });
+    const wss = new WebSocketServer({ server, path: '/ws' });
+    const names = ['fx-desks', 'a.b:c', 'x"] y', 'rates_desks'];
+    wss.on('connection', (ws) => {
+      const send = (m: object) => ws.send(JSON.stringify(m));
+      send({
+        type: 'hello',
+        subscribed: '*',
+        orchestrators: names,
+        tolerance: 0.05,
+        maxDispatches: 2 ** 40,
+      });
+      const dispatch = { type: 'dispatch', decision: {}, elapsedMs: 1 };
+      send({
+        ...dispatch,
+        orchestrator: 'fx-desks',
+        conversationId: 'huge',
+        dispatchCount: 2 ** 30,
+        spread: 1,
+      });
+      send({
+        ...dispatch,
+        orchestrator: 'a.b:c',
+        conversationId: 'nan',
+        dispatchCount: 3,
+        spread: 'x',
+      });
+      // 20,000 conversations that never end, and ends with junk.
+      for (let i = 0; i < 20_000; i++)
+        send({
+          ...dispatch,
+          orchestrator: names[i % 4],
+          conversationId: `c${i}`,
+          dispatchCount: 1 + (i % 7),
+          spread: 0.5,
+        });
+      for (let i = 0; i < 10; i++) {
+        const end = {
+          type: 'end',
+          orchestrator: names[i % 2],
+          conversationId: `c${i}`,
+          elapsedMs: 1,
+        };
+        send({
+          ...end,
+          reason: i % 2 === 0 ? 'converged' : 'max_dispatches',
+          dispatchCount: 8,
+          spread: 0.01,
+        });
+      }
+      send({
+        type: 'end',
+        orchestrator: 'x"] y',
+        conversationId: 'junk',
+        reason: 'converged',
+        dispatchCount: 1.5,
+        spread: 1,
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const { port } = server.address() as { port: number };
+    const page = await (browser as Browser).newPage({ viewport: { width: 1200, height: 900 } });
+    const errors: string[] = [];
+    page.on('console', (m) => {
+      if (m.type() === 'error') errors.push(m.text());
+    });
+    page.on('pageerror', (e) => errors.push(e.message));
+    try {
+      await page.goto(`http://127.0.0.1:${port}/`);
+      await page.locator('#connection[data-state="live"]').waitFor(WAIT);
+      expect(await page.locator('#filter option').allTextContents()).toEqual(['all', ...names]);
+      // Every name is counted (5 converged for fx-desks, 5 max_dispatches for a.b:c, and the
+      // ending with a junk dispatch count still ended)...
+      await expect.poll(() => ended(page, 'all'), WAIT).toBe(11);
+      const counted = await page
+        .locator('#counts tbody tr')
+        .evaluateAll((rows) =>
+          rows.map((r) => [
+            r.getAttribute('data-orchestrator'),
+            r.querySelector('td[data-reason="share"]')?.getAttribute('data-ended'),
+          ]),
+        );
+      expect(counted).toEqual([
+        ['fx-desks', '5'],
+        ['a.b:c', '5'],
+        ['x"] y', '1'],
+        ['rates_desks', '0'],
+        ['all', '11'],
+      ]);
+      // ...the lines are drawn, bounded (64 slots; 1,000 in flight kept of 20,000), and the
+      // tab still answers.
+      await expect.poll(() => lines(page, 'fx-desks'), WAIT).toBeGreaterThan(0);
+      expect(Number(await page.locator('#lines').getAttribute('data-total'))).toBe(64);
+      await page.selectOption('#filter', 'a.b:c');
+      await expect.poll(() => lines(page, 'fx-desks'), WAIT).toBe(0);
+      expect(await lines(page, 'a.b:c')).toBeGreaterThan(0);
+      const t = performance.now();
+      await page.evaluate('1');
+      expect(performance.now() - t).toBeLessThan(5_000);
+      expect(errors).toEqual([]);
+    } finally {
+      await page.close();
+      for (const ws of wss.clients) ws.terminate();
+      wss.close();
+      await new Promise<void>((resolve) => server.close(() => resolve()));
     }
   });
 

@@ -9,6 +9,15 @@ const MAX_FINISHED = 40;
 const SLOTS = 64;
 /** An in-flight conversation not heard of for this long lost its end (a dropped update). */
 const STALE_MS = 30_000;
+// Bounds on what a message can make the page hold or draw, whatever the socket says: the page
+// must not hang on a hostile or broken service (a dispatch count of 2**30, a million ids).
+/** Most points of one line (a larger maxDispatches from the service is taken as this). */
+const MAX_POINTS = 10_000;
+/** Most conversations in flight kept; past it the oldest is forgotten. */
+const MAX_IN_FLIGHT = 1_000;
+/** Most orchestrators taken from the hello message, and the longest name or id kept. */
+const MAX_ORCHESTRATORS = 32;
+const MAX_NAME = 200;
 const REASONS = ['converged', 'max_dispatches', 'timeout', 'error', 'aborted'];
 const MARK_COLORS = {
   converged: '#1a7f37',
@@ -43,44 +52,74 @@ const connection = $('connection');
 
 // --- the state, updated per message -------------------------------------------------------
 
-function conversation(/** @type {string} */ id, /** @type {string} */ orchestrator) {
+/** The conversation a message is about, or undefined for a message that names none sanely. */
+function conversation(/** @type {any} */ m) {
+  const id = m.conversationId;
+  if (typeof id !== 'string' || id.length > MAX_NAME || typeof m.orchestrator !== 'string') return;
   let c = state.conversations.get(id);
   if (c === undefined) {
-    c = { orchestrator, spreads: [], seen: performance.now() };
+    let inFlight = 0;
+    let oldest;
+    for (const [key, other] of state.conversations) {
+      if (other.reason !== undefined) continue;
+      inFlight++;
+      oldest ??= key;
+    }
+    if (inFlight >= MAX_IN_FLIGHT && oldest !== undefined) state.conversations.delete(oldest);
+    c = { orchestrator: m.orchestrator, spreads: [], seen: performance.now() };
     state.conversations.set(id, c);
   }
   return c;
 }
 
+/** The point a message adds (index, spread), or undefined when its numbers are not sane. */
+function point(/** @type {any} */ m) {
+  const n = m.dispatchCount;
+  if (!Number.isInteger(n) || n < 1 || typeof m.spread !== 'number' || Number.isNaN(m.spread)) {
+    return undefined;
+  }
+  return [Math.min(n, state.maxDispatches) - 1, Math.min(Math.max(m.spread, FLOOR), 1e12)];
+}
+
 function onDispatch(/** @type {any} */ m) {
-  const c = conversation(m.conversationId, m.orchestrator);
-  if (c.reason !== undefined || !(m.dispatchCount >= 1)) return;
-  c.spreads[Math.min(m.dispatchCount, state.maxDispatches) - 1] = Math.max(m.spread, FLOOR);
+  const p = point(m);
+  const c = p === undefined ? undefined : conversation(m);
+  if (c === undefined || p === undefined || c.reason !== undefined) return;
+  c.spreads[p[0]] = p[1];
   c.seen = performance.now();
 }
 
 function onEnd(/** @type {any} */ m) {
-  const c = conversation(m.conversationId, m.orchestrator);
-  if (c.reason !== undefined) return;
-  c.reason = m.reason;
-  if (m.dispatchCount >= 1 && c.spreads[m.dispatchCount - 1] === undefined) {
-    c.spreads[Math.min(m.dispatchCount, state.maxDispatches) - 1] = Math.max(m.spread, FLOOR);
-  }
+  const c = conversation(m);
+  if (c === undefined || c.reason !== undefined) return;
+  c.reason = typeof m.reason === 'string' ? m.reason : 'other';
+  const p = point(m);
+  if (p !== undefined && c.spreads[p[0]] === undefined) c.spreads[p[0]] = p[1];
   state.finished.push(m.conversationId);
   while (state.finished.length > MAX_FINISHED) {
     state.conversations.delete(/** @type {string} */ (state.finished.shift()));
   }
-  const byReason = state.counts.get(m.orchestrator) ?? new Map();
-  const reason = REASONS.includes(m.reason) ? m.reason : 'other';
+  // Counted for the orchestrators the service named only (any other is never shown).
+  if (!state.orchestrators.includes(c.orchestrator)) return;
+  const byReason = state.counts.get(c.orchestrator) ?? new Map();
+  const reason = REASONS.includes(c.reason) ? c.reason : 'other';
   byReason.set(reason, (byReason.get(reason) ?? 0) + 1);
-  state.counts.set(m.orchestrator, byReason);
+  state.counts.set(c.orchestrator, byReason);
 }
 
 function onHello(/** @type {any} */ m) {
-  if (Array.isArray(m.orchestrators)) state.orchestrators = m.orchestrators.map(String);
-  if (typeof m.tolerance === 'number' && m.tolerance > 0) state.tolerance = m.tolerance;
+  if (Array.isArray(m.orchestrators)) {
+    state.orchestrators = [
+      ...new Set(
+        m.orchestrators.slice(0, MAX_ORCHESTRATORS).map((o) => String(o).slice(0, MAX_NAME)),
+      ),
+    ];
+  }
+  if (typeof m.tolerance === 'number' && m.tolerance > 0 && m.tolerance < Infinity) {
+    state.tolerance = m.tolerance;
+  }
   if (Number.isInteger(m.maxDispatches) && m.maxDispatches > 0) {
-    state.maxDispatches = m.maxDispatches;
+    state.maxDispatches = Math.min(m.maxDispatches, MAX_POINTS);
   }
   const options = ['*', ...state.orchestrators];
   const shown = [...filterSelect.options].map((o) => o.value);
@@ -301,12 +340,19 @@ function renderLines(
   const el = $('lines');
   const parts = [];
   el.dataset.total = String(visible.length);
+  // Names are data, never keys: an orchestrator may be called `fx-desks` or `a.b:c`, which no
+  // dataset key or selector built from it would survive. Each count is an element of its own
+  // whose attributes hold the name and the count as values.
   state.orchestrators.forEach((o, i) => {
     const n = visible.filter((c) => c.orchestrator === o).length;
-    el.dataset[`lines_${o}`] = String(n);
     const key = document.createElement('span');
     key.className = `line line-${i % LINE_COLORS.length}`;
-    parts.push(key, `${o} ${n}  `);
+    const count = document.createElement('span');
+    count.className = 'line-count';
+    count.dataset.orchestrator = o;
+    count.dataset.lines = String(n);
+    count.textContent = `${o} ${n}  `;
+    parts.push(key, count);
   });
   el.replaceChildren(
     visible.length === 0
