@@ -221,6 +221,29 @@ describe('the conversation span', () => {
 });
 
 describe('responder spans', () => {
+  it('keep the answer of a responder that returns a minimal foreign thenable', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const thenable = (m: Message<number>) => ({
+      // biome-ignore lint/suspicious/noThenProperty: a foreign thenable is the point
+      then(resolve: (value: Message<number>) => void) {
+        setTimeout(() => resolve({ sender: 'a', content: m.content + 1 }), 0);
+      },
+    });
+    const o = counter(createConversationTelemetry({ tracer, responderSpans: true }), {
+      responders: [
+        {
+          name: 'a',
+          respond: thenable as unknown as (m: Message<number>) => Promise<Message<number>>,
+        },
+      ],
+      termination: maxDispatches(3),
+    });
+    const result = await o.run({ sender: 'user', content: 0 });
+    expect(result.decision.reason).toBe('max_dispatches');
+    expect(result.state.projection).toBe(6);
+    expect(spansNamed(exporter, 'invoke_agent a')).toHaveLength(3);
+  });
+
   it('are children of the conversation span, and spans a responder starts nest under them', async () => {
     // The responder's own tracer comes from the global provider, as an instrumentation's would.
     const { exporter, tracer } = memoryTracing();

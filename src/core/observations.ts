@@ -164,7 +164,6 @@ export class Observations<S, C> {
     let call = invoke;
     for (const runner of this.#runners) {
       const inner = call;
-      const run = runner.runResponder as (index: number, invoke: () => unknown) => unknown;
       call = () => {
         let called = false;
         let failed = false;

@@ -336,8 +336,9 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       return result;
     }
     // A late answer (after an abort or a deadline ended the conversation and this span) finds
-    // the span ended and leaves it alone.
-    return (result as unknown as PromiseLike<unknown>).then(
+    // the span ended and leaves it alone. A foreign thenable is adopted by a native promise: its
+    // own `then` may return nothing (the answer would be lost) or call back twice.
+    return Promise.resolve(result as unknown as PromiseLike<unknown>).then(
       (value) => {
         if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
         endOnce(open);
