@@ -39,12 +39,19 @@ export interface LiveUpdatesOptions {
 
 /** Past this many buffered bytes a client is too slow: its updates are dropped. */
 const MAX_BUFFERED = 256 * 1024;
-/** Clients only receive; this fits any control frame and refuses every data frame of size. */
+/**
+ * The largest message ws reads from a client, in bytes (a control frame is at most 125 anyway).
+ * A frame announcing more is refused from its header with 1009, before its payload is read; a
+ * smaller data message is read whole, and its sender is then closed with 1008.
+ */
 const MAX_PAYLOAD = 1024;
 /** A WebSocket close reason is at most 123 bytes. */
 const MAX_REASON_BYTES = 123;
-/** Orchestrator names are label values: the plugin's name syntax, bounded. */
-const NAME = /^[a-zA-Z_][a-zA-Z0-9_]{0,63}$/;
+/**
+ * A refused subscription value is echoed in the close reason only when it looks like this (short,
+ * an identifier); any other value is described by its length, never echoed.
+ */
+const ECHOABLE = /^[a-zA-Z_][a-zA-Z0-9_]{0,63}$/;
 
 export class LiveUpdates {
   readonly #options: LiveUpdatesOptions;
@@ -161,9 +168,10 @@ export class LiveUpdates {
     const got =
       values.length > 1
         ? `${values.length} values`
-        : value === '' || NAME.test(value)
+        : value === '' || ECHOABLE.test(value)
           ? `\`${value}\``
-          : `a value of ${value.length} characters`;
+          : // Characters as a person counts them (code points), not UTF-16 units.
+            `a value of ${[...value].length} characters`;
     return { refused: clip(`Expected orchestrator to be one of ${known.join(', ')}, got ${got}`) };
   }
 

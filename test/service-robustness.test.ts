@@ -251,6 +251,10 @@ describe('the demo service under hostile input', () => {
         'Expected orchestrator to be one of fx_desks, rates_desks, got a value of 10000 characters',
       ],
       [
+        `?orchestrator=${'\u{1F600}'.repeat(100)}`,
+        'Expected orchestrator to be one of fx_desks, rates_desks, got a value of 100 characters',
+      ],
+      [
         '?orchestrator=fx_desks&orchestrator=rates_desks',
         'Expected orchestrator to be one of fx_desks, rates_desks, got 2 values',
       ],
@@ -261,7 +265,7 @@ describe('the demo service under hostile input', () => {
       expect(c.state.reason).toBe(reason);
       expect(c.messages).toEqual([]);
     }
-    expect(refused(await scrape(s), 'bad_subscription')).toBe(4);
+    expect(refused(await scrape(s), 'bad_subscription')).toBe(5);
   });
 
   it('drops a client that stops answering pings', async () => {
@@ -358,6 +362,8 @@ describe('the demo service under hostile input', () => {
     expect(silent.received()).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
     expect(slow.received()).toMatch(/^HTTP\/1\.1 408 Request Timeout\r\n/);
     expect(idle.received()).toMatch(/^HTTP\/1\.1 200 OK\r\n/);
+    // Node advertises the keep-alive timeout in whole seconds, rounded down (400 ms: 0).
+    expect(idle.received()).toContain('\r\nKeep-Alive: timeout=0\r\n');
     for (const c of [silent, slow, idle]) {
       // Not at once (the timeouts are what closed them), and far sooner than Node's defaults.
       expect(c.closedAfterMs()).toBeGreaterThanOrEqual(350);
