@@ -19,7 +19,8 @@ export type RefusalReason =
   | 'bad_target'
   | 'bad_subscription'
   | 'client_sent_data'
-  | 'no_pong';
+  | 'no_pong'
+  | 'ping_flood';
 
 export interface ServiceMetrics {
   readonly refused: Counter<'reason'>;
@@ -36,6 +37,7 @@ const REFUSAL_REASONS: readonly RefusalReason[] = [
   'bad_subscription',
   'client_sent_data',
   'no_pong',
+  'ping_flood',
 ];
 
 export function createServiceMetrics(

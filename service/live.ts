@@ -69,7 +69,9 @@ export class LiveUpdates {
 
   constructor(options: LiveUpdatesOptions) {
     this.#options = options;
-    this.#wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD });
+    // Pings are answered here (autoPong off), so a client that floods pings without reading the
+    // pongs is cut off and counted; ws would terminate it silently.
+    this.#wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD, autoPong: false });
     this.#heartbeat = setInterval(() => this.#ping(), options.pingIntervalMs);
     this.#heartbeat.unref();
   }
@@ -135,6 +137,10 @@ export class LiveUpdates {
   #accept(ws: WebSocket, filter: string | undefined, from: string): void {
     this.#subscribers.set(ws, filter);
     this.#perAddress.set(from, (this.#perAddress.get(from) ?? 0) + 1);
+    ws.on('ping', (data) => {
+      if (ws.bufferedAmount > MAX_BUFFERED) this.#cutOff(ws, 'ping_flood');
+      else ws.pong(data);
+    });
     ws.on('pong', (data) => {
       if (this.#unanswered.get(ws)?.equals(data)) this.#unanswered.delete(ws);
     });

@@ -298,6 +298,26 @@ describe('the demo service under hostile input', () => {
     expect(honest.state.code).toBeUndefined();
   });
 
+  it('cuts off and counts a client that floods pings without reading the pongs', async () => {
+    const s = await service();
+    const flood = await rawWebSocket(s.port, '/ws');
+    flood.socket.pause();
+    // Masked pings of 125 bytes (zero mask: the payload as is), 26 MB of them.
+    const ping = Buffer.concat([
+      Buffer.from([0x89, 0x80 | 125, 0, 0, 0, 0]),
+      Buffer.alloc(125, 97),
+    ]);
+    flood.socket.write(Buffer.concat(Array.from({ length: 200_000 }, () => ping)));
+    await vi.waitFor(async () => expect(refused(await scrape(s), 'ping_flood')).toBe(1), {
+      timeout: 20_000,
+    });
+    flood.socket.resume();
+    await flood.closed;
+    const text = await scrape(s);
+    expect(sampleValue(text, 'demo_websocket_clients')).toBe(0);
+    expect(refused(text, 'client_sent_data')).toBe(0);
+  });
+
   it('refuses past --max-clients-per-address from one address with 503, and takes another address', async () => {
     const s = await service([...FAST, '--max-clients-per-address', '2']);
     const url = `ws://127.0.0.1:${s.port}/ws`;
