@@ -3,6 +3,7 @@
  * operator needs to see when the live feed or the trace export is in trouble. The names are
  * public (README "Demo service metrics"); the plugin's `orchestrator_*` names stay the plugin's.
  */
+import { monitorEventLoopDelay } from 'node:perf_hooks';
 import { Counter, Gauge, type OpenMetricsContentType, type Registry } from 'prom-client';
 
 export const METRIC_WEBSOCKET_CLIENTS = 'demo_websocket_clients';
@@ -10,6 +11,9 @@ export const METRIC_WEBSOCKET_REFUSED = 'demo_websocket_refused_total';
 export const METRIC_LIVE_UPDATES_DROPPED = 'demo_live_updates_dropped_total';
 export const METRIC_SPAN_EXPORT_FAILURES = 'demo_span_export_failures_total';
 export const METRIC_SPANS_DROPPED = 'demo_spans_dropped_total';
+export const METRIC_EVENT_LOOP_DELAY = 'demo_event_loop_delay_max_seconds';
+/** The event loop delay is the longest in this window and the one before. */
+const EVENT_LOOP_WINDOW_MS = 10_000;
 
 /** Why a WebSocket client was refused or cut off (a bounded label). */
 export type RefusalReason =
@@ -57,6 +61,23 @@ export function createServiceMetrics(
     help: 'WebSocket clients refused or cut off, by reason',
     labelNames: ['reason'] as const,
     registers: [registry],
+  });
+  // A stalled event loop is what every other symptom (slow scrapes, late pings) comes from.
+  // Windows of their own, not reset by scrapes: every scraper sees the same value.
+  const delay = monitorEventLoopDelay({ resolution: 10 });
+  delay.enable();
+  let previousWindowMax = 0;
+  setInterval(() => {
+    previousWindowMax = delay.max;
+    delay.reset();
+  }, EVENT_LOOP_WINDOW_MS).unref();
+  new Gauge({
+    name: METRIC_EVENT_LOOP_DELAY,
+    help: 'longest event loop delay in the last 10 to 20 seconds',
+    registers: [registry],
+    collect() {
+      this.set(Math.max(previousWindowMax, delay.max) / 1e9);
+    },
   });
   // Every reason shows from the first scrape, so a rate() over it never starts from nothing.
   for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);

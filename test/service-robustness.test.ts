@@ -434,6 +434,10 @@ describe('the demo service under hostile input', () => {
     clearInterval(sample);
     expect(polite.received().match(/^HTTP\/1\.1 200 OK\r\n/gm)?.length).toBe(20);
     expect(peak - before).toBeLessThan(60 * 1024 * 1024);
+    // The event loop was never stalled for long (one rendering, not 80,000).
+    const stall = sampleValue(await scrape(s), 'demo_event_loop_delay_max_seconds') as number;
+    expect(stall).toBeGreaterThan(0);
+    expect(stall).toBeLessThan(2);
     // Shutdown is not held up by what they left behind.
     const { code, ms } = await sigterm(s);
     expect(code).toBe(0);

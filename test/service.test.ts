@@ -4,6 +4,7 @@ import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { usage } from '../service/config.ts';
 import {
+  METRIC_EVENT_LOOP_DELAY,
   METRIC_LIVE_UPDATES_DROPPED,
   METRIC_SPAN_EXPORT_FAILURES,
   METRIC_SPANS_DROPPED,
@@ -297,6 +298,7 @@ describe('the demo service (npm start)', () => {
     const exposed = [...text.matchAll(/^# TYPE (demo_\S+) /gm)].map((m) => m[1]).sort();
     expect(readmeTableNames('### Demo service metrics').sort()).toEqual(exposed);
     expect(exposed).toEqual([
+      METRIC_EVENT_LOOP_DELAY,
       METRIC_LIVE_UPDATES_DROPPED,
       METRIC_SPAN_EXPORT_FAILURES,
       METRIC_SPANS_DROPPED,
