@@ -168,16 +168,16 @@ export function badResponderOutput<S, C>(
   );
 }
 
-/** The turn policy answered something that is not an array of responders or names. */
-export function badTurnSelection<S, C>(
-  selection: unknown,
+/** A policy answered something other than what it must: `Expected …, got …`, as a PolicyError. */
+export function badPolicyAnswer<S, C>(
+  stage: PolicyError['stage'],
+  expected: string,
+  answer: unknown,
   at: FailurePoint<S, C>,
 ): PolicyError<S, C> {
   return policyFailed(
-    'turn',
-    new TypeError(
-      `Expected the turn policy to return an array of responders or names, got ${describeValue(selection)}`,
-    ),
+    stage,
+    new TypeError(`Expected ${expected}, got ${describeValue(answer)}`),
     at,
   );
 }
@@ -204,36 +204,6 @@ export function unknownResponder<S, C>(
   return policyFailed(
     'turn',
     new TypeError(`The turn policy selected ${what} (known: ${known.join(', ')})`),
-    at,
-  );
-}
-
-/** The termination policy answered something that is not a TerminationDecision. */
-export function badDecision<S, C>(
-  policy: string,
-  decision: unknown,
-  at: FailurePoint<S, C>,
-): PolicyError<S, C> {
-  return policyFailed(
-    'termination',
-    new TypeError(
-      `Expected termination policy \`${policy}\` to return a decision ({ terminate: boolean, reason: string }), got ${describeValue(decision)}`,
-    ),
-    at,
-  );
-}
-
-/** A terminating decision's reason is not a snake_case name, or is one the loop reserves. */
-export function badReason<S, C>(
-  policy: string,
-  reason: unknown,
-  at: FailurePoint<S, C>,
-): PolicyError<S, C> {
-  return policyFailed(
-    'termination',
-    new TypeError(
-      `Expected termination policy \`${policy}\` to end with a snake_case reason of 1-40 characters other than continue, queue_exhausted, aborted, deadline, error and queue_overflow, got ${describeValue(reason)}`,
-    ),
     at,
   );
 }

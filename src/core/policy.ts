@@ -56,6 +56,14 @@ export const RESERVED_REASONS: readonly string[] = Object.freeze([
 
 const REASON = /^[a-z][a-z0-9_]{0,39}$/;
 
+/** What `isReasonName` accepts, as error messages say it. */
+export const REASON_EXPECTED = `a snake_case reason of 1-40 characters other than ${RESERVED_REASONS.join(', ')}`;
+
+/** What a termination policy must return, as error messages say it. */
+export function decisionExpected(policy: string): string {
+  return `termination policy \`${policy}\` to return a decision ({ terminate: boolean, reason: string })`;
+}
+
 /**
  * A terminating decision's reason becomes an ending and a metric label: short snake_case
  * (1-40 characters) and not one of the reserved reasons.

@@ -21,10 +21,8 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { RunConfig } from './config.ts';
 import {
-  badDecision,
-  badReason,
+  badPolicyAnswer,
   badResponderOutput,
-  badTurnSelection,
   ConversationAbortedError,
   ConversationError,
   DispatchDeadlineError,
@@ -41,8 +39,10 @@ import { Observations } from './observations.ts';
 import type { DispatchInfo } from './observer.ts';
 import {
   CONTINUE,
+  decisionExpected,
   isDecision,
   isReasonName,
+  REASON_EXPECTED,
   type TerminationCheck,
   type TurnFunction,
   type TurnSelection,
@@ -385,10 +385,20 @@ export class ConversationRun<S, C> {
     if (this.#settled) return ENDED;
     // Checked like the turn policy's answer: `true`, `undefined` or a string is a bug, not a "no".
     if (!isDecision(decision)) {
-      throw badDecision(this.#config.termination.name, decision, this.#at);
+      throw badPolicyAnswer(
+        'termination',
+        decisionExpected(this.#config.termination.name),
+        decision,
+        this.#at,
+      );
     }
     if (decision.terminate && !isReasonName(decision.reason)) {
-      throw badReason(this.#config.termination.name, decision.reason, this.#at);
+      throw badPolicyAnswer(
+        'termination',
+        `termination policy \`${this.#config.termination.name}\` to end with ${REASON_EXPECTED}`,
+        decision.reason,
+        this.#at,
+      );
     }
     this.#dispatchCount = dispatchCount;
     this.#state = state;
@@ -471,7 +481,12 @@ export class ConversationRun<S, C> {
   /** The turn policy's answer becomes the responders to invoke, in order. */
   #useSelection(selection: unknown): void {
     if (!Array.isArray(selection)) {
-      throw badTurnSelection(selection, this.#at);
+      throw badPolicyAnswer(
+        'turn',
+        'the turn policy to return an array of responders or names',
+        selection,
+        this.#at,
+      );
     }
     this.#selection = selection;
     this.#nextSelected = 0;

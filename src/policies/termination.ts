@@ -6,9 +6,10 @@
 import { describeValue } from '../core/errors.ts';
 import {
   CONTINUE,
+  decisionExpected,
   isDecision,
   isReasonName,
-  RESERVED_REASONS,
+  REASON_EXPECTED,
   type TerminationPolicy,
 } from '../core/policy.ts';
 import type { ConversationState, TerminationDecision } from '../core/types.ts';
@@ -176,7 +177,7 @@ function memberDecision(
 ): TerminationDecision {
   if (isDecision(decision)) return decision;
   throw new TypeError(
-    `Expected termination policy \`${policies[index]?.name}\` (member ${index} of a composite) to return a decision ({ terminate: boolean, reason: string }), got ${describeValue(decision)}`,
+    `Expected ${decisionExpected(String(policies[index]?.name))} (member ${index} of a composite), got ${describeValue(decision)}`,
   );
 }
 
@@ -196,11 +197,7 @@ function members(combinator: string, policies: readonly unknown[]): void {
 /** Reasons become endings and metric labels: short snake_case, none the loop reserves. */
 export function reasonName(option: string, value: unknown): string {
   if (!isReasonName(value)) {
-    fail(
-      option,
-      `a snake_case reason of 1-40 characters other than ${RESERVED_REASONS.join(', ')}`,
-      value,
-    );
+    fail(option, REASON_EXPECTED, value);
   }
   return value;
 }
