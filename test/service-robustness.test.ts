@@ -2,7 +2,6 @@
  * The demo service as an attacker and an operator meet it: the real process, real sockets.
  * Outcomes and counts are exact; wall-clock bounds are generous (a loaded 2-core machine).
  */
-import { spawn } from 'node:child_process';
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
@@ -18,6 +17,7 @@ import {
   rssBytes,
   sampleValue,
   scrape,
+  spawnService,
   startService,
   stopService,
 } from './helpers/service.ts';
@@ -514,40 +514,19 @@ describe('the demo service under hostile input', () => {
 describe('the demo service shutting down', () => {
   it('exits 0 on a SIGTERM that comes while it is still starting', async () => {
     // The preload holds listen back: the signal certainly comes before the service serves.
-    const child = spawn(
-      process.execPath,
-      [
-        '--import',
-        'tsx',
-        '--import',
-        './test/fixtures/slow-listen.mjs',
-        'service/main.ts',
-        '--port',
-        '0',
-      ],
-      { stdio: 'pipe' },
-    );
-    let out = '';
-    let err = '';
-    child.stdout.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    child.stderr.on('data', (c: Buffer) => {
-      err += c.toString();
-    });
-    const exited = new Promise<number | null>((resolve) =>
-      child.on('exit', (code) => resolve(code)),
-    );
+    const { child, stdout, stderr, exited } = spawnService([], {}, [
+      './test/fixtures/slow-listen.mjs',
+    ]);
     cleanups.push(() => {
       if (child.exitCode === null) child.kill('SIGKILL');
     });
-    await vi.waitFor(() => expect(err).toContain('listen delayed by the test'), {
+    await vi.waitFor(() => expect(stderr()).toContain('listen delayed by the test'), {
       timeout: 20_000,
     });
     child.kill('SIGTERM');
     expect(await exited).toBe(0);
-    expect(out).not.toContain('listening on');
-    expect(out).toBe('SIGTERM while starting: exiting before serving\n');
+    expect(stdout()).not.toContain('listening on');
+    expect(stdout()).toBe('SIGTERM while starting: exiting before serving\n');
   });
 
   it('ignores a second and third SIGTERM during the graceful shutdown and still exits 0', async () => {

@@ -11,25 +11,36 @@ export interface RunningService {
   readonly exited: Promise<number | null>;
 }
 
-/** Starts the demo service as a user would (`npm start` runs this same command), on a free port. */
-export async function startService(
+/** A service process and what it printed so far. */
+export interface SpawnedService {
+  readonly child: ChildProcessWithoutNullStreams;
+  stdout(): string;
+  stderr(): string;
+  /** Resolves with the exit code once the process exits. */
+  readonly exited: Promise<number | null>;
+}
+
+/**
+ * Spawns the demo service as `npm start` does, on a free port unless `args` names one (the
+ * service refuses a repeated flag), without waiting for it to listen. `preload` modules are
+ * imported before the service (test fixtures that hold it back).
+ */
+export function spawnService(
   args: string[] = [],
   env: NodeJS.ProcessEnv = {},
-): Promise<RunningService> {
+  preload: readonly string[] = [],
+): SpawnedService {
   const child = spawn(
     process.execPath,
-    // A free port unless the test names one (the service refuses a repeated flag).
     [
       '--import',
       'tsx',
+      ...preload.flatMap((module) => ['--import', module]),
       'service/main.ts',
       ...(args.includes('--port') ? [] : ['--port', '0']),
       ...args,
     ],
-    {
-      env: { ...process.env, ...env },
-      stdio: 'pipe',
-    },
+    { env: { ...process.env, ...env }, stdio: 'pipe' },
   );
   let out = '';
   let err = '';
@@ -40,29 +51,34 @@ export async function startService(
     err += c.toString();
   });
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+  return { child, stdout: () => out, stderr: () => err, exited };
+}
+
+/** Starts the demo service as a user would (`npm start` runs this same command), on a free port. */
+export async function startService(
+  args: string[] = [],
+  env: NodeJS.ProcessEnv = {},
+): Promise<RunningService> {
+  const spawned = spawnService(args, env);
+  const { child } = spawned;
+  const out = spawned.stdout;
+  const err = spawned.stderr;
   const port = await new Promise<number>((resolve, reject) => {
     const timer = setTimeout(
-      () => reject(new Error(`service did not start: ${out} ${err}`)),
+      () => reject(new Error(`service did not start: ${out()} ${err()}`)),
       30_000,
     );
     const check = () => {
-      const m = /listening on http:\/\/([\d.]+|\[[\da-f:]+\]):(\d+)/.exec(out);
+      const m = /listening on http:\/\/([\d.]+|\[[\da-f:]+\]):(\d+)/.exec(out());
       if (m) {
         clearTimeout(timer);
         resolve(Number(m[2]));
       }
     };
     child.stdout.on('data', check);
-    child.on('exit', () => reject(new Error(`service exited: ${out} ${err}`)));
+    child.on('exit', () => reject(new Error(`service exited: ${out()} ${err()}`)));
   });
-  return {
-    child,
-    port,
-    url: `http://127.0.0.1:${port}`,
-    stdout: () => out,
-    stderr: () => err,
-    exited,
-  };
+  return { ...spawned, port, url: `http://127.0.0.1:${port}` };
 }
 
 export function sampleValue(text: string, series: string): number | undefined {
