@@ -574,6 +574,19 @@ describe('observers that misbehave never break the run', () => {
     expect(recorder.dispatches()).toBe(3);
   });
 
+  it('keeps a terminating decision when the listener aborts on hearing it', async () => {
+    const controller = new AbortController();
+    const result = await counter(next, {
+      termination: maxDispatches(3),
+      listener: (_s, d) => {
+        if (d.terminate) controller.abort();
+      },
+    }).run({ sender: 'user', content: 0 }, { signal: controller.signal });
+    expect(result.decision.reason).toBe('max_dispatches');
+    expect(result.dispatchCount).toBe(3);
+    expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
+  });
+
   it('passes each responder its declared provider', async () => {
     let providers: readonly (string | undefined)[] | undefined;
     await new ConversationOrchestrator<number, number>({

@@ -419,12 +419,13 @@ export class ConversationRun<S, C> {
     if (listener !== undefined)
       this.#callListener(listener, state, decision, dispatchCount, elapsedMs);
     this.#notifying = false;
-    if (this.#abortedWhileNotifying) {
-      this.#interrupt(this.#abortedError());
-      return ENDED;
-    }
+    // The ending was decided before an abort raised while we told of it: the decision stands.
     if (decision.terminate) {
       this.#succeed(decision);
+      return ENDED;
+    }
+    if (this.#abortedWhileNotifying) {
+      this.#interrupt(this.#abortedError());
       return ENDED;
     }
     return NEXT;
