@@ -1,4 +1,18 @@
-import { context, type Span, trace } from '@opentelemetry/api';
+import {
+  context,
+  createContextKey,
+  propagation,
+  ROOT_CONTEXT,
+  type Span,
+  trace,
+} from '@opentelemetry/api';
+import {
+  CompositePropagator,
+  isTracingSuppressed,
+  suppressTracing,
+  W3CBaggagePropagator,
+  W3CTraceContextPropagator,
+} from '@opentelemetry/core';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -9,6 +23,7 @@ import {
   roundRobin,
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
+import { contextWithSpan, LEAN_SPAN_CONTEXT } from '../src/observability/span-context.ts';
 import { captureDiag, memoryTracing, restoreTracing, spansNamed } from './helpers/tracing.ts';
 
 afterEach(restoreTracing);
@@ -198,5 +213,73 @@ describe('with responderSpans: true', () => {
       expect(calls.map(parentOf)).toEqual(agents.map(idOf));
     }
     expect(diagnostics).toEqual([]);
+  });
+});
+
+describe('the context a conversation runs in', () => {
+  it('answers its span and the caller’s values, and builds the API’s context on the first write', () => {
+    expect(LEAN_SPAN_CONTEXT).toBe(true);
+    const { tracer } = memoryTracing();
+    const key = createContextKey('caller value');
+    const parent = ROOT_CONTEXT.setValue(key, 'kept');
+    const span = tracer.startSpan('conversation');
+    const ctx = contextWithSpan(parent, span);
+    expect(trace.getSpan(ctx)).toBe(span);
+    expect(ctx.getValue(key)).toBe('kept');
+    // Writes answer new contexts and leave this one as it was (contexts are immutable).
+    const other = createContextKey('other');
+    const written = ctx.setValue(other, 1);
+    expect(written.getValue(other)).toBe(1);
+    expect(trace.getSpan(written)).toBe(span);
+    expect(written.getValue(key)).toBe('kept');
+    expect(ctx.getValue(other)).toBeUndefined();
+    const child = tracer.startSpan('child');
+    const nested = trace.setSpan(ctx, child);
+    expect(trace.getSpan(nested)).toBe(child);
+    expect(trace.getSpan(ctx)).toBe(span);
+    expect(trace.getSpan(trace.deleteSpan(ctx))).toBeUndefined();
+    expect(ctx.deleteValue(key).getValue(key)).toBeUndefined();
+    expect(ctx.getValue(key)).toBe('kept');
+    expect(isTracingSuppressed(suppressTracing(ctx))).toBe(true);
+    expect(isTracingSuppressed(ctx)).toBe(false);
+    child.end();
+    span.end();
+  });
+
+  it('carries W3C trace context and the caller’s baggage into what a responder sends out', async () => {
+    const { exporter } = memoryTracing();
+    propagation.setGlobalPropagator(
+      new CompositePropagator({
+        propagators: [new W3CTraceContextPropagator(), new W3CBaggagePropagator()],
+      }),
+    );
+    const sent: Record<string, string>[] = [];
+    const o = orchestrator(
+      [
+        {
+          name: 'r',
+          respond: async (m) => {
+            await new Promise((r) => setTimeout(r, 1));
+            const headers: Record<string, string> = {};
+            propagation.inject(context.active(), headers);
+            sent.push(headers);
+            return { sender: 'r', content: m.content + 1 };
+          },
+        },
+      ],
+      createConversationTelemetry<number, number>(),
+      { termination: maxDispatches(2) },
+    );
+    const baggage = propagation.createBaggage({ tenant: { value: 'acme' } });
+    await context.with(propagation.setBaggage(context.active(), baggage), () =>
+      o.run({ sender: 'user', content: 0 }),
+    );
+    const [conversation] = spansNamed(exporter, 'invoke_workflow nest');
+    const { traceId, spanId } = conversation?.spanContext() ?? {};
+    expect(sent).toHaveLength(2);
+    for (const headers of sent) {
+      expect(headers.traceparent).toBe(`00-${traceId}-${spanId}-01`);
+      expect(headers.baggage).toBe('tenant=acme');
+    }
   });
 });

@@ -50,6 +50,7 @@ import {
   SPAN_CONVERSATION_PREFIX,
   SPAN_RESPONDER_PREFIX,
 } from './semconv.ts';
+import { contextWithSpan } from './span-context.ts';
 import { endResponderSpan, errorType, type Settings, safeAttributes, truncate } from './utils.ts';
 
 /** A responder span not yet ended, and whether it has been (a late answer must not end it again). */
@@ -125,7 +126,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     const entered =
       isSpanContextValid(spanContext) &&
       spanContext.spanId !== trace.getSpanContext(parent)?.spanId;
-    this.#context = entered ? trace.setSpan(parent, this.#span) : parent;
+    this.#context = entered ? contextWithSpan(parent, this.#span) : parent;
     const enteredContext = this.#context;
     this.runConversation = entered
       ? <T>(run: () => T): T => context.with(enteredContext, run)
@@ -312,7 +313,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     this.#openResponderSpan = open;
     let result: T;
     try {
-      result = context.with(trace.setSpan(this.#context, span), invoke);
+      result = context.with(contextWithSpan(this.#context, span), invoke);
     } catch (error) {
       if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
       endOnce(open, { error });
