@@ -21,7 +21,7 @@ import { rateLimitedWarning } from './warnings.ts';
 // reported once a minute with the count of failures held back.
 const warnHookFailure = rateLimitedWarning('ConversationObserverWarning');
 
-function hookFailed(hook: string, error: unknown): void {
+export function hookFailed(hook: string, error: unknown): void {
   warnHookFailure(`An observer's ${hook} failed: ${describeCause(error)}`);
 }
 
@@ -65,6 +65,11 @@ function readHooks(observation: object): Hooks {
     onListenerError: hook(observation, 'onListenerError'),
     onConversationEnd: hook(observation, 'onConversationEnd'),
   };
+}
+
+/** An observation called as `target.onDispatch(info)` (a method: `this` is the observation). */
+export interface DispatchTarget<S, C> {
+  onDispatch(info: DispatchInfo<S, C>): void;
 }
 
 export class Observations<S, C> {
@@ -141,6 +146,17 @@ export class Observations<S, C> {
   /** Whether `dispatched` has anyone to tell: the loop fills the DispatchInfo only then. */
   get watchDispatches(): boolean {
     return this.#dispatchers.length > 0;
+  }
+
+  /**
+   * The one observation told of dispatches, when there is exactly one and it has `onDispatch`
+   * only (the telemetry): the loop then calls it directly instead of going through `dispatched`.
+   */
+  get soleDispatchTarget(): DispatchTarget<S, C> | undefined {
+    const only = this.#dispatchers.length === 1 ? (this.#dispatchers[0] as Hooks) : undefined;
+    return only !== undefined && only.onResponderEnd === undefined
+      ? (only.target as DispatchTarget<S, C>)
+      : undefined;
   }
 
   responderStarted(index: number, message: Message<C>): void {

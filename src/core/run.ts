@@ -35,7 +35,7 @@ import {
   unexpectedFailure,
   unknownResponder,
 } from './errors.ts';
-import { Observations } from './observations.ts';
+import { type DispatchTarget, hookFailed, Observations } from './observations.ts';
 import type { DispatchInfo } from './observer.ts';
 import {
   CONTINUE,
@@ -110,6 +110,8 @@ export class ConversationRun<S, C> {
   #wrapsResponders = false;
   #watchesStarts = false;
   #watchesDispatches = false;
+  /** Set when one observation alone hears of dispatches, through `onDispatch` only. */
+  #dispatchTarget: DispatchTarget<S, C> | undefined;
   #projection!: S;
   /** The snapshot of the last completed dispatch (or of the start). */
   #state!: ConversationState<S, C>;
@@ -210,6 +212,7 @@ export class ConversationRun<S, C> {
     this.#wrapsResponders = this.#observations.wrapsResponders;
     this.#watchesStarts = this.#observations.watchesStarts;
     this.#watchesDispatches = this.#observations.watchDispatches;
+    this.#dispatchTarget = this.#observations.soleDispatchTarget;
     try {
       try {
         this.#projection = config.projection.initial(this.#input);
@@ -413,7 +416,16 @@ export class ConversationRun<S, C> {
       info.elapsedMs = elapsedMs;
       info.responderIndex = index;
       info.durationMs = durationMs;
-      this.#observations.dispatched(info);
+      // One observation with `onDispatch` only (the telemetry) is called here directly: this is
+      // the hot path's one call into an observer.
+      const target = this.#dispatchTarget;
+      if (target !== undefined) {
+        try {
+          target.onDispatch(info);
+        } catch (error) {
+          hookFailed('onDispatch', error);
+        }
+      } else this.#observations.dispatched(info);
     }
     const listener = config.listener;
     if (listener !== undefined)
