@@ -66,6 +66,16 @@ const QUEUE_EXHAUSTED: TerminationDecision = Object.freeze({
   reason: 'queue_exhausted',
 });
 const NO_HISTORY: readonly never[] = Object.freeze([]);
+/** What a settled run resolves or rejects: nothing more. */
+const settledAlready = (): void => {};
+/** What a settled run observes: nobody. */
+const NO_OBSERVATIONS = new Observations<unknown, unknown>([], {
+  orchestrator: '',
+  conversationId: '',
+  input: { sender: '', content: undefined },
+  responders: [],
+  startTimeMs: 0,
+});
 
 /** What one step of the loop answers. */
 type Step = typeof NEXT | typeof WAIT | typeof ENDED;
@@ -625,7 +635,9 @@ export class ConversationRun<S, C> {
       elapsedMs: this.#elapsed(),
     };
     this.#observations.ended({ ok: true, result });
-    this.#resolve(result);
+    const resolve = this.#resolve;
+    this.#letGo();
+    resolve(result);
   }
 
   #fail(thrown: unknown): void {
@@ -637,7 +649,26 @@ export class ConversationRun<S, C> {
         ? (thrown as ConversationError<S, C>)
         : unexpectedFailure(thrown, this.#at);
     this.#observations.ended({ ok: false, error });
-    this.#reject(error);
+    const reject = this.#reject;
+    this.#letGo();
+    reject(error);
+  }
+
+  /**
+   * A settled run keeps no hold on what its observers made for it (the telemetry's span and its
+   * events) nor on its promise (and through it, the result or the error, whose stack may hold
+   * the observers). The run object itself may outlive the conversation for a while: measured with
+   * V8, what a finished run still pointed to survived young-generation collections until the next
+   * full one, which made a span of 100 events cost twice as much to write.
+   */
+  #letGo(): void {
+    this.#observations = NO_OBSERVATIONS as Observations<S, C>;
+    this.#dispatchTarget = undefined;
+    this.#watchesDispatches = false;
+    this.#watchesStarts = false;
+    this.#wrapsResponders = false;
+    this.#resolve = settledAlready;
+    this.#reject = settledAlready;
   }
 
   /** Leaves nothing behind: no timer, no immediate, no abort listener. */
