@@ -64,8 +64,14 @@ export class DispatchEvents {
   readonly #numbers: number[];
   readonly #decisions: TerminationDecision[];
   #total = 0;
-  /** The ring slot the next dispatch past the capacity goes to. */
-  #next: number;
+  /**
+   * The slot the next dispatch goes to: slots fill in order, then the ring [head, capacity) turns
+   * (once it has, the cursor is also the oldest ring slot); -1 when no slot takes it any more (a
+   * capacity with no ring, or released storage).
+   */
+  #cursor = 0;
+  /** Where the cursor goes after the last slot: the ring's start, or -1 without a ring. */
+  readonly #wrapTo: number;
 
   /**
    * `withExtras`: keep per-dispatch attributes (state attributes, content). `pool`: where the
@@ -74,7 +80,7 @@ export class DispatchEvents {
   constructor(capacity: number, withExtras: boolean, pool?: StoragePool) {
     this.#capacity = capacity;
     this.#head = Math.ceil(capacity / 2);
-    this.#next = this.#head;
+    this.#wrapTo = this.#head < capacity ? this.#head : -1;
     this.#withExtras = withExtras;
     this.#pool = pool;
     const storage = pool?.take() ?? { numbers: [], decisions: [], extras: [] };
@@ -88,6 +94,7 @@ export class DispatchEvents {
     const storage = this.#storage;
     if (storage === undefined) return;
     this.#storage = undefined;
+    this.#cursor = -1;
     this.#pool?.give(storage, Math.min(this.#total, this.#capacity));
   }
 
@@ -102,17 +109,15 @@ export class DispatchEvents {
   }
 
   add(info: DispatchInfo<unknown, unknown>, extra?: Attributes): void {
-    const storage = this.#storage;
-    if (storage === undefined) return;
-    const n = this.#total++;
-    let slot: number;
-    if (n < this.#capacity) {
-      slot = n;
-    } else {
-      if (this.#capacity === this.#head) return;
-      slot = this.#next;
-      this.#next = slot + 1 === this.#capacity ? this.#head : slot + 1;
+    const slot = this.#cursor;
+    if (slot < 0) {
+      // Released storage counts nothing more; a capacity without a ring counts what it drops.
+      if (this.#storage !== undefined) this.#total++;
+      return;
     }
+    this.#total++;
+    const next = slot + 1;
+    this.#cursor = next < this.#capacity ? next : this.#wrapTo;
     const numbers = this.#numbers;
     const at = slot * STRIDE;
     numbers[at] = info.dispatchCount;
@@ -120,7 +125,7 @@ export class DispatchEvents {
     numbers[at + 2] = info.durationMs;
     numbers[at + 3] = info.responderIndex;
     this.#decisions[slot] = info.decision;
-    if (this.#withExtras) storage.extras[slot] = extra;
+    if (this.#withExtras) (this.#storage as Storage).extras[slot] = extra;
   }
 
   /**
@@ -170,7 +175,7 @@ export class DispatchEvents {
       const i = k < first ? k : k + skip;
       let slot: number;
       if (i < headStored) slot = i;
-      else if (wrapped) slot = this.#head + ((this.#next - this.#head + (i - this.#head)) % tail);
+      else if (wrapped) slot = this.#head + ((this.#cursor - this.#head + (i - this.#head)) % tail);
       else slot = i;
       const at = slot * STRIDE;
       write(

@@ -292,7 +292,8 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     span.end(this.#startTimeMs + elapsedMs);
   }
 
-  readonly #runInSpan = <T>(index: number, invoke: () => T): T => {
+  /** `runResponder` with responder spans (a method: the core calls hooks on the observation). */
+  #runInSpan<T>(index: number, invoke: () => T): T {
     const name = this.#responders[index] as string;
     const attributes: Attributes = {
       [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_INVOKE_AGENT,
@@ -351,5 +352,5 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         throw error;
       },
     ) as T;
-  };
+  }
 }
