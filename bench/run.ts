@@ -37,6 +37,8 @@ const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 150_000);
 /** The floor comparison is issue 10's target: more rounds, for steadier medians on a noisy machine. */
 const FLOOR_ROUNDS = Number(process.env.BENCH_FLOOR_ROUNDS ?? 25);
+/** Turns per round in the floor comparison (see floorTable). */
+const SLICES = 10;
 const LONG = 10_000;
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
 
@@ -353,34 +355,49 @@ async function floorTable(): Promise<void> {
       length,
       observers: [createConversationTelemetry<Desks, number>({ tracer: sdkTracer() })],
     });
-    const timeFloor =
-      (o: ConversationOrchestrator<Desks, number>) =>
-      async (dispatches: number): Promise<number> => {
+    // Each slice runs whole conversations for about `dispatches` and answers its CPU time (ms)
+    // and the dispatches it ran.
+    type Slice = (dispatches: number) => Promise<{ ms: number; done: number }>;
+    const sliceOf =
+      (run: () => Promise<number>): Slice =>
+      async (dispatches) => {
         let done = 0;
         const start = clock();
-        while (done < dispatches) done += await floor.run(o);
-        return ((clock() - start) * 1e6) / done;
+        while (done < dispatches) done += await run();
+        return { ms: clock() - start, done };
       };
-    const vs: Variant[] = [
-      { label: 'bare', time: (d) => timeDispatches(plain, d) },
-      { label: 'floor', time: timeFloor(floored) },
-      { label: 'telemetry', time: (d) => timeDispatches(observed, d) },
-      { label: 'floor through the observer SPI', time: timeFloor(flooredSpi) },
-      { label: 'telemetry, span events only', time: (d) => timeDispatches(spanOnly, d) },
+    const conversation = (o: ConversationOrchestrator<Desks, number>) => async () =>
+      (await o.run({ sender: 'user', content: 0 })).dispatchCount;
+    const slices: Slice[] = [
+      sliceOf(conversation(plain)), // bare
+      sliceOf(() => floor.run(floored)), // SDK floor
+      sliceOf(conversation(observed)), // telemetry
+      sliceOf(() => floor.run(flooredSpi)), // floor through the observer SPI
+      sliceOf(conversation(spanOnly)), // telemetry, span events only
     ];
-    const timers = vs.map((v) => v.time);
-    const ns = vs.map(() => [] as number[]);
+    const ns = slices.map(() => [] as number[]);
     const overFloor: number[] = [];
     const overSpiFloor: number[] = [];
     const floorOverBare: number[] = [];
     const spanOverSpiFloor: number[] = [];
-    for (const t of timers) await t(DISPATCHES_PER_ROUND / 4); // warm-up
+    for (const slice of slices) await slice(DISPATCHES_PER_ROUND / 4); // warm-up
+    // A round gives each variant DISPATCHES_PER_ROUND dispatches in SLICES slices, the variants
+    // taking turns slice by slice (the order rotating): on a shared machine the neighbours' load
+    // changes from one moment to the next, and variants timed side by side in short turns see
+    // the same load. A slice is at least one conversation.
+    const slice = Math.max(length, DISPATCHES_PER_ROUND / SLICES);
     for (let round = 0; round < FLOOR_ROUNDS; round++) {
-      const perRound: number[] = [];
-      for (let k = 0; k < vs.length; k++) {
-        const i = (k + round) % vs.length;
-        perRound[i] = await (timers[i] as Variant['time'])(DISPATCHES_PER_ROUND);
+      const ms = slices.map(() => 0);
+      const done = slices.map(() => 0);
+      for (let turn = 0; (done[0] as number) < DISPATCHES_PER_ROUND; turn++) {
+        for (let k = 0; k < slices.length; k++) {
+          const i = (k + turn + round) % slices.length;
+          const r = await (slices[i] as Slice)(slice);
+          ms[i] = (ms[i] as number) + r.ms;
+          done[i] = (done[i] as number) + r.done;
+        }
       }
+      const perRound = ms.map((m, i) => (m * 1e6) / (done[i] as number));
       perRound.forEach((x, i) => {
         ns[i]?.push(x);
       });
