@@ -16,6 +16,7 @@ import {
   BasicTracerProvider,
   BatchSpanProcessor,
   type ReadableSpan,
+  SimpleSpanProcessor,
   type SpanExporter,
 } from '@opentelemetry/sdk-trace-base';
 import { Counter, Histogram, type OpenMetricsContentType, Registry } from 'prom-client';
@@ -120,9 +121,20 @@ class DiscardingExporter implements SpanExporter {
   }
 }
 
-function sdkTracer() {
+/**
+ * A tracer whose spans go to an exporter that drops them. `batch` (the default, as applications
+ * run): a BatchSpanProcessor, which holds up to 512 ended spans before it exports them. The floor
+ * comparison uses a SimpleSpanProcessor instead: each span is handed to the exporter as it ends,
+ * so no variant's garbage collections are made longer by spans that other variants left in a
+ * queue (with 100-dispatch conversations, collecting those spans was most of the round-to-round
+ * spread).
+ */
+function sdkTracer(processor: 'batch' | 'simple' = 'batch') {
+  const exporter = new DiscardingExporter();
   const provider = new BasicTracerProvider({
-    spanProcessors: [new BatchSpanProcessor(new DiscardingExporter())],
+    spanProcessors: [
+      processor === 'batch' ? new BatchSpanProcessor(exporter) : new SimpleSpanProcessor(exporter),
+    ],
   });
   return provider.getTracer('bench');
 }
@@ -334,7 +346,7 @@ async function sideBySide(title: string, async: boolean, length: number): Promis
 async function floorTable(): Promise<void> {
   const lengths = [100, 1_000, 10_000];
   for (const length of lengths) {
-    const floor = sdkFloor<Desks>(sdkTracer());
+    const floor = sdkFloor<Desks>(sdkTracer('simple'));
     // Each orchestrator is built once, as an application does.
     const plain = orchestrator({ async: true, length, listener: () => {} });
     const floored = orchestrator({ async: true, length, listener: floor.listener });
@@ -345,7 +357,7 @@ async function floorTable(): Promise<void> {
       observers: [
         createConversationTelemetry<Desks, number>({
           registry: new Registry(),
-          tracer: sdkTracer(),
+          tracer: sdkTracer('simple'),
         }),
       ],
     });
@@ -353,7 +365,7 @@ async function floorTable(): Promise<void> {
     const spanOnly = orchestrator({
       async: true,
       length,
-      observers: [createConversationTelemetry<Desks, number>({ tracer: sdkTracer() })],
+      observers: [createConversationTelemetry<Desks, number>({ tracer: sdkTracer('simple') })],
     });
     // Each slice runs whole conversations for about `dispatches` and answers its CPU time (ms)
     // and the dispatches it ran.
