@@ -152,21 +152,26 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       this.#durations = undefined;
       this.#metricsRecord = undefined;
     }
-    this.runResponder = settings.responderSpans && recording ? this.#runInSpan : undefined;
-    // The leanest handler for what this conversation records (the core calls it as a method):
+    // Hooks are function-valued properties: they must work detached (forwarded by a wrapper).
+    this.runResponder =
+      settings.responderSpans && recording
+        ? <T>(index: number, invoke: () => T): T => this.#runInSpan(index, invoke)
+        : undefined;
+    // The leanest handler for what this conversation records:
     // metrics only is the common case without a tracer provider and should cost next to nothing;
     // metrics and span events without extras is the common case with one.
     const records = this.#records !== undefined;
+    // Arrows, not the methods themselves: a hook must work detached (forwarded by a wrapper).
     this.onDispatch =
       this.#events === undefined
         ? records
-          ? this.#countDispatch
+          ? (info) => this.#countDispatch(info)
           : undefined
         : this.#withExtras
-          ? this.#recordWithExtras
+          ? (info) => this.#recordWithExtras(info)
           : records
-            ? this.#countAndKeep
-            : this.#keep;
+            ? (info) => this.#countAndKeep(info)
+            : (info) => this.#keep(info);
   }
 
   /** Absent when there is nothing to record per dispatch (no metrics, span not recording). */
