@@ -1,4 +1,4 @@
-// Hostile review of dispatch-events.ts's single cursor: every capacity against a reference model,
+// The kept-dispatch cursor: every capacity against a reference model,
 // lengths around head / capacity boundaries, limits, pooled storage reused, release then add.
 import { describe, expect, it } from 'vitest';
 import { CONTINUE } from '../src/index.ts';

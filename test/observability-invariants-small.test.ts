@@ -1,4 +1,4 @@
-// Hostile review: kept events + conversation.dispatch_events.dropped = dispatchCount on every
+// Kept events + conversation.dispatch_events.dropped = dispatchCount on every
 // ending, with small maxDispatchEvents (1, 2, 3, 4, 5) the ring cursor handles at its edges, on
 // each onDispatch variant (keep only, with a registry, with extras), and the SDK drops nothing.
 import { Registry } from 'prom-client';

@@ -1,5 +1,6 @@
-// Hostile review of run.ts: the direct onDispatch call (one observation with onDispatch only) and
-// #letGo (a settled run drops its observations and its resolve/reject).
+// The loop's direct onDispatch call (one observation with onDispatch only) and a settled run
+// letting go of its observations and its resolve/reject: observers hear of exactly the
+// dispatches the result reports, nothing after the end, and the promise settles once.
 import { describe, expect, it } from 'vitest';
 import type { ConversationObservation, ConversationObserver } from '../src/core/observer.ts';
 import {
@@ -270,8 +271,8 @@ describe('a hook that throws a value whose every property read throws (a revoked
 });
 
 describe('onConversationEnd throwing a revoked Proxy', () => {
-  // hookFailed throws inside Observations.ended (see above): #succeed / #fail never reach
-  // resolve / reject, and the promise never settles (pre-existing; same at 408a342).
+  // Describing such a failure once threw inside Observations.ended, so the run's promise never
+  // settled.
   it.each(['resolves', 'rejects'] as const)('the run still %s', async (how) => {
     const { proxy, revoke } = Proxy.revocable({}, {});
     revoke();

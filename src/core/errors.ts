@@ -235,7 +235,12 @@ export function describeCause(cause: unknown): string {
   try {
     return cause instanceof Error ? String(cause.message) : String(cause);
   } catch {
-    return Object.prototype.toString.call(cause);
+    try {
+      return Object.prototype.toString.call(cause);
+    } catch {
+      // A revoked Proxy, or one whose traps throw: nothing about it can be read.
+      return '(a value that cannot be described)';
+    }
   }
 }
 

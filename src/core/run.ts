@@ -634,10 +634,14 @@ export class ConversationRun<S, C> {
       dispatchCount: this.#dispatchCount,
       elapsedMs: this.#elapsed(),
     };
-    this.#observations.ended({ ok: true, result });
     const resolve = this.#resolve;
-    this.#letGo();
-    resolve(result);
+    try {
+      this.#observations.ended({ ok: true, result });
+    } finally {
+      // Settles whatever the observers did: the run's promise never hangs.
+      this.#letGo();
+      resolve(result);
+    }
   }
 
   #fail(thrown: unknown): void {
@@ -648,10 +652,13 @@ export class ConversationRun<S, C> {
       thrown instanceof ConversationError
         ? (thrown as ConversationError<S, C>)
         : unexpectedFailure(thrown, this.#at);
-    this.#observations.ended({ ok: false, error });
     const reject = this.#reject;
-    this.#letGo();
-    reject(error);
+    try {
+      this.#observations.ended({ ok: false, error });
+    } finally {
+      this.#letGo();
+      reject(error);
+    }
   }
 
   /**
