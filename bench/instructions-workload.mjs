@@ -1,6 +1,7 @@
 // The core loop alone on the bench's desks workload, for `bench/instructions.sh`: N conversations
 // of 10,000 dispatches, sync or async responders (SYNC=1), optionally with one no-op observer
-// (OBSERVER=1). Imports the build given as the first argument.
+// (OBSERVER=1: onDispatch and onResponderEnd; OBSERVER=dispatch: onDispatch only, as the
+// telemetry). Imports the build given as the first argument.
 const lib = await import(process.argv[2]);
 const conversations = Number(process.env.N ?? 20);
 const INDEX = { london: 0, new_york: 1, tokyo: 2 };
@@ -15,9 +16,12 @@ const desks = ['london', 'new_york', 'tokyo'].map((name, i) => {
     ? { name, respond: (_m, s) => answer(s) }
     : { name, respond: async (_m, s) => answer(s) };
 });
-const observers = process.env.OBSERVER
-  ? [{ startConversation: () => ({ onDispatch() {}, onResponderEnd() {} }) }]
-  : [];
+const observers =
+  process.env.OBSERVER === 'dispatch'
+    ? [{ startConversation: () => ({ onDispatch() {} }) }]
+    : process.env.OBSERVER
+      ? [{ startConversation: () => ({ onDispatch() {}, onResponderEnd() {} }) }]
+      : [];
 const orchestrator = new lib.ConversationOrchestrator({
   name: 'desks',
   responders: desks,

@@ -36,11 +36,12 @@ per_dispatch() { # the difference between 60 and 20 conversations cancels start-
 
 echo "| responders | $base | working tree | ratio |"
 echo "|---|---:|---:|---:|"
-for mode in async sync async+observer; do
+for mode in async sync async+observer async+onDispatch; do
   unset SYNC OBSERVER
   case "$mode" in
     sync) export SYNC=1 ;;
     async+observer) export OBSERVER=1 ;;
+    async+onDispatch) export OBSERVER=dispatch ;;
   esac
   old=$(per_dispatch "$work/base")
   new=$(per_dispatch "$work/head")

@@ -3,6 +3,7 @@
  * `conversation.dispatch_events.dropped` = the dispatch count the result or error reports, the SDK
  * itself drops no event, and no SDK diagnostic is logged.
  */
+import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   CONTINUE,
@@ -203,3 +204,57 @@ describe('endings before the first dispatch', () => {
     expect(diagnostics).toEqual([]);
   });
 });
+
+/** The plugin's three ways of keeping a dispatch (its onDispatch variants). */
+const keeping = {
+  'span events only': {},
+  'with a registry': { registry: true },
+  'with state attributes': { stateAttributes: true },
+} as const;
+
+describe.each([1, 2, 3, 4, 5])(
+  'with maxDispatchEvents %i (the kept-dispatch ring at its edges)',
+  (cap) => {
+    for (const [ending, make] of Object.entries(endings)) {
+      for (const [how, extra] of Object.entries(keeping)) {
+        it(`${ending}, ${how}, at every length up to ${2 * cap + 3}`, async () => {
+          for (let n = 1; n <= 2 * cap + 3; n++) {
+            restoreTracing();
+            const diagnostics = captureDiag();
+            const { exporter, tracer } = memoryTracing({ eventCountLimit: cap });
+            const telemetry = createConversationTelemetry<number, number>({
+              tracer,
+              maxDispatchEvents: cap,
+              ...('registry' in extra ? { registry: new Registry() } : {}),
+              ...('stateAttributes' in extra
+                ? { stateAttributes: (s: { dispatchCount: number }) => ({ at: s.dispatchCount }) }
+                : {}),
+            });
+            const controller = new AbortController();
+            const { dispatchCount, failed } = await runWith(
+              { ...make(n, controller), observers: [telemetry] },
+              controller,
+            );
+            expect(dispatchCount).toBe(n);
+            const [span] = spansNamed(exporter, 'invoke_workflow lossless');
+            const kept = dispatchCounts(span);
+            expect({ n, kept }).toEqual({ n, kept: expectedKept(n, failed ? cap - 1 : cap) });
+            if ('stateAttributes' in extra) {
+              for (const event of span?.events ?? []) {
+                if (event.name !== 'conversation.dispatch') continue;
+                expect(event.attributes?.at).toBe(
+                  event.attributes?.['conversation.dispatch.count'],
+                );
+              }
+            }
+            expect(
+              kept.length + (span?.attributes['conversation.dispatch_events.dropped'] as number),
+            ).toBe(dispatchCount);
+            expect(span?.droppedEventsCount).toBe(0);
+            expect(diagnostics).toEqual([]);
+          }
+        });
+      }
+    }
+  },
+);

@@ -54,7 +54,8 @@ export interface ResponderFailure {
 /**
  * Per-conversation hooks. Every member is optional; a throwing hook never breaks the run. The
  * orchestrator reads which hooks exist once, when the conversation starts: leave out the ones you
- * do not need and that part of the hot path is skipped.
+ * do not need and that part of the hot path is skipped. Hooks are called as methods of this
+ * object (`this` is it).
  */
 export interface ConversationObservation<S, C = unknown> {
   /**

@@ -152,7 +152,8 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       this.#durations = undefined;
       this.#metricsRecord = undefined;
     }
-    // Hooks are function-valued properties: they must work detached (forwarded by a wrapper).
+    // A wrapper around the responder call works detached, as `runConversation` does (a wrapper
+    // composing observers may forward it as a value); made only when responder spans are on.
     this.runResponder =
       settings.responderSpans && recording
         ? <T>(index: number, invoke: () => T): T => this.#runInSpan(index, invoke)
@@ -161,17 +162,18 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     // metrics only is the common case without a tracer provider and should cost next to nothing;
     // metrics and span events without extras is the common case with one.
     const records = this.#records !== undefined;
-    // Arrows, not the methods themselves: a hook must work detached (forwarded by a wrapper).
+    // The methods themselves, shared by every conversation (the loop's call into them stays
+    // monomorphic): the core calls hooks as methods of their observation.
     this.onDispatch =
       this.#events === undefined
         ? records
-          ? (info) => this.#countDispatch(info)
+          ? this.#countDispatch
           : undefined
         : this.#withExtras
-          ? (info) => this.#recordWithExtras(info)
+          ? this.#recordWithExtras
           : records
-            ? (info) => this.#countAndKeep(info)
-            : (info) => this.#keep(info);
+            ? this.#countAndKeep
+            : this.#keep;
   }
 
   /** Absent when there is nothing to record per dispatch (no metrics, span not recording). */
