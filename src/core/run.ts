@@ -35,7 +35,7 @@ import {
   unexpectedFailure,
   unknownResponder,
 } from './errors.ts';
-import { type DispatchTarget, hookFailed, Observations } from './observations.ts';
+import { Observations } from './observations.ts';
 import type { DispatchInfo } from './observer.ts';
 import {
   CONTINUE,
@@ -120,8 +120,6 @@ export class ConversationRun<S, C> {
   #wrapsResponders = false;
   #watchesStarts = false;
   #watchesDispatches = false;
-  /** Set when one observation alone hears of dispatches, through `onDispatch` only. */
-  #dispatchTarget: DispatchTarget<S, C> | undefined;
   #projection!: S;
   /** The snapshot of the last completed dispatch (or of the start). */
   #state!: ConversationState<S, C>;
@@ -222,7 +220,6 @@ export class ConversationRun<S, C> {
     this.#wrapsResponders = this.#observations.wrapsResponders;
     this.#watchesStarts = this.#observations.watchesStarts;
     this.#watchesDispatches = this.#observations.watchDispatches;
-    this.#dispatchTarget = this.#observations.soleDispatchTarget;
     try {
       try {
         this.#projection = config.projection.initial(this.#input);
@@ -426,16 +423,7 @@ export class ConversationRun<S, C> {
       info.elapsedMs = elapsedMs;
       info.responderIndex = index;
       info.durationMs = durationMs;
-      // One observation with `onDispatch` only (the telemetry) is called here directly: this is
-      // the hot path's one call into an observer.
-      const target = this.#dispatchTarget;
-      if (target !== undefined) {
-        try {
-          target.onDispatch(info);
-        } catch (error) {
-          hookFailed('onDispatch', error);
-        }
-      } else this.#observations.dispatched(info);
+      this.#observations.dispatched(info);
     }
     const listener = config.listener;
     if (listener !== undefined)
@@ -670,10 +658,6 @@ export class ConversationRun<S, C> {
    */
   #letGo(): void {
     this.#observations = NO_OBSERVATIONS as Observations<S, C>;
-    this.#dispatchTarget = undefined;
-    this.#watchesDispatches = false;
-    this.#watchesStarts = false;
-    this.#wrapsResponders = false;
     this.#resolve = settledAlready;
     this.#reject = settledAlready;
   }
