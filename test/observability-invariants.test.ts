@@ -3,11 +3,13 @@
  * `conversation.dispatch_events.dropped` = the dispatch count the result or error reports, the SDK
  * itself drops no event, and no SDK diagnostic is logged.
  */
+import type { InMemorySpanExporter, ReadableSpan } from '@opentelemetry/sdk-trace-base';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   CONTINUE,
   ConversationError,
+  type ConversationObserver,
   ConversationOrchestrator,
   type Message,
   maxDispatches,
@@ -94,6 +96,38 @@ async function runWith(options: Options, controller: AbortController) {
   }
 }
 
+/**
+ * Runs the conversation `make` ends after `n` dispatches with `telemetry`, and checks that nothing
+ * was lost: every reported dispatch is kept or counted as dropped (a failure's exception event is
+ * written after the dispatch events, so one less is kept), the SDK dropped nothing, and no SDK
+ * diagnostic was logged. Answers the conversation span.
+ */
+async function expectLossless(
+  make: (n: number, controller: AbortController) => Options,
+  n: number,
+  telemetry: ConversationObserver<number, number>,
+  exporter: InMemorySpanExporter,
+  cap: number,
+  diagnostics: string[],
+): Promise<ReadableSpan | undefined> {
+  const controller = new AbortController();
+  const { dispatchCount, failed } = await runWith(
+    { ...make(n, controller), observers: [telemetry] },
+    controller,
+  );
+  expect(dispatchCount).toBe(n);
+  const [span] = spansNamed(exporter, 'invoke_workflow lossless');
+  const kept = dispatchCounts(span);
+  expect({ n, kept }).toEqual({ n, kept: expectedKept(n, failed ? cap - 1 : cap) });
+  expect(kept.length + (span?.attributes['conversation.dispatch_events.dropped'] as number)).toBe(
+    dispatchCount,
+  );
+  expect(span?.events.filter((e) => e.name === 'exception')).toHaveLength(failed ? 1 : 0);
+  expect(span?.droppedEventsCount).toBe(0);
+  expect(diagnostics).toEqual([]);
+  return span;
+}
+
 describe.each([
   { limits: 'default limits', maxDispatchEvents: undefined, eventCountLimit: undefined, cap: 128 },
   { limits: 'raised limits (256)', maxDispatchEvents: 256, eventCountLimit: 256, cap: 256 },
@@ -111,22 +145,7 @@ describe.each([
           tracer,
           ...(maxDispatchEvents === undefined ? {} : { maxDispatchEvents }),
         });
-        const controller = new AbortController();
-        const { dispatchCount, failed } = await runWith(
-          { ...make(n, controller), observers: [telemetry] },
-          controller,
-        );
-        expect(dispatchCount).toBe(n);
-        const [span] = spansNamed(exporter, 'invoke_workflow lossless');
-        const kept = dispatchCounts(span);
-        // A failure's exception event is written after the dispatch events: one less is kept.
-        expect(kept).toEqual(expectedKept(n, failed ? cap - 1 : cap));
-        expect(
-          kept.length + (span?.attributes['conversation.dispatch_events.dropped'] as number),
-        ).toBe(dispatchCount);
-        expect(span?.events.filter((e) => e.name === 'exception')).toHaveLength(failed ? 1 : 0);
-        expect(span?.droppedEventsCount).toBe(0);
-        expect(diagnostics).toEqual([]);
+        await expectLossless(make, n, telemetry, exporter, cap, diagnostics);
       });
     }
 
@@ -230,15 +249,7 @@ describe.each([1, 2, 3, 4, 5])(
                 ? { stateAttributes: (s: { dispatchCount: number }) => ({ at: s.dispatchCount }) }
                 : {}),
             });
-            const controller = new AbortController();
-            const { dispatchCount, failed } = await runWith(
-              { ...make(n, controller), observers: [telemetry] },
-              controller,
-            );
-            expect(dispatchCount).toBe(n);
-            const [span] = spansNamed(exporter, 'invoke_workflow lossless');
-            const kept = dispatchCounts(span);
-            expect({ n, kept }).toEqual({ n, kept: expectedKept(n, failed ? cap - 1 : cap) });
+            const span = await expectLossless(make, n, telemetry, exporter, cap, diagnostics);
             if ('stateAttributes' in extra) {
               for (const event of span?.events ?? []) {
                 if (event.name !== 'conversation.dispatch') continue;
@@ -247,11 +258,6 @@ describe.each([1, 2, 3, 4, 5])(
                 );
               }
             }
-            expect(
-              kept.length + (span?.attributes['conversation.dispatch_events.dropped'] as number),
-            ).toBe(dispatchCount);
-            expect(span?.droppedEventsCount).toBe(0);
-            expect(diagnostics).toEqual([]);
           }
         });
       }
