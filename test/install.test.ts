@@ -110,7 +110,7 @@ async function installApp(name: string, peers: string[]): Promise<App> {
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'orchestrator-install-'));
   // A build output whose source is gone, as a renamed file leaves behind: `npm pack` builds
-  // (prepare), and the build must empty dist/ first.
+  // (prepack), and the build must empty dist/ first.
   mkdirSync(join(ROOT, 'dist'), { recursive: true });
   writeFileSync(join(ROOT, 'dist', 'stale-before-pack.js'), 'export {};\n');
   const packed = JSON.parse(await npm(ROOT, ['pack', '--json', '--pack-destination', work])) as {
@@ -206,6 +206,55 @@ describe('the packed tarball', () => {
       .map((f) => f.replace(/\.(js|d\.ts)(\.map)?$/, '.ts'))
       .filter((f) => !existsSync(join(ROOT, 'src', f)));
     expect(orphans).toEqual([]);
+  });
+
+  it('installs without asking to approve a script of its own (npm lists a prepare script)', async () => {
+    // A control package with a `prepare` script, installed beside it: npm must name that one, or
+    // this npm has no install-scripts notice and the check below would prove nothing.
+    const control = join(work, 'control');
+    mkdirSync(control);
+    writeFileSync(
+      join(control, 'package.json'),
+      JSON.stringify({
+        name: 'install-scripts-control',
+        version: '1.0.0',
+        scripts: { prepare: 'node -e 0' },
+      }),
+    );
+    const [packedControl] = JSON.parse(
+      await npm(control, ['pack', '--json', '--ignore-scripts', '--pack-destination', work]),
+    ) as { filename: string }[];
+    const dir = join(work, 'install-scripts');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'app', private: true }));
+    const { stderr } = await run(
+      'npm',
+      [
+        'install',
+        '--prefer-offline',
+        '--no-audit',
+        '--no-fund',
+        tarball,
+        join(work, packedControl?.filename as string),
+      ],
+      { cwd: dir, maxBuffer: 16 * 1024 * 1024 },
+    );
+    expect(stderr).toContain('install-scripts-control@1.0.0 (prepare');
+    expect(stderr).not.toContain(`${pkg.name}@`);
+  }, 120_000);
+
+  it('builds dist/ when packed, not when installed, and npm start needs no build', () => {
+    const scripts = (pkg as unknown as { scripts: Record<string, string> }).scripts;
+    for (const hook of ['preinstall', 'install', 'postinstall', 'prepare']) {
+      expect(scripts[hook], hook).toBeUndefined();
+    }
+    expect(scripts.prepack).toBe('npm run build');
+    // A fresh clone's `npm install && npm start`: the service runs from the TypeScript sources.
+    expect(scripts.start).toBe('node --import tsx service/main.ts');
+    const service = readdirSync(join(ROOT, 'service'), { recursive: true, encoding: 'utf8' })
+      .filter((f) => /\.(ts|js)$/.test(f))
+      .filter((f) => /from '(\.\.\/)+dist\//.test(readFileSync(join(ROOT, 'service', f), 'utf8')));
+    expect(service).toEqual([]);
   });
 
   it('has no file in dist/ without a source in src/, even when a stale one lay in dist/ before the build', () => {
