@@ -33,10 +33,10 @@ const observers =
   process.env.OBSERVER === 'telemetry'
     ? await telemetry()
     : process.env.OBSERVER === 'dispatch'
-    ? [{ startConversation: () => ({ onDispatch() {} }) }]
-    : process.env.OBSERVER
-      ? [{ startConversation: () => ({ onDispatch() {}, onResponderEnd() {} }) }]
-      : [];
+      ? [{ startConversation: () => ({ onDispatch() {} }) }]
+      : process.env.OBSERVER
+        ? [{ startConversation: () => ({ onDispatch() {}, onResponderEnd() {} }) }]
+        : [];
 const orchestrator = new lib.ConversationOrchestrator({
   name: 'desks',
   responders: desks,
