@@ -225,8 +225,9 @@ export function rules(config: OpsConfig): Rules {
   return {
     groups: [
       { name: 'orchestrator.recording', rules: recording },
-      { name: 'orchestrator.slo.recording', rules: sloRecordingRules(config) },
-      { name: 'orchestrator.slo.alerts', rules: sloAlerts(config) },
+      // One group: rules of a group run in order at each evaluation, so the alerts read the
+      // ratios recorded at the same instant (across groups they may read the previous ones).
+      { name: 'orchestrator.slo', rules: [...sloRecordingRules(config), ...sloAlerts(config)] },
       { name: 'orchestrator.alerts', rules: alerts },
     ],
   };
