@@ -12,6 +12,7 @@
 import { type Context, diag, SpanStatusCode } from '@opentelemetry/api';
 import { fail, positiveInteger, positiveNumber } from '../core/validate.ts';
 import { addExemplarFilter } from './exemplar-filter.ts';
+import { rateLimited } from './guard.ts';
 import { asRegistry } from './registry.ts';
 import { type SamplerMetrics, samplerMetricsFor } from './sampler-metrics.ts';
 import type {
@@ -44,7 +45,6 @@ import {
   SPAN_CONVERSATION_PREFIX,
 } from './semconv.ts';
 import { traceIdRatio } from './trace-ratio.ts';
-import { rateLimited } from './utils.ts';
 
 /** Reasons of a failed conversation: always kept, whatever `keepReasons` says. */
 const FAILED_REASONS: ReadonlySet<string> = new Set(['error', 'deadline', 'queue_overflow']);
