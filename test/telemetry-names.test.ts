@@ -1,8 +1,13 @@
 import { readFileSync } from 'node:fs';
+import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Message, maxDispatches } from '../src/index.ts';
-import { createConversationTelemetry, semconv } from '../src/observability/index.ts';
+import {
+  createConversationSampler,
+  createConversationTelemetry,
+  semconv,
+} from '../src/observability/index.ts';
 import { counterOrchestrator } from './helpers/desks.ts';
 import { docsTableNames } from './helpers/readme.ts';
 import { memoryTracing, restoreTracing } from './helpers/tracing.ts';
@@ -57,6 +62,47 @@ async function exercise() {
     responders: [
       { name: 'gpt', provider: 'openai', respond: () => ({ sender: 'gpt', content: 1 }) },
     ],
+  }).run({ sender: 'u', content: 0 });
+  // An aborted conversation (its reason's class) and a responder past the dispatch deadline.
+  const controller = new AbortController();
+  await counterOrchestrator({
+    observers: [telemetry],
+    responders: [
+      {
+        name: 'caller_gone',
+        respond: () => {
+          controller.abort();
+          return { sender: 'caller_gone', content: 1 };
+        },
+      },
+    ],
+  })
+    .run({ sender: 'u', content: 0 }, { signal: controller.signal })
+    .catch(() => {});
+  await counterOrchestrator({
+    observers: [telemetry],
+    dispatchTimeoutMs: 1,
+    responders: [{ name: 'slow', respond: () => new Promise<never>(() => {}) }],
+  })
+    .run({ sender: 'u', content: 0 })
+    .catch(() => {});
+  // Through a conversation sampler on the same registry that keeps everything (the rule goes on
+  // the span) and buffers one span per trace (the responder spans past it are lost, and counted).
+  const sampled = new BasicTracerProvider({
+    spanProcessors: [
+      createConversationSampler({
+        next: new SimpleSpanProcessor(exporter),
+        registry,
+        ratio: 1,
+        maxSpansPerTrace: 1,
+      }),
+    ],
+  });
+  await counterOrchestrator({
+    observers: [
+      createConversationTelemetry({ registry, tracerProvider: sampled, responderSpans: true }),
+    ],
+    termination: maxDispatches(3),
   }).run({ sender: 'u', content: 0 });
   return { registry, spans: exporter.getFinishedSpans() };
 }
