@@ -146,8 +146,16 @@ export class LiveUpdates {
     // Without verifyClient, ws completes the handshake synchronously: the cap above holds.
     this.#wss.handleUpgrade(req, socket, head, (ws) => {
       const budget = new InboundBudget();
+      // Past the budget the client is cut once ws has dealt with what it read: ws reports a
+      // frame too big a tick later, and cutting at once would lose the close frame (1009) the
+      // client is owed. A client being closed is cut by its goodbye's grace instead.
+      let cutting = false;
       const spend = (bytes: number, frames: number) => {
-        if (!budget.take(bytes, frames)) this.#cutOff(ws, 'frame_flood');
+        if (budget.take(bytes, frames) || cutting) return;
+        cutting = true;
+        setImmediate(() => {
+          if (ws.readyState === WebSocket.OPEN) this.#cutOff(ws, 'frame_flood');
+        });
       };
       // Every byte the client sends, after ws has read it: whatever frames they make.
       if (head.length > 0) spend(head.length, 0);

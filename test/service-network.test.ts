@@ -117,7 +117,12 @@ describe('inbound frames per /ws client', () => {
     // service's pings every 0.5 s all along) was not.
     expect(cutWithin).toBeLessThan(5_000);
     const text = await scrape(s);
-    expect(wsRefused(text, 'frame_flood')).toBe(42);
+    // Each is cut by its budget, or closed by ws first when ws finds what it read malformed
+    // (seen for one of the 42 now and then): counted either way.
+    expect(
+      (wsRefused(text, 'frame_flood') as number) + (wsRefused(text, 'client_sent_data') as number),
+    ).toBe(42);
+    expect(wsRefused(text, 'frame_flood')).toBeGreaterThanOrEqual(41);
     expect(wsRefused(text, 'ping_flood')).toBe(0);
     expect(sampleValue(text, 'demo_websocket_clients')).toBe(1);
     expect(honest.state.code).toBeUndefined();
