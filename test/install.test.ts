@@ -19,6 +19,7 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
@@ -72,6 +73,8 @@ interface AppOutput {
   spans: { name: string; events: number[] }[];
   dispatches: string[];
   exposition: string;
+  recording: unknown[];
+  schema: string;
 }
 
 interface App {
@@ -110,7 +113,7 @@ async function installApp(name: string, peers: string[]): Promise<App> {
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'orchestrator-install-'));
   // A build output whose source is gone, as a renamed file leaves behind: `npm pack` builds
-  // (prepare), and the build must empty dist/ first.
+  // (prepack), and the build must empty dist/ first.
   mkdirSync(join(ROOT, 'dist'), { recursive: true });
   writeFileSync(join(ROOT, 'dist', 'stale-before-pack.js'), 'export {};\n');
   const packed = JSON.parse(await npm(ROOT, ['pack', '--json', '--pack-destination', work])) as {
@@ -161,6 +164,8 @@ describe('the packed tarball', () => {
       'dist/index.js',
       'dist/index.d.ts',
       'dist/observability/index.js',
+      'dist/replay/index.js',
+      'schemas/recording.schema.json',
       'grafana/dashboards/overview.json',
       'grafana/dashboards/responders.json',
       'grafana/provisioning/datasources/datasources.yaml',
@@ -183,6 +188,7 @@ describe('the packed tarball', () => {
       'kubernetes',
       'package.json',
       'prometheus',
+      'schemas',
       'src',
     ]);
     const maps = readdirSync(join(root, 'dist'), { recursive: true, encoding: 'utf8' }).filter(
@@ -208,19 +214,69 @@ describe('the packed tarball', () => {
     expect(orphans).toEqual([]);
   });
 
+  it('installs without asking to approve a script of its own (npm lists a prepare script)', async () => {
+    // A control package with a `prepare` script, installed beside it: npm must name that one, or
+    // this npm has no install-scripts notice and the check below would prove nothing.
+    const control = join(work, 'control');
+    mkdirSync(control);
+    writeFileSync(
+      join(control, 'package.json'),
+      JSON.stringify({
+        name: 'install-scripts-control',
+        version: '1.0.0',
+        scripts: { prepare: 'node -e 0' },
+      }),
+    );
+    const [packedControl] = JSON.parse(
+      await npm(control, ['pack', '--json', '--ignore-scripts', '--pack-destination', work]),
+    ) as { filename: string }[];
+    const dir = join(work, 'install-scripts');
+    mkdirSync(dir);
+    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'app', private: true }));
+    const { stderr } = await run(
+      'npm',
+      [
+        'install',
+        '--prefer-offline',
+        '--no-audit',
+        '--no-fund',
+        tarball,
+        join(work, packedControl?.filename as string),
+      ],
+      { cwd: dir, maxBuffer: 16 * 1024 * 1024 },
+    );
+    expect(stderr).toContain('install-scripts-control@1.0.0 (prepare');
+    expect(stderr).not.toContain(`${pkg.name}@`);
+  }, 120_000);
+
+  it('builds dist/ when packed, not when installed, and npm start needs no build', () => {
+    const scripts = (pkg as unknown as { scripts: Record<string, string> }).scripts;
+    for (const hook of ['preinstall', 'install', 'postinstall', 'prepare']) {
+      expect(scripts[hook], hook).toBeUndefined();
+    }
+    expect(scripts.prepack).toBe('npm run build');
+    // A fresh clone's `npm install && npm start`: the service runs from the TypeScript sources.
+    expect(scripts.start).toBe('node --import tsx service/main.ts');
+    const service = readdirSync(join(ROOT, 'service'), { recursive: true, encoding: 'utf8' })
+      .filter((f) => /\.(ts|js)$/.test(f))
+      .filter((f) => /from '(\.\.\/)+dist\//.test(readFileSync(join(ROOT, 'service', f), 'utf8')));
+    expect(service).toEqual([]);
+  });
+
   it('has no file in dist/ without a source in src/, even when a stale one lay in dist/ before the build', () => {
     const root = join(app('lowest').dir, 'node_modules', pkg.name);
     expect(existsSync(join(root, 'dist', 'stale-before-pack.js'))).toBe(false);
   });
 
-  it('type-checks both entry points under the old node10 resolution too (main, types, typesVersions)', async () => {
+  it('type-checks every entry point under the old node10 resolution too (main, types, typesVersions)', async () => {
     const dir = app('lowest').dir;
     writeFileSync(
       join(dir, 'check.ts'),
       [
         "import { ConversationOrchestrator } from 'conversation-orchestrator';",
         "import { createConversationTelemetry } from 'conversation-orchestrator/observability';",
-        'export const names: string[] = [ConversationOrchestrator.name, createConversationTelemetry.name];',
+        "import { createConversationRecorder } from 'conversation-orchestrator/replay';",
+        'export const names: string[] = [ConversationOrchestrator.name, createConversationTelemetry.name, createConversationRecorder.name];',
         '',
       ].join('\n'),
     );
@@ -267,7 +323,7 @@ describe('installed beside the lowest peer versions the ranges allow', () => {
     expect(out.dispatches).toEqual(DISPATCH_SERIES);
   });
 
-  it('loads both entry points with require() through the default condition', async () => {
+  it('loads every entry point with require() through the default condition', async () => {
     // require(esm) is on by default from Node 20.19 and 22.12; older 20.x/22.x need the flag.
     const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
     const unflagged = major > 22 || (major === 22 && minor >= 12) || (major === 20 && minor >= 19);
@@ -275,13 +331,30 @@ describe('installed beside the lowest peer versions the ranges allow', () => {
     const { stdout } = await run(process.execPath, [...flag, '--no-warnings', 'require.cjs'], {
       cwd: app('lowest').dir,
     });
-    expect(JSON.parse(stdout)).toEqual(['function', 'function']);
+    expect(JSON.parse(stdout)).toEqual(['function', 'function', 'function']);
   });
 
   it('writes an exposition promtool accepts, histograms included', async () => {
     await checkExposition('lowest');
   });
+
+  it('records the conversation through conversation-orchestrator/replay, valid against the shipped schema', async () => {
+    const out = await app('lowest').output;
+    expect(out.recording).toHaveLength(1);
+    const [line] = out.recording as RecordedLine[];
+    expect(line?.ending).toMatchObject({ reason: 'max_dispatches', dispatchCount: 4 });
+    expect(line?.dispatches.map((d) => d.record)).toEqual([1, 3, 6, 10]);
+    const validate = new Ajv2020({ strict: true }).compile(
+      JSON.parse(readFileSync(out.schema, 'utf8')) as object,
+    );
+    expect(validate(line), JSON.stringify(validate.errors)).toBe(true);
+  });
 });
+
+interface RecordedLine {
+  ending: { reason: string; dispatchCount: number };
+  dispatches: { record?: unknown }[];
+}
 
 /** The app's whole /metrics text through `promtool check metrics` (format and lint). */
 async function checkExposition(name: string): Promise<void> {

@@ -1,15 +1,17 @@
 /**
- * Every TypeScript block of the README type-checks with `tsc` under the repository's strict
- * settings, importing the package by name as a user would (mapped onto src/, so the check never
- * reads a stale build); the self-contained blocks also run. A block that relies on names from the
- * prose around it declares them in an HTML comment right above its fence (`<!-- context: ... -->`).
+ * Every TypeScript block of the documentation (README.md, every docs/*.md, every example's
+ * README: see docPages) type-checks with `tsc` under the repository's strict settings, importing
+ * the package by name as a user would (mapped onto src/, so the check never reads a stale build);
+ * the self-contained blocks also run. A block that relies on names from the prose around it
+ * declares them in an HTML comment right above its fence (`<!-- context: ... -->`).
  */
 import { execFile } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
-import { type ReadmeCodeBlock, readmeCodeBlocks } from './helpers/readme.ts';
+import { startOtlpReceiver } from './helpers/otlp-receiver.ts';
+import { docPages, type ReadmeCodeBlock, readmeCodeBlocks } from './helpers/readme.ts';
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '..');
@@ -17,33 +19,43 @@ const DIR = join(ROOT, '.tmp/readme');
 const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
 
 /**
- * Blocks that fail because of a library type another change is fixing, by `heading #n`. Each
+ * Blocks that fail because of a library type another change is fixing, by `page heading #n`. Each
  * entry names what it waits for; remove it when that lands.
  */
 const PENDING: Readonly<Record<string, string>> = {};
 
 interface Block extends ReadmeCodeBlock {
+  /** The page it is on, from the repository root: `README.md`, `docs/telemetry.md`. */
+  readonly page: string;
   readonly name: string;
   readonly file: string;
 }
 
+const pages = docPages();
 const blocks: Block[] = (() => {
-  const all = readmeCodeBlocks(readFileSync(join(ROOT, 'README.md'), 'utf8')).filter(
-    (b) => b.lang === 'ts' || b.lang === 'typescript',
+  const all = pages.flatMap((page) =>
+    readmeCodeBlocks(page.text)
+      .filter((b) => b.lang === 'ts' || b.lang === 'typescript')
+      .map((b) => ({ ...b, page: page.path })),
   );
   const seen = new Map<string, number>();
   return all.map((b, i) => {
-    const n = (seen.get(b.heading) ?? 0) + 1;
-    seen.set(b.heading, n);
-    return { ...b, name: `${b.heading} #${n}`, file: `block-${i + 1}.ts` };
+    const key = `${b.page} ${b.heading}`;
+    const n = (seen.get(key) ?? 0) + 1;
+    seen.set(key, n);
+    return { ...b, name: `${key} #${n}`, file: `block-${i + 1}.ts` };
   });
 })();
+
+const quickStartFile = blocks.find(
+  (b) => b.page === 'README.md' && b.heading === '## Quick start',
+)?.file;
 
 /** `file(line,col): error TSxxxx: message` lines of one tsc run, by file. */
 const diagnostics = new Map<string, string[]>();
 
 function source(block: Block): string {
-  // The README saves its files at the repository root (`my-ops.ts` beside `ops/`): relative
+  // The docs save their files at the repository root (`my-ops.ts` beside `ops/`): relative
   // imports resolve from there, two levels above these copies.
   const code = block.code.replace(/from '\.\//g, "from '../../");
   return block.context === undefined ? code : `${block.context.trim()}\n${code}`;
@@ -62,6 +74,7 @@ beforeAll(async () => {
         paths: {
           'conversation-orchestrator': ['../../src/index.ts'],
           'conversation-orchestrator/observability': ['../../src/observability/index.ts'],
+          'conversation-orchestrator/replay': ['../../src/replay/index.ts'],
         },
       },
       include: ['*.ts'],
@@ -85,17 +98,26 @@ beforeAll(async () => {
     if (!m) continue;
     const [, file = '', row = '0', col = '0', message = ''] = m;
     const block = blocks.find((b) => b.file === file);
-    // Point at the README line: context lines come first in the file.
+    // Point at the page's line: context lines come first in the file.
     const where = block
-      ? `README.md:${block.line + Number(row) - (block.context?.trim().split('\n').length ?? 0)}:${col}`
+      ? `${block.page}:${block.line + Number(row) - (block.context?.trim().split('\n').length ?? 0)}:${col}`
       : `${file}:${row}:${col}`;
     diagnostics.set(file, [...(diagnostics.get(file) ?? []), `${where} ${message}`]);
   }
 }, 120_000);
 
-describe('the README code', () => {
-  it('has TypeScript blocks to check, and a broken one would be caught', () => {
-    expect(blocks.length).toBeGreaterThanOrEqual(3);
+describe('the code in the README and docs/', () => {
+  it('reads the README and every page of docs/, and has TypeScript blocks to check', () => {
+    const paths = pages.map((p) => p.path);
+    expect(paths.slice(0, 1)).toEqual(['README.md']);
+    for (const page of ['loop', 'telemetry', 'ops', 'service', 'performance', 'design-notes']) {
+      expect(paths).toContain(`docs/${page}.md`);
+    }
+    expect(blocks.filter((b) => b.page === 'README.md').length).toBeGreaterThanOrEqual(2);
+    expect(blocks.filter((b) => b.page.startsWith('docs/')).length).toBeGreaterThanOrEqual(3);
+  });
+
+  it('would catch a broken block', () => {
     expect(diagnostics.get('control.ts')).toEqual([
       "control.ts:1:14 error TS2322: Type 'string' is not assignable to type 'number'.",
     ]);
@@ -113,7 +135,7 @@ describe('the README code', () => {
   }
 
   it('runs the quick start as written and prints what the README says', async () => {
-    const quickStart = blocks.find((b) => b.heading === '## Quick start');
+    const quickStart = blocks.find((b) => b.file === quickStartFile);
     expect(quickStart?.code).toContain("from 'conversation-orchestrator'");
     const { stdout } = await run(
       process.execPath,
@@ -125,20 +147,31 @@ describe('the README code', () => {
     expect(lines[1]).toBe('converged 24 true');
   });
 
-  it('runs every other self-contained block without an error', async () => {
+  it('runs every other self-contained block without an error, exporting spans as OTLP JSON', async () => {
+    // The blocks that start the SDK export to a local receiver, which takes JSON only.
+    const receiver = await startOtlpReceiver();
+    const env = {
+      ...process.env,
+      TSX_TSCONFIG_PATH: join(DIR, 'tsconfig.json'),
+      OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
+    };
     const runnable = blocks.filter(
-      (b) =>
-        b.context === undefined && b.heading !== '## Quick start' && PENDING[b.name] === undefined,
+      (b) => b.context === undefined && b.file !== quickStartFile && PENDING[b.name] === undefined,
     );
     for (const block of runnable) {
       await expect(
         run(process.execPath, ['--import', 'tsx', join(DIR, block.file)], {
           cwd: ROOT,
-          env: { ...process.env, TSX_TSCONFIG_PATH: join(DIR, 'tsconfig.json') },
+          env,
           timeout: 30_000,
-        }).then(() => 'ran'),
+        }).then(({ stderr }) => stderr || 'ran'),
         block.name,
       ).resolves.toBe('ran');
     }
+    await receiver.close();
+    // The README's Observe it program and the telemetry page's one file.
+    const names = new Set(receiver.spans.map((s) => s.name));
+    expect(names).toContain('invoke_workflow counter');
+    expect(names).toContain('invoke_workflow desks');
   });
 });

@@ -1,5 +1,4 @@
 import { spawnSync } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
 import { usage } from '../service/config.ts';
@@ -12,7 +11,7 @@ import {
   METRIC_WEBSOCKET_REFUSED,
 } from '../service/health-metrics.ts';
 import { attrs, startOtlpReceiver } from './helpers/otlp-receiver.ts';
-import { readmeTableNames } from './helpers/readme.ts';
+import { docsTableNames, docText } from './helpers/readme.ts';
 import {
   type RunningService,
   runServiceCommand,
@@ -139,8 +138,8 @@ describe('the demo service (npm start)', () => {
         if (!Number.isNaN(counts[i])) expect(counts[i]).toBe((counts[i - 1] as number) + 1);
       }
     }
-    // The README documents exactly the message types the socket sends.
-    expect(readmeTableNames('### `/ws` messages').sort()).toEqual(
+    // docs/service.md documents exactly the message types the socket sends.
+    expect(docsTableNames('## `/ws` messages', 'docs/service.md').sort()).toEqual(
       [...new Set(messages.map((m) => m.type))].sort(),
     );
     // Failures and aborts end without a terminating dispatch: only the end message says so.
@@ -292,11 +291,11 @@ describe('the demo service (npm start)', () => {
     );
   });
 
-  it('documents exactly its own metrics and every knob in the README', async () => {
+  it('documents exactly its own metrics and every knob in docs/service.md', async () => {
     running = await startService(FAST);
     const text = await (await fetch(`${running.url}/metrics`)).text();
     const exposed = [...text.matchAll(/^# TYPE (demo_\S+) /gm)].map((m) => m[1]).sort();
-    expect(readmeTableNames('### Demo service metrics').sort()).toEqual(exposed);
+    expect(docsTableNames('## Demo service metrics', 'docs/service.md').sort()).toEqual(exposed);
     expect(exposed).toEqual([
       METRIC_EVENT_LOOP_DELAY,
       METRIC_LIVE_UPDATES_DROPPED,
@@ -305,10 +304,9 @@ describe('the demo service (npm start)', () => {
       METRIC_WEBSOCKET_CLIENTS,
       METRIC_WEBSOCKET_REFUSED,
     ]);
-    const readme = readFileSync('README.md', 'utf8');
+    const page = docText('docs/service.md');
     const flags = [...usage().matchAll(/^ {2}(--[a-z-]+)/gm)].map((m) => m[1] as string);
     expect(flags.length).toBe(17);
-    for (const flag of flags.filter((f) => f !== '--help'))
-      expect(readme).toContain(`| \`${flag}\``);
+    for (const flag of flags.filter((f) => f !== '--help')) expect(page).toContain(`| \`${flag}\``);
   });
 });

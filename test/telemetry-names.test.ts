@@ -4,10 +4,14 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { type Message, maxDispatches } from '../src/index.ts';
 import { createConversationTelemetry, semconv } from '../src/observability/index.ts';
 import { counterOrchestrator } from './helpers/desks.ts';
-import { readmeTableNames } from './helpers/readme.ts';
+import { docsTableNames } from './helpers/readme.ts';
 import { memoryTracing, restoreTracing } from './helpers/tracing.ts';
 
 afterEach(restoreTracing);
+
+/** The telemetry reference, where the tables of public names live. */
+const PAGE = 'docs/telemetry.md';
+const documented = (heading: string) => docsTableNames(heading, PAGE);
 
 const constants = (prefix: string) =>
   Object.entries(semconv)
@@ -54,12 +58,35 @@ async function exercise() {
       { name: 'gpt', provider: 'openai', respond: () => ({ sender: 'gpt', content: 1 }) },
     ],
   }).run({ sender: 'u', content: 0 });
+  // An aborted conversation (its reason's class) and a responder past the dispatch deadline.
+  const controller = new AbortController();
+  await counterOrchestrator({
+    observers: [telemetry],
+    responders: [
+      {
+        name: 'caller_gone',
+        respond: () => {
+          controller.abort();
+          return { sender: 'caller_gone', content: 1 };
+        },
+      },
+    ],
+  })
+    .run({ sender: 'u', content: 0 }, { signal: controller.signal })
+    .catch(() => {});
+  await counterOrchestrator({
+    observers: [telemetry],
+    dispatchTimeoutMs: 1,
+    responders: [{ name: 'slow', respond: () => new Promise<never>(() => {}) }],
+  })
+    .run({ sender: 'u', content: 0 })
+    .catch(() => {});
   return { registry, spans: exporter.getFinishedSpans() };
 }
 
-describe('telemetry names: README, code and exposition agree', () => {
-  it('the README metrics table lists exactly the METRIC_* constants', () => {
-    expect([...readmeTableNames('### Metrics')].sort()).toEqual(constants('METRIC_'));
+describe('telemetry names: docs/telemetry.md, code and exposition agree', () => {
+  it('the metrics table lists exactly the METRIC_* constants', () => {
+    expect([...documented('## Metrics')].sort()).toEqual(constants('METRIC_'));
   });
 
   it('the registry exposes exactly the documented metrics', async () => {
@@ -68,13 +95,13 @@ describe('telemetry names: README, code and exposition agree', () => {
     expect(exposed).toEqual(constants('METRIC_'));
   });
 
-  it('the README attributes table lists exactly the ATTR_* constants', () => {
-    expect([...readmeTableNames('### Attributes')].sort()).toEqual(constants('ATTR_'));
+  it('the attributes table lists exactly the ATTR_* constants', () => {
+    expect([...documented('## Attributes')].sort()).toEqual(constants('ATTR_'));
   });
 
-  it('the README events and spans tables match EVENT_* and SPAN_* constants', () => {
-    expect(readmeTableNames('### Span events')).toEqual(constants('EVENT_'));
-    const spans = readmeTableNames('### Spans').map((s) => s.replace(/\{\w+\}$/, ''));
+  it('the events and spans tables match EVENT_* and SPAN_* constants', () => {
+    expect(documented('## Span events')).toEqual(constants('EVENT_'));
+    const spans = documented('## Spans').map((s) => s.replace(/\{\w+\}$/, ''));
     expect(spans.sort()).toEqual(constants('SPAN_'));
   });
 
@@ -93,7 +120,7 @@ describe('telemetry names: README, code and exposition agree', () => {
 
   it('every attribute the plugin emits is documented, and every documented one is emitted', async () => {
     const { spans } = await exercise();
-    const documented = new Set(readmeTableNames('### Attributes'));
+    const attributes = new Set(documented('## Attributes'));
     const emitted = new Set<string>();
     for (const span of spans) {
       for (const key of Object.keys(span.attributes)) emitted.add(key);
@@ -102,6 +129,6 @@ describe('telemetry names: README, code and exposition agree', () => {
         for (const key of Object.keys(event.attributes ?? {})) emitted.add(key);
       }
     }
-    expect([...emitted].sort()).toEqual([...documented].sort());
+    expect([...emitted].sort()).toEqual([...attributes].sort());
   });
 });

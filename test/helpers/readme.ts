@@ -1,15 +1,63 @@
-import { readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { join, resolve } from 'node:path';
 
-/** The first-column names (in backticks) of the table under `heading` in the README. */
-export function readmeTableNames(heading: string): string[] {
-  const readme = readFileSync(new URL('../../README.md', import.meta.url), 'utf8');
-  const start = readme.indexOf(`\n${heading}\n`);
-  if (start < 0) throw new Error(`README has no heading ${heading}`);
-  const rest = readme.slice(start + heading.length + 2);
-  const lines = rest.split('\n');
+const ROOT = resolve(import.meta.dirname, '../..');
+
+/** One page of the documentation: its path from the repository root and its text. */
+export interface DocPage {
+  readonly path: string;
+  readonly text: string;
+}
+
+/**
+ * The documentation as a reader finds it: README.md, then every `docs/*.md` (a new page is picked
+ * up by being there), then every example's README.
+ */
+export function docPages(): DocPage[] {
+  const paths = ['README.md'];
+  const listed = (dir: string) =>
+    existsSync(join(ROOT, dir)) ? readdirSync(join(ROOT, dir), { withFileTypes: true }) : [];
+  for (const entry of listed('docs')) {
+    if (entry.isFile() && entry.name.endsWith('.md')) paths.push(`docs/${entry.name}`);
+  }
+  for (const entry of listed('examples')) {
+    const readme = `examples/${entry.name}/README.md`;
+    if (entry.isDirectory() && existsSync(join(ROOT, readme))) paths.push(readme);
+  }
+  return paths.sort(byReaderOrder).map((path) => ({
+    path,
+    text: readFileSync(join(ROOT, path), 'utf8'),
+  }));
+}
+
+function byReaderOrder(a: string, b: string): number {
+  const rank = (p: string) => (p === 'README.md' ? 0 : p.startsWith('docs/') ? 1 : 2);
+  return rank(a) - rank(b) || a.localeCompare(b);
+}
+
+/**
+ * The first-column names (in backticks) of the table under `heading` (its level is ignored:
+ * `### Metrics` finds `## Metrics`). With `page`, only that page is read; without, the heading
+ * must be on exactly one page of {@link docPages}, so a moved table is still found and an
+ * ambiguous one is an error rather than a guess.
+ */
+export function docsTableNames(heading: string, page?: string): string[] {
+  const title = heading.replace(/^#+\s*/, '');
+  const pages = docPages().filter((p) => page === undefined || p.path === page);
+  if (page !== undefined && pages.length === 0) throw new Error(`no documentation page ${page}`);
+  const found = pages.flatMap((p) => {
+    const lines = p.text.split('\n');
+    const at = lines.findIndex((l) => /^#{1,6} /.test(l) && l.replace(/^#+\s*/, '') === title);
+    return at < 0 ? [] : [{ path: p.path, rest: lines.slice(at + 1) }];
+  });
+  if (found.length === 0) throw new Error(`no documentation page has the heading ${heading}`);
+  if (found.length > 1) {
+    throw new Error(`the heading ${heading} is on ${found.map((f) => f.path).join(', ')}`);
+  }
   const names: string[] = [];
   let inTable = false;
-  for (const line of lines) {
+  for (const line of found[0]?.rest ?? []) {
+    if (/^#{1,6} /.test(line)) break;
     if (line.startsWith('|')) {
       inTable = true;
       const m = /^\|\s*`([^`]+)`/.exec(line);
@@ -17,6 +65,16 @@ export function readmeTableNames(heading: string): string[] {
     } else if (inTable) break;
   }
   return names;
+}
+
+/** The name the tests used before the README was split: the same search over every page. */
+export const readmeTableNames = docsTableNames;
+
+/** The text of one documentation page, e.g. `docs/service.md`. */
+export function docText(page: string): string {
+  const found = docPages().find((p) => p.path === page);
+  if (!found) throw new Error(`no documentation page ${page}`);
+  return found.text;
 }
 
 export interface ReadmeCodeBlock {
@@ -34,7 +92,7 @@ export interface ReadmeCodeBlock {
   readonly context?: string;
 }
 
-/** Every fenced code block of the README, in order. */
+/** Every fenced code block of a Markdown page, in order. */
 export function readmeCodeBlocks(readme: string): ReadmeCodeBlock[] {
   const lines = readme.split('\n');
   const blocks: ReadmeCodeBlock[] = [];
@@ -45,7 +103,7 @@ export function readmeCodeBlocks(readme: string): ReadmeCodeBlock[] {
     const fence = /^```(\w*)\s*$/.exec(line);
     if (!fence) continue;
     const end = lines.indexOf('```', i + 1);
-    if (end < 0) throw new Error(`README line ${i + 1}: a code block never closes`);
+    if (end < 0) throw new Error(`line ${i + 1}: a code block never closes`);
     const before = lines.slice(0, i).join('\n').trimEnd();
     const comment = before.endsWith('-->') ? before.slice(before.lastIndexOf('<!--')) : '';
     const context = /^<!-- context:([\s\S]*)-->$/.exec(comment)?.[1];
@@ -59,4 +117,67 @@ export function readmeCodeBlocks(readme: string): ReadmeCodeBlock[] {
     i = end;
   }
   return blocks;
+}
+
+/** GitHub's anchor for a heading: lower case, punctuation dropped, spaces as hyphens. */
+export function headingSlug(heading: string): string {
+  return heading
+    .replace(/^#+\s*/, '')
+    .trim()
+    .toLowerCase()
+    .replace(/[^\p{L}\p{N}\s_-]/gu, '')
+    .replace(/\s/g, '-');
+}
+
+/** Every anchor a page offers: its headings' slugs, a repeated one suffixed `-1`, `-2` … */
+export function pageAnchors(text: string): Set<string> {
+  const anchors = new Set<string>();
+  const seen = new Map<string, number>();
+  let fence = false;
+  for (const line of text.split('\n')) {
+    if (line.startsWith('```')) fence = !fence;
+    if (fence || !/^#{1,6} /.test(line)) continue;
+    const slug = headingSlug(line);
+    const n = seen.get(slug) ?? 0;
+    seen.set(slug, n + 1);
+    anchors.add(n === 0 ? slug : `${slug}-${n}`);
+  }
+  return anchors;
+}
+
+/** Link targets of a page outside code: `[text](target)` and `![alt](target)`, with their line. */
+export function pageLinks(text: string): { line: number; target: string }[] {
+  const links: { line: number; target: string }[] = [];
+  let fence = false;
+  for (const [i, line] of text.split('\n').entries()) {
+    if (line.startsWith('```')) fence = !fence;
+    if (fence) continue;
+    const prose = line.replace(/`[^`]*`/g, '``');
+    for (const m of prose.matchAll(/\]\(([^)\s]+)(?:\s+"[^"]*")?\)/g)) {
+      links.push({ line: i + 1, target: m[1] as string });
+    }
+  }
+  return links;
+}
+
+/**
+ * What is wrong with the relative links of `page` (a path from the repository root): a file that
+ * does not exist, or an anchor no heading of its page has. Absolute URLs are not followed.
+ */
+export function brokenLinks(page: string, text: string, root: string = ROOT): string[] {
+  const problems: string[] = [];
+  for (const { line, target } of pageLinks(text)) {
+    if (/^[a-z][a-z0-9+.-]*:/i.test(target)) continue;
+    const [file = '', anchor] = target.split('#', 2);
+    const path = join(root, page, '..', file);
+    const where = `${page}:${line} ${target}`;
+    if (file !== '' && !existsSync(path)) {
+      problems.push(`${where}: no such file`);
+      continue;
+    }
+    if (anchor === undefined || anchor === '' || (file !== '' && !file.endsWith('.md'))) continue;
+    const anchors = pageAnchors(file === '' ? text : readFileSync(path, 'utf8'));
+    if (!anchors.has(anchor)) problems.push(`${where}: no heading with that anchor`);
+  }
+  return problems;
 }
