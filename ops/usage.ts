@@ -4,7 +4,6 @@
  * series and the cost rates they give per orchestrator and responder. Prices live in Prometheus,
  * not in the app: changing one is a new rule file, not a deployment.
  */
-import { METRIC_CONVERSATIONS_ENDED } from '../src/observability/semconv.ts';
 import type { OpsConfig, PriceTable } from './config.ts';
 import { byOrchestrator, byResponder, humanDuration, recordName } from './names.ts';
 import type { AlertingRule, RecordingRule } from './rules.ts';
