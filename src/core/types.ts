@@ -18,6 +18,7 @@ export interface Message<C = unknown> {
  * A fresh snapshot is made after every dispatch, so keeping a reference to one is safe.
  */
 export interface ConversationState<S, C = unknown> {
+  /** The conversation's id: the one `run()` was given, or a generated one. */
   readonly conversationId: string;
   /** The projection: the fold of every message so far. This is what the conversation keeps. */
   readonly projection: S;
@@ -39,6 +40,7 @@ export interface ConversationState<S, C = unknown> {
  * `terminate: false` (and reason `continue`).
  */
 export interface TerminationDecision {
+  /** `true` ends the conversation after this dispatch; `false` lets it go on. */
   readonly terminate: boolean;
   /** Why: `continue`, `converged`, `max_dispatches`, `timeout`, `stopped`, or a user-named reason. */
   readonly reason: string;
@@ -69,6 +71,10 @@ export interface Responder<S, C = unknown> {
    * Telemetry records it as `gen_ai.provider.name`; leave it out for algorithmic agents.
    */
   readonly provider?: string;
+  /**
+   * Answers `message`: nothing, a message, or an array of messages (sync or a promise). Each
+   * answer is folded into the state and queued; `context.signal` fires on abort or deadline.
+   */
   respond(
     message: Message<C>,
     state: ConversationState<S, C>,
@@ -82,7 +88,9 @@ export interface Responder<S, C = unknown> {
  * same (mutated) one: the state belongs to one conversation only.
  */
 export interface Projection<S, C = unknown> {
+  /** The state a conversation starts from, given its input message. */
   initial(input: Message<C>): S;
+  /** The state after `message`: called for every message a responder answers (not the input). */
   fold(state: S, message: Message<C>): S;
 }
 
@@ -110,11 +118,15 @@ export type EndReason =
 
 /** What `run()` resolves with. */
 export interface ConversationResult<S, C = unknown> {
+  /** The conversation's id: the one `run()` was given, or a generated one. */
   readonly conversationId: string;
+  /** The state at the end. */
   readonly state: ConversationState<S, C>;
   /** The last decision: terminating, or `{ terminate: true, reason: 'queue_exhausted' }`. */
   readonly decision: TerminationDecision;
+  /** Successful dispatches in the conversation. */
   readonly dispatchCount: number;
+  /** Milliseconds from the start to the end (high resolution). */
   readonly elapsedMs: number;
 }
 

@@ -42,6 +42,7 @@ export function timeout<S, C = unknown>(ms: number): TerminationPolicy<S, C> {
   };
 }
 
+/** What `converged(options)` takes: a measure, how close it must come, and for how long. */
 export interface ConvergedOptions<S, C = unknown> {
   /** A number measured on the state: the spread of the desks' quotes, say. */
   readonly measure: (state: ConversationState<S, C>) => number;
