@@ -1,7 +1,8 @@
 // The core loop alone on the bench's desks workload, for `bench/instructions.sh`: N conversations
 // of 10,000 dispatches, sync or async responders (SYNC=1), optionally with one no-op observer
 // (OBSERVER=1: onDispatch and onResponderEnd; OBSERVER=dispatch: onDispatch only, as the
-// telemetry). Imports the build given as the first argument.
+// telemetry; OBSERVER=telemetry: the telemetry itself, metrics on a registry and span events
+// through an SDK tracer whose spans are dropped). Imports the build given as the first argument.
 const lib = await import(process.argv[2]);
 const conversations = Number(process.env.N ?? 20);
 const INDEX = { london: 0, new_york: 1, tokyo: 2 };
@@ -16,12 +17,26 @@ const desks = ['london', 'new_york', 'tokyo'].map((name, i) => {
     ? { name, respond: (_m, s) => answer(s) }
     : { name, respond: async (_m, s) => answer(s) };
 });
+async function telemetry() {
+  const { createConversationTelemetry } = await import(
+    new URL('observability/index.js', new URL(`file://${process.argv[2]}`)).href
+  );
+  const { Registry } = await import('prom-client');
+  const { BasicTracerProvider, SimpleSpanProcessor } = await import(
+    '@opentelemetry/sdk-trace-base'
+  );
+  const drop = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {} };
+  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(drop)] });
+  return [createConversationTelemetry({ registry: new Registry(), tracerProvider: provider })];
+}
 const observers =
-  process.env.OBSERVER === 'dispatch'
-    ? [{ startConversation: () => ({ onDispatch() {} }) }]
-    : process.env.OBSERVER
-      ? [{ startConversation: () => ({ onDispatch() {}, onResponderEnd() {} }) }]
-      : [];
+  process.env.OBSERVER === 'telemetry'
+    ? await telemetry()
+    : process.env.OBSERVER === 'dispatch'
+      ? [{ startConversation: () => ({ onDispatch() {} }) }]
+      : process.env.OBSERVER
+        ? [{ startConversation: () => ({ onDispatch() {}, onResponderEnd() {} }) }]
+        : [];
 const orchestrator = new lib.ConversationOrchestrator({
   name: 'desks',
   responders: desks,

@@ -7,6 +7,7 @@ cd "$(dirname "$0")/.."
 base="${1:-HEAD~1}"
 work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
+ln -s "$PWD/node_modules" "$work/node_modules"
 
 build() { # $1: ref or "worktree", $2: out dir
   if [ "$1" = worktree ]; then
@@ -36,12 +37,14 @@ per_dispatch() { # the difference between 60 and 20 conversations cancels start-
 
 echo "| responders | $base | working tree | ratio |"
 echo "|---|---:|---:|---:|"
-for mode in async sync async+observer async+onDispatch; do
+# MODES="async async+telemetry" counts only those.
+for mode in ${MODES:-async sync async+observer async+onDispatch async+telemetry}; do
   unset SYNC OBSERVER
   case "$mode" in
     sync) export SYNC=1 ;;
     async+observer) export OBSERVER=1 ;;
     async+onDispatch) export OBSERVER=dispatch ;;
+    async+telemetry) export OBSERVER=telemetry ;;
   esac
   old=$(per_dispatch "$work/base")
   new=$(per_dispatch "$work/head")

@@ -19,6 +19,7 @@ import {
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
+import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
 const run = promisify(execFile);
@@ -72,6 +73,8 @@ interface AppOutput {
   spans: { name: string; events: number[] }[];
   dispatches: string[];
   exposition: string;
+  recording: unknown[];
+  schema: string;
 }
 
 interface App {
@@ -161,6 +164,8 @@ describe('the packed tarball', () => {
       'dist/index.js',
       'dist/index.d.ts',
       'dist/observability/index.js',
+      'dist/replay/index.js',
+      'schemas/recording.schema.json',
       'grafana/dashboards/overview.json',
       'grafana/dashboards/responders.json',
       'grafana/provisioning/datasources/datasources.yaml',
@@ -183,6 +188,7 @@ describe('the packed tarball', () => {
       'kubernetes',
       'package.json',
       'prometheus',
+      'schemas',
       'src',
     ]);
     const maps = readdirSync(join(root, 'dist'), { recursive: true, encoding: 'utf8' }).filter(
@@ -262,14 +268,15 @@ describe('the packed tarball', () => {
     expect(existsSync(join(root, 'dist', 'stale-before-pack.js'))).toBe(false);
   });
 
-  it('type-checks both entry points under the old node10 resolution too (main, types, typesVersions)', async () => {
+  it('type-checks every entry point under the old node10 resolution too (main, types, typesVersions)', async () => {
     const dir = app('lowest').dir;
     writeFileSync(
       join(dir, 'check.ts'),
       [
         "import { ConversationOrchestrator } from 'conversation-orchestrator';",
         "import { createConversationTelemetry } from 'conversation-orchestrator/observability';",
-        'export const names: string[] = [ConversationOrchestrator.name, createConversationTelemetry.name];',
+        "import { createConversationRecorder } from 'conversation-orchestrator/replay';",
+        'export const names: string[] = [ConversationOrchestrator.name, createConversationTelemetry.name, createConversationRecorder.name];',
         '',
       ].join('\n'),
     );
@@ -316,7 +323,7 @@ describe('installed beside the lowest peer versions the ranges allow', () => {
     expect(out.dispatches).toEqual(DISPATCH_SERIES);
   });
 
-  it('loads both entry points with require() through the default condition', async () => {
+  it('loads every entry point with require() through the default condition', async () => {
     // require(esm) is on by default from Node 20.19 and 22.12; older 20.x/22.x need the flag.
     const [major = 0, minor = 0] = process.versions.node.split('.').map(Number);
     const unflagged = major > 22 || (major === 22 && minor >= 12) || (major === 20 && minor >= 19);
@@ -324,13 +331,30 @@ describe('installed beside the lowest peer versions the ranges allow', () => {
     const { stdout } = await run(process.execPath, [...flag, '--no-warnings', 'require.cjs'], {
       cwd: app('lowest').dir,
     });
-    expect(JSON.parse(stdout)).toEqual(['function', 'function']);
+    expect(JSON.parse(stdout)).toEqual(['function', 'function', 'function']);
   });
 
   it('writes an exposition promtool accepts, histograms included', async () => {
     await checkExposition('lowest');
   });
+
+  it('records the conversation through conversation-orchestrator/replay, valid against the shipped schema', async () => {
+    const out = await app('lowest').output;
+    expect(out.recording).toHaveLength(1);
+    const [line] = out.recording as RecordedLine[];
+    expect(line?.ending).toMatchObject({ reason: 'max_dispatches', dispatchCount: 4 });
+    expect(line?.dispatches.map((d) => d.record)).toEqual([1, 3, 6, 10]);
+    const validate = new Ajv2020({ strict: true }).compile(
+      JSON.parse(readFileSync(out.schema, 'utf8')) as object,
+    );
+    expect(validate(line), JSON.stringify(validate.errors)).toBe(true);
+  });
 });
+
+interface RecordedLine {
+  ending: { reason: string; dispatchCount: number };
+  dispatches: { record?: unknown }[];
+}
 
 /** The app's whole /metrics text through `promtool check metrics` (format and lint). */
 async function checkExposition(name: string): Promise<void> {

@@ -97,14 +97,14 @@ describe('the conversation span', () => {
     expect(span?.attributes['conversation.dispatch_count']).toBe(1);
   });
 
-  it('ends with status ERROR, the exception recorded and error.type when a responder fails', async () => {
+  it('ends with status ERROR, the responder’s own exception recorded and error.type its class when a responder fails', async () => {
     const { exporter, tracer } = memoryTracing();
     const o = counter(createConversationTelemetry({ tracer }), {
       responders: [
         {
           name: 'a',
           respond: (m: Message<number>) => {
-            if (m.content === 2) throw new Error('model down');
+            if (m.content === 2) throw new RangeError('model down');
             return { sender: 'a', content: m.content + 1 };
           },
         },
@@ -119,11 +119,15 @@ describe('the conversation span', () => {
       message: 'Responder `a` failed: model down',
     });
     expect(span?.attributes['conversation.end.reason']).toBe('error');
-    expect(span?.attributes['error.type']).toBe('ResponderError');
+    // The responder's own error, with its throw site, not only the library's wrapper.
+    expect(span?.attributes['error.type']).toBe('RangeError');
     expect(span?.attributes['conversation.dispatch_count']).toBe(2);
     const exception = span?.events.find((e) => e.name === 'exception');
-    expect(exception?.attributes?.['exception.type']).toBe('ResponderError');
-    expect(exception?.attributes?.['exception.message']).toBe('Responder `a` failed: model down');
+    expect(exception?.attributes?.['exception.type']).toBe('RangeError');
+    expect(exception?.attributes?.['exception.message']).toBe('model down');
+    expect(String(exception?.attributes?.['exception.stacktrace'])).toMatch(
+      /^RangeError: model down\n\s+at [^\n]*observability-traces\.test\.ts/,
+    );
   });
 
   it('ends with reason deadline and status ERROR when a responder hangs', async () => {
@@ -326,9 +330,13 @@ describe('responder spans', () => {
     await vi.waitFor(() => expect(answered).toBe(true));
     // The late answer's continuation has run once the responder's promise settled.
     await new Promise((r) => setImmediate(r));
+    // A caller's abort is not an error: the cut-short span is Unset and says why it ended.
     const [agent] = spansNamed(exporter, 'invoke_agent slow');
-    expect(agent?.status.code).toBe(SpanStatusCode.ERROR);
-    expect(agent?.attributes['error.type']).toBe('aborted');
+    expect(agent?.status.code).toBe(SpanStatusCode.UNSET);
+    expect(agent?.attributes['error.type']).toBeUndefined();
+    expect(agent?.attributes['conversation.end.reason']).toBe('aborted');
+    expect(agent?.attributes['conversation.abort.reason']).toBe('AbortError');
+    expect(agent?.events).toEqual([]);
     expect(spansNamed(exporter, 'invoke_agent slow')).toHaveLength(1);
     expect(diagnostics).toEqual([]);
   });

@@ -74,6 +74,7 @@ beforeAll(async () => {
         paths: {
           'conversation-orchestrator': ['../../src/index.ts'],
           'conversation-orchestrator/observability': ['../../src/observability/index.ts'],
+          'conversation-orchestrator/replay': ['../../src/replay/index.ts'],
         },
       },
       include: ['*.ts'],

@@ -58,6 +58,29 @@ async function exercise() {
       { name: 'gpt', provider: 'openai', respond: () => ({ sender: 'gpt', content: 1 }) },
     ],
   }).run({ sender: 'u', content: 0 });
+  // An aborted conversation (its reason's class) and a responder past the dispatch deadline.
+  const controller = new AbortController();
+  await counterOrchestrator({
+    observers: [telemetry],
+    responders: [
+      {
+        name: 'caller_gone',
+        respond: () => {
+          controller.abort();
+          return { sender: 'caller_gone', content: 1 };
+        },
+      },
+    ],
+  })
+    .run({ sender: 'u', content: 0 }, { signal: controller.signal })
+    .catch(() => {});
+  await counterOrchestrator({
+    observers: [telemetry],
+    dispatchTimeoutMs: 1,
+    responders: [{ name: 'slow', respond: () => new Promise<never>(() => {}) }],
+  })
+    .run({ sender: 'u', content: 0 })
+    .catch(() => {});
   return { registry, spans: exporter.getFinishedSpans() };
 }
 

@@ -9,6 +9,7 @@
 import { type Attributes, type Span, trace } from '@opentelemetry/api';
 import type { ConversationListener } from '../core/types.ts';
 import { boundedName } from '../core/validate.ts';
+import { eventAttributeLimit } from './guard.ts';
 import { countDispatch, type DispatchRecord } from './metrics.ts';
 import {
   ATTR_CONVERSATION_EVENTS_DROPPED,
@@ -111,7 +112,7 @@ export function telemetryListener<S, C>(
           [ATTR_DISPATCH_ELAPSED_MS]: elapsedMs,
           [ATTR_DECISION_TERMINATE]: decision.terminate,
           [ATTR_DECISION_REASON]: decision.reason,
-          ...safeAttributes(settings, state),
+          ...safeAttributes(settings, state, eventAttributeLimit(span)),
         },
         performance.timeOrigin + performance.now(),
       );

@@ -22,6 +22,7 @@ import {
   METRIC_DISPATCH_DURATION,
   METRIC_DISPATCHES,
   METRIC_LISTENER_ERRORS,
+  METRIC_RESPONDER_DEADLINES,
   METRIC_RESPONDER_ERRORS,
   REASON_OTHER,
 } from './semconv.ts';
@@ -84,6 +85,8 @@ export interface DispatchRecord extends Kept {
   readonly duration: HistogramSeries;
   /** Failed invocations; created at the first (a zero series per responder is not worth a scrape). */
   errors: Series | undefined;
+  /** Conversations the dispatch deadline ended while this responder ran; created at the first. */
+  deadlines: Series | undefined;
 }
 
 function dispatchRecord(
@@ -94,6 +97,7 @@ function dispatchRecord(
     labels,
     duration,
     errors: undefined,
+    deadlines: undefined,
     read: () => duration.tally,
     zero: () => {
       duration.counts[duration.tallyAt] = 0;
@@ -148,6 +152,7 @@ const METRIC_NAMES = [
   METRIC_DISPATCHES,
   METRIC_DISPATCH_DURATION,
   METRIC_RESPONDER_ERRORS,
+  METRIC_RESPONDER_DEADLINES,
   METRIC_LISTENER_ERRORS,
 ] as const;
 
@@ -234,6 +239,14 @@ export class OrchestratorMetrics {
         'counter',
         each(function* (o) {
           for (const r of o.responders.values()) if (r.errors !== undefined) yield r.errors;
+        }),
+      ),
+      new CollectedCounter(
+        METRIC_RESPONDER_DEADLINES,
+        'Conversations ended by the dispatch deadline (dispatchTimeoutMs) while this responder had not answered.',
+        'counter',
+        each(function* (o) {
+          for (const r of o.responders.values()) if (r.deadlines !== undefined) yield r.deadlines;
         }),
       ),
       new CollectedCounter(
@@ -366,6 +379,11 @@ export class OrchestratorMetrics {
   responderFailed(record: DispatchRecord): void {
     if (record.errors === undefined) record.errors = series(record.labels);
     record.errors.count++;
+  }
+
+  deadlinePassed(record: DispatchRecord): void {
+    if (record.deadlines === undefined) record.deadlines = series(record.labels);
+    record.deadlines.count++;
   }
 
   listenerFailed(orchestrator: OrchestratorRecord): void {

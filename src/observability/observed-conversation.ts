@@ -14,6 +14,7 @@ import {
   TraceFlags,
   trace,
 } from '@opentelemetry/api';
+import { DispatchDeadlineError, ResponderError } from '../core/errors.ts';
 import type {
   ConversationEnd,
   ConversationObservation,
@@ -23,8 +24,16 @@ import type {
 import type { ConversationState, Message } from '../core/types.ts';
 import { DispatchEvents } from './dispatch-events.ts';
 import type { HistogramSeries } from './dispatch-histogram.ts';
+import {
+  errorMessage,
+  errorType,
+  eventAttributeLimit,
+  exceptionRecord,
+  messageContent,
+} from './guard.ts';
 import type { DispatchRecord, OrchestratorRecord } from './metrics.ts';
 import {
+  ATTR_CONVERSATION_ABORT_REASON,
   ATTR_CONVERSATION_DISPATCH_COUNT,
   ATTR_CONVERSATION_ELAPSED_MS,
   ATTR_CONVERSATION_END_REASON,
@@ -51,7 +60,7 @@ import {
   SPAN_RESPONDER_PREFIX,
 } from './semconv.ts';
 import { contextWithSpan } from './span-context.ts';
-import { endResponderSpan, errorType, type Settings, safeAttributes, truncate } from './utils.ts';
+import { type Settings, safeAttributes } from './utils.ts';
 
 /** A responder span not yet ended, and whether it has been (a late answer must not end it again). */
 interface OpenSpan {
@@ -59,10 +68,27 @@ interface OpenSpan {
   ended: boolean;
 }
 
-function endOnce(open: OpenSpan, failure?: { readonly error: unknown }, type?: string): void {
+/**
+ * Ends a responder span once, at `timeMs`, marking it failed when `failure` is given (`type`
+ * overrides its `error.type`: the ending's reason when the conversation ended first).
+ */
+function endOnce(
+  open: OpenSpan,
+  timeMs: number,
+  report: (error: unknown) => void,
+  failure?: { readonly error: unknown },
+  type?: string,
+): void {
   if (open.ended) return;
   open.ended = true;
-  endResponderSpan(open.span, failure, type);
+  const span = open.span;
+  if (failure !== undefined) {
+    const { error } = failure;
+    span.recordException(exceptionRecord(error, report), timeMs);
+    span.setAttribute(ATTR_ERROR_TYPE, type ?? errorType(error));
+    span.setStatus({ code: SpanStatusCode.ERROR, message: errorMessage(error) });
+  }
+  span.end(timeMs);
 }
 
 export class ObservedConversation<S, C> implements ConversationObservation<S, C> {
@@ -72,6 +98,15 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   readonly #conversationId: string;
   readonly #providers: readonly (string | undefined)[] | undefined;
   readonly #startTimeMs: number;
+  /** `performance.now()` at the start: every time the plugin writes is `#startTimeMs` + elapsed. */
+  readonly #startPerfMs: number;
+  /**
+   * The latest time written on a responder span: the conversation span ends no earlier, so a
+   * child never ends after its parent whatever the rounding of two clock reads.
+   */
+  #latestChildMs: number;
+  /** The event attribute limit in force, when state attributes are kept. */
+  readonly #attributeLimit: number;
   readonly #span: Span;
   /** The context with the conversation span active: entered once, by `runConversation`. */
   readonly #context: Context;
@@ -97,6 +132,8 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     this.#providers = Array.isArray(start.providers) ? start.providers : undefined;
     this.#conversationId = start.conversationId;
     this.#startTimeMs = start.startTimeMs;
+    this.#startPerfMs = start.startTimeMs - performance.timeOrigin;
+    this.#latestChildMs = start.startTimeMs;
     const parent = context.active();
     const attributes: Attributes = {
       [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_INVOKE_WORKFLOW,
@@ -106,9 +143,10 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       [ATTR_CONVERSATION_RESPONDERS]: start.responders as string[],
     };
     if (settings.captureContent) {
-      attributes[ATTR_CONVERSATION_INPUT_CONTENT] = truncate(
-        start.input.content,
+      attributes[ATTR_CONVERSATION_INPUT_CONTENT] = messageContent(
+        start.input,
         settings.maxContentLength,
+        settings.reports.content,
       );
     }
     this.#span = settings.tracer.startSpan(
@@ -136,6 +174,8 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       ? new DispatchEvents(settings.maxDispatchEvents, this.#withExtras, settings.eventStorage)
       : undefined;
     this.#stateAttributes = recording ? settings.stateAttributes : undefined;
+    this.#attributeLimit =
+      this.#stateAttributes === undefined ? 0 : eventAttributeLimit(this.#span);
     this.#lastMessage = start.input;
     this.#traceId =
       settings.exemplars && (spanContext.traceFlags & TraceFlags.SAMPLED) !== 0
@@ -209,14 +249,20 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   #recordWithExtras(info: DispatchInfo<S, C>): void {
     if (this.#records !== undefined) this.#countDispatch(info);
     let extra: Attributes | undefined;
-    if (this.#stateAttributes !== undefined) extra = safeAttributes(this.#settings, info.state);
+    if (this.#stateAttributes !== undefined) {
+      extra = safeAttributes(this.#settings, info.state, this.#attributeLimit);
+    }
     if (this.#settings.captureContent) {
       const message = info.state.lastMessage;
       if (message !== this.#lastMessage) {
         this.#lastMessage = message;
         extra = {
           ...extra,
-          [ATTR_DISPATCH_CONTENT]: truncate(message.content, this.#settings.maxContentLength),
+          [ATTR_DISPATCH_CONTENT]: messageContent(
+            message,
+            this.#settings.maxContentLength,
+            this.#settings.reports.content,
+          ),
         };
       }
     }
@@ -237,31 +283,57 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     const reason = end.ok ? end.result.decision.reason : end.error.reason;
     const dispatches = end.ok ? end.result.dispatchCount : end.error.dispatchCount;
     const elapsedMs = end.ok ? end.result.elapsedMs : end.error.elapsedMs;
-    this.#settings.metrics?.conversationEnded(
-      this.#metricsRecord as OrchestratorRecord,
-      reason,
-      elapsedMs / 1000,
-      dispatches,
-      this.#traceId,
-      (this.#startTimeMs + elapsedMs) / 1000,
-    );
+    const metrics = this.#settings.metrics;
+    if (metrics !== undefined) {
+      const record = this.#metricsRecord as OrchestratorRecord;
+      metrics.conversationEnded(
+        record,
+        reason,
+        elapsedMs / 1000,
+        dispatches,
+        this.#traceId,
+        (this.#startTimeMs + elapsedMs) / 1000,
+      );
+      if (!end.ok && end.error instanceof DispatchDeadlineError) {
+        const index =
+          end.error.responder === undefined ? -1 : this.#responders.indexOf(end.error.responder);
+        const dispatchRecord = this.#records?.[index];
+        if (dispatchRecord !== undefined) metrics.deadlinePassed(dispatchRecord);
+      }
+    }
 
     const span = this.#span;
+    // One clock: the span ends at its start plus the elapsed time the result or error reports,
+    // and never before a child's end.
+    const endMs = Math.max(this.#startTimeMs + elapsedMs, this.#latestChildMs);
+    // A caller's abort is not an error: status left Unset, the reason's class says what it was
+    // (`TimeoutError` for `AbortSignal.timeout()`).
+    const aborted = !end.ok && reason === 'aborted';
+    const abortReason = aborted ? errorType(end.error.cause) : undefined;
     const open = this.#openResponderSpan;
     if (open !== undefined) {
       this.#openResponderSpan = undefined;
-      endOnce(
-        open,
-        { error: new Error(`Conversation ended (${reason}) before the responder answered`) },
-        reason,
-      );
+      open.span.setAttribute(ATTR_CONVERSATION_END_REASON, reason);
+      if (abortReason !== undefined) {
+        open.span.setAttribute(ATTR_CONVERSATION_ABORT_REASON, abortReason);
+        endOnce(open, endMs, this.#settings.reports.thrown);
+      } else {
+        // Cut short by a deadline (or another ending the responder did not choose): an error.
+        endOnce(
+          open,
+          endMs,
+          this.#settings.reports.thrown,
+          { error: end.ok ? new Error(`Conversation ended (${reason})`) : end.error },
+          reason,
+        );
+      }
     }
     const events = this.#events;
     if (events !== undefined) {
       // A failure is an ending the caller did not choose: status ERROR, the exception, error.type.
       // An abort is the caller's choice (status left Unset, the reason says it), as is every
       // resolved ending: instrumentation leaves OK to the application.
-      const failed = !end.ok && reason !== 'aborted';
+      const failed = !end.ok && !aborted;
       // The exception event is written after the dispatch events: leave it room under the
       // span's event limit, or the SDK would drop the first dispatch event to make it.
       const room = this.#settings.maxDispatchEvents - (failed ? 1 : 0);
@@ -290,13 +362,26 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         // Of the dispatches the result or error reports, those without an event.
         [ATTR_CONVERSATION_EVENTS_DROPPED]: Math.max(0, dispatches - written),
       });
+      if (abortReason !== undefined) span.setAttribute(ATTR_CONVERSATION_ABORT_REASON, abortReason);
       if (failed) {
-        span.recordException(end.error);
-        span.setAttribute(ATTR_ERROR_TYPE, errorType(end.error));
-        span.setStatus({ code: SpanStatusCode.ERROR, message: end.error.message });
+        // The responder's own error (its class, message and throw site), not only the library's
+        // wrapper: a trace without responder spans still shows where it failed.
+        const error = end.error;
+        const cause = error instanceof ResponderError ? error.cause : undefined;
+        const original = cause === undefined ? error : cause;
+        span.recordException(exceptionRecord(original, this.#settings.reports.thrown), endMs);
+        span.setAttribute(ATTR_ERROR_TYPE, errorType(original));
+        span.setStatus({ code: SpanStatusCode.ERROR, message: errorMessage(error) });
       }
     }
-    span.end(this.#startTimeMs + elapsedMs);
+    span.end(endMs);
+  }
+
+  /** Now, on the clock every span and event of this conversation is stamped from. */
+  #now(): number {
+    const now = this.#startTimeMs + Math.max(0, performance.now() - this.#startPerfMs);
+    if (now > this.#latestChildMs) this.#latestChildMs = now;
+    return now;
   }
 
   /** `runResponder` with responder spans (a method: the core calls hooks on the observation). */
@@ -312,9 +397,10 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     if (typeof provider === 'string') attributes[ATTR_GEN_AI_PROVIDER_NAME] = provider;
     const span = this.#settings.tracer.startSpan(
       SPAN_RESPONDER_PREFIX + name,
-      { kind: SpanKind.INTERNAL, attributes },
+      { kind: SpanKind.INTERNAL, attributes, startTime: this.#now() },
       this.#context,
     );
+    const report = this.#settings.reports.thrown;
     const open: OpenSpan = { span, ended: false };
     // Open from the start: an abort inside the call itself ends the conversation, and the span
     // with it, before the call returns.
@@ -324,7 +410,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       result = context.with(contextWithSpan(this.#context, span), invoke);
     } catch (error) {
       if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
-      endOnce(open, { error });
+      endOnce(open, this.#now(), report, { error });
       throw error;
     }
     let thenable: boolean;
@@ -336,12 +422,12 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     } catch (error) {
       // A `then` getter that throws: the responder's answer failed, and so did its span.
       if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
-      endOnce(open, { error });
+      endOnce(open, this.#now(), report, { error });
       throw error;
     }
     if (!thenable) {
       if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
-      endOnce(open);
+      endOnce(open, this.#now(), report);
       return result;
     }
     // A late answer (after an abort or a deadline ended the conversation and this span) finds
@@ -350,12 +436,12 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     return Promise.resolve(result as unknown as PromiseLike<unknown>).then(
       (value) => {
         if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
-        endOnce(open);
+        if (!open.ended) endOnce(open, this.#now(), report);
         return value;
       },
       (error: unknown) => {
         if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
-        endOnce(open, { error });
+        if (!open.ended) endOnce(open, this.#now(), report, { error });
         throw error;
       },
     ) as T;

@@ -46,6 +46,12 @@ export const ATTR_CONVERSATION_ELAPSED_MS = 'conversation.elapsed_ms';
 export const ATTR_CONVERSATION_EVENTS_DROPPED = 'conversation.dispatch_events.dropped';
 /** The input message's content (only with `captureContent`, truncated). */
 export const ATTR_CONVERSATION_INPUT_CONTENT = 'conversation.input.content';
+/**
+ * On an aborted conversation's span (and on the responder span the abort cut short): the class
+ * of the abort signal's reason (`TimeoutError` for `AbortSignal.timeout()`, `AbortError` for a
+ * bare `abort()`, `_OTHER` for a reason that is not an Error).
+ */
+export const ATTR_CONVERSATION_ABORT_REASON = 'conversation.abort.reason';
 
 // --- The per-dispatch span event ---
 /** The span event recorded on the conversation span for each kept dispatch. */
@@ -86,6 +92,8 @@ export const METRIC_DISPATCH_DURATION = 'orchestrator_dispatch_duration_seconds'
 export const METRIC_RESPONDER_ERRORS = 'orchestrator_responder_errors_total';
 /** Counter of listener calls that threw or rejected, by `orchestrator`. */
 export const METRIC_LISTENER_ERRORS = 'orchestrator_listener_errors_total';
+/** Conversations ended by `dispatchTimeoutMs` while this responder had not answered. */
+export const METRIC_RESPONDER_DEADLINES = 'orchestrator_responder_deadlines_total';
 
 // --- Metric labels ---
 /** The metric label holding the orchestrator's `name`. */

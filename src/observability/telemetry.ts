@@ -16,6 +16,7 @@ import type {
 import type { ConversationListener } from '../core/types.ts';
 import { fail, positiveInteger } from '../core/validate.ts';
 import { StoragePool } from './dispatch-events.ts';
+import { failureReports } from './guard.ts';
 import { telemetryListener } from './listener.ts';
 import {
   DEFAULT_CONVERSATION_DISPATCH_BUCKETS,
@@ -27,7 +28,7 @@ import { ObservedConversation } from './observed-conversation.ts';
 import { asRegistry, speaksOpenMetrics } from './registry.ts';
 import { ENV_CAPTURE_CONTENT, TRACER_NAME, TRACER_VERSION } from './semconv.ts';
 import type { TelemetryOptions } from './types.ts';
-import { bucketList, rateLimited, type Settings } from './utils.ts';
+import { bucketList, type Settings } from './utils.ts';
 
 /** The plugin. Hand it to the orchestrator: `observers: [telemetry]`. */
 export class ConversationTelemetry<S = unknown, C = unknown> implements ConversationObserver<S, C> {
@@ -87,10 +88,7 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
       exemplars,
       logger,
       eventStorage: new StoragePool(),
-      reportAttributesFailure: rateLimited(
-        logger,
-        'conversation-orchestrator: stateAttributes failed; the dispatch event is recorded without them',
-      ),
+      reports: failureReports(logger),
     };
   }
 

@@ -28,14 +28,17 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
   /**
    * Attributes of the state added to every dispatch event (the spread of the desks' quotes, say).
    * Called once per dispatch while the span is recording; keep it cheap and the values small.
-   * The returned values are copied at once, so reusing one object between calls is safe.
+   * The returned values are copied at once, so reusing one object between calls is safe; at most
+   * the span's event attribute limit (the SDK's `attributePerEventCountLimit`, default 128) is
+   * copied, and a key whose read throws is left out.
    * @default undefined (none)
    * @example (state) => ({ 'desks.spread': spread(state.projection) })
    */
   readonly stateAttributes?: (state: ConversationState<S, C>) => Attributes;
   /**
    * Record message content (the input on the conversation span, each new message on its dispatch
-   * event), truncated to `maxContentLength`. Conversations can hold secrets, prices and personal
+   * event), serialised (JSON for non-strings) within `maxContentLength`; a content that cannot be
+   * read becomes `[unserialisable content: <class>]`. Conversations can hold secrets, prices and personal
    * data: off unless you opt in.
    * @default process.env.OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT === 'true'
    */
@@ -88,9 +91,9 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
    */
   readonly maxReasons?: number;
   /**
-   * Where a failing `stateAttributes` (it throws or returns no object; rate-limited: the first at
-   * once, then one line per 10 s with the count) and settings that a shared registry cannot
-   * honour are reported. They never break a run.
+   * Where values that cannot be read (content, `stateAttributes` results, thrown values; each
+   * kind rate-limited on its own: the first at once, then one line per 10 s with the count) and
+   * settings that a shared registry cannot honour are reported. They never break a run.
    * @default diag (the OpenTelemetry diagnostics logger)
    */
   readonly logger?: DiagLogger;

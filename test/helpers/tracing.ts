@@ -12,6 +12,7 @@ import {
   InMemorySpanExporter,
   type ReadableSpan,
   SimpleSpanProcessor,
+  type SpanLimits,
 } from '@opentelemetry/sdk-trace-base';
 
 /**
@@ -20,7 +21,7 @@ import {
  * AsyncLocalStorage context manager that `@opentelemetry/sdk-node` registers. Call
  * `restoreTracing()` in `afterEach`.
  */
-export function memoryTracing(spanLimits?: { eventCountLimit?: number }) {
+export function memoryTracing(spanLimits?: SpanLimits) {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   const exporter = new InMemorySpanExporter();
   const provider = new BasicTracerProvider({

@@ -1,0 +1,350 @@
+/**
+ * Issue 18: nothing the app hands the plugin (content, stateAttributes results, thrown values)
+ * can lose a conversation's span or metrics, and what it hands in is read with a budget.
+ */
+import { SpanStatusCode } from '@opentelemetry/api';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import { Registry } from 'prom-client';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type Message, maxDispatches } from '../src/index.ts';
+import { createConversationTelemetry } from '../src/observability/index.ts';
+import { counterOrchestrator } from './helpers/desks.ts';
+import { memoryTracing, restoreTracing, spansNamed, warningsLogger } from './helpers/tracing.ts';
+
+afterEach(restoreTracing);
+
+function revoked(): object {
+  const { proxy, revoke } = Proxy.revocable({}, {});
+  revoke();
+  return proxy;
+}
+
+function cyclicNullPrototype(): object {
+  const node = Object.create(null) as Record<string, unknown>;
+  node.price = 101.5;
+  node.self = node;
+  return node;
+}
+
+const dispatchEvents = (span: ReadableSpan | undefined) =>
+  (span?.events ?? []).filter((e) => e.name === 'conversation.dispatch');
+
+/** A 10-dispatch counter conversation whose responders answer `content(n)`. */
+function hostileContent(
+  telemetry: ReturnType<typeof createConversationTelemetry<number, unknown>>,
+  content: (n: number) => unknown,
+) {
+  let n = 0;
+  return counterOrchestrator({
+    observers: [telemetry as never],
+    responders: ['a', 'b'].map((name) => ({
+      name,
+      respond: () => ({ sender: name, content: content(++n) as number }),
+    })),
+    // Counts messages: the content is the plugin's to read, not the projection's.
+    projection: { initial: () => 0, fold: (s) => s + 1 },
+    termination: maxDispatches(10),
+  });
+}
+
+describe('content that cannot be printed costs an attribute, never the conversation', () => {
+  it.each([
+    ['a cyclic null-prototype object', cyclicNullPrototype, '{"price":101.5,"self":"[Circular]"}'],
+    ['a revoked Proxy', revoked, '[unserialisable content: TypeError]'],
+  ])(
+    'keeps the span, its 10 events and the metrics when the input is %s',
+    async (_, make, shown) => {
+      const { exporter, tracer } = memoryTracing();
+      const registry = new Registry();
+      const { logger, warnings } = warningsLogger();
+      const telemetry = createConversationTelemetry<number, unknown>({
+        tracer,
+        registry,
+        logger,
+        captureContent: true,
+      });
+      await hostileContent(telemetry, (n) => n).run({
+        sender: 'user',
+        content: make() as unknown as number,
+      });
+      const [span] = spansNamed(exporter, 'invoke_workflow counter');
+      expect(span?.attributes['conversation.input.content']).toBe(shown);
+      expect(dispatchEvents(span)).toHaveLength(10);
+      const exposition = await registry.metrics();
+      expect(exposition).toContain(
+        'orchestrator_conversations_ended_total{orchestrator="counter",reason="max_dispatches"} 1',
+      );
+      expect(warnings).toEqual(
+        shown.startsWith('[unserialisable')
+          ? [
+              'conversation-orchestrator: a message content could not be serialised; it is recorded as `[unserialisable content: <class>]`',
+            ]
+          : [],
+      );
+    },
+  );
+
+  it.each([
+    ['a cyclic null-prototype object', cyclicNullPrototype, '{"price":101.5,"self":"[Circular]"}'],
+    ['a revoked Proxy', revoked, '[unserialisable content: TypeError]'],
+    [
+      'an object with a throwing getter',
+      () =>
+        Object.defineProperty({ ok: 1 }, 'secret', {
+          enumerable: true,
+          get() {
+            throw new RangeError('no');
+          },
+        }),
+      '[unserialisable content: RangeError]',
+    ],
+  ])('keeps all 10 dispatch events when a responder answers %s', async (_, make, shown) => {
+    const { exporter, tracer } = memoryTracing();
+    const telemetry = createConversationTelemetry<number, unknown>({
+      tracer,
+      logger: warningsLogger().logger,
+      captureContent: true,
+    });
+    await hostileContent(telemetry, make).run({ sender: 'user', content: 0 });
+    const events = dispatchEvents(spansNamed(exporter, 'invoke_workflow counter')[0]);
+    expect(events.map((e) => e.attributes?.['conversation.dispatch.content'])).toEqual(
+      Array.from({ length: 10 }, () => shown),
+    );
+  });
+
+  it('reads a content getter inside the guard', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const telemetry = createConversationTelemetry<number, unknown>({
+      tracer,
+      logger: warningsLogger().logger,
+      captureContent: true,
+    });
+    const input = Object.defineProperty({ sender: 'user' }, 'content', {
+      get() {
+        throw new TypeError('content gone');
+      },
+    }) as Message<number>;
+    await hostileContent(telemetry, (n) => n).run(input);
+    const [span] = spansNamed(exporter, 'invoke_workflow counter');
+    expect(span?.attributes['conversation.input.content']).toBe(
+      '[unserialisable content: TypeError]',
+    );
+    expect(dispatchEvents(span)).toHaveLength(10);
+  });
+
+  it('serialises a huge content within the budget: it stops reading once maxContentLength is reached', async () => {
+    const { exporter, tracer } = memoryTracing();
+    let reads = 0;
+    const huge: Record<string, number> = {};
+    for (let i = 0; i < 20_000; i++) {
+      Object.defineProperty(huge, `k${i}`, {
+        enumerable: true,
+        get() {
+          reads++;
+          return i;
+        },
+      });
+    }
+    const telemetry = createConversationTelemetry<number, unknown>({
+      tracer,
+      captureContent: true,
+      maxContentLength: 64,
+    });
+    await hostileContent(telemetry, () => huge).run({ sender: 'user', content: 0 });
+    const events = dispatchEvents(spansNamed(exporter, 'invoke_workflow counter')[0]);
+    const first = events[0]?.attributes?.['conversation.dispatch.content'] as string;
+    expect(first).toBe(`${JSON.stringify(huge).slice(0, 63)}…`);
+    expect(first).toHaveLength(64);
+    // 10 dispatches, each reading at most ~64 / 6 keys (and JSON.stringify above read 20,000).
+    expect(reads - 20_000).toBeLessThanOrEqual(10 * 12);
+  });
+
+  it('cuts a 9 MB string content and reads nothing past the budget', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const telemetry = createConversationTelemetry<number, unknown>({
+      tracer,
+      captureContent: true,
+    });
+    let reads = 0;
+    const rest = new Proxy(
+      Array.from({ length: 1_000_000 }, (_, i) => i),
+      {
+        get(target, key) {
+          reads++;
+          return Reflect.get(target, key);
+        },
+      },
+    );
+    const big = { text: 'x'.repeat(9_000_000), rest };
+    await hostileContent(telemetry, () => big).run({ sender: 'user', content: 0 });
+    const events = dispatchEvents(spansNamed(exporter, 'invoke_workflow counter')[0]);
+    expect(events).toHaveLength(10);
+    expect(events[0]?.attributes?.['conversation.dispatch.content']).toBe(
+      `{"text":"${'x'.repeat(1024 - 9 - 1)}…`,
+    );
+    // The budget is spent on the text: the million-element array is never read.
+    expect(reads).toBe(0);
+  });
+});
+
+describe('stateAttributes results that cannot be read cost what cannot be read', () => {
+  it.each([
+    [
+      'an object with a throwing getter',
+      () =>
+        Object.defineProperty({ 'desks.spread': 1 }, 'desks.secret', {
+          enumerable: true,
+          get() {
+            throw new Error('no');
+          },
+        }),
+      { 'desks.spread': 1 },
+    ],
+    [
+      'a Proxy whose ownKeys throws',
+      () =>
+        new Proxy(
+          { 'desks.spread': 1 },
+          {
+            ownKeys() {
+              throw new Error('no keys');
+            },
+          },
+        ),
+      {},
+    ],
+    ['a revoked Proxy', revoked, {}],
+  ])(
+    'keeps all 10 dispatch events when stateAttributes returns %s, and says so once',
+    async (_, make, kept) => {
+      const { exporter, tracer } = memoryTracing();
+      const { logger, warnings } = warningsLogger();
+      const telemetry = createConversationTelemetry<number, unknown>({
+        tracer,
+        logger,
+        stateAttributes: make as never,
+      });
+      await hostileContent(telemetry, (n) => n).run({ sender: 'user', content: 0 });
+      const events = dispatchEvents(spansNamed(exporter, 'invoke_workflow counter')[0]);
+      expect(events).toHaveLength(10);
+      for (const event of events) {
+        const own = Object.fromEntries(
+          Object.entries(event.attributes ?? {}).filter(([k]) => k.startsWith('desks.')),
+        );
+        expect(own).toEqual(kept);
+        expect(event.attributes?.['conversation.dispatch.count']).toBeTypeOf('number');
+      }
+      expect(warnings).toEqual([
+        'conversation-orchestrator: stateAttributes failed; the dispatch event is recorded without them',
+      ]);
+    },
+  );
+
+  it('reports each kind of failure under its own rate limit: a second kind is not silenced', async () => {
+    const { tracer } = memoryTracing();
+    const { logger, warnings } = warningsLogger();
+    const telemetry = createConversationTelemetry<number, unknown>({
+      tracer,
+      logger,
+      captureContent: true,
+      stateAttributes: () => {
+        throw new Error('bug');
+      },
+    });
+    await hostileContent(telemetry, revoked).run({ sender: 'user', content: 0 });
+    expect(warnings.sort()).toEqual([
+      'conversation-orchestrator: a message content could not be serialised; it is recorded as `[unserialisable content: <class>]`',
+      'conversation-orchestrator: stateAttributes failed; the dispatch event is recorded without them',
+    ]);
+  });
+
+  it('copies at most the event attribute limit in force from a 30,000-key result', async () => {
+    const { exporter, tracer } = memoryTracing({ attributePerEventCountLimit: 16 });
+    let reads = 0;
+    const many = new Proxy(
+      Object.fromEntries(Array.from({ length: 30_000 }, (_, i) => [`desks.k${i}`, i])),
+      {
+        get(target, key) {
+          reads++;
+          return Reflect.get(target, key);
+        },
+      },
+    );
+    const telemetry = createConversationTelemetry<number, unknown>({
+      tracer,
+      stateAttributes: () => many,
+    });
+    await hostileContent(telemetry, (n) => n).run({ sender: 'user', content: 0 });
+    const events = dispatchEvents(spansNamed(exporter, 'invoke_workflow counter')[0]);
+    expect(events).toHaveLength(10);
+    // The SDK keeps 16 of an event's attributes: 16 state attributes copied, 6 of the plugin's
+    // own before them, so it drops 6, not 30,000.
+    expect(events.map((e) => e.droppedAttributesCount)).toEqual(Array(10).fill(6));
+    expect(reads).toBe(10 * 16);
+  });
+
+  it('copies at most the SDK default of 128 when the span says no limit of its own', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const many = Object.fromEntries(Array.from({ length: 30_000 }, (_, i) => [`desks.k${i}`, i]));
+    const telemetry = createConversationTelemetry<number, unknown>({
+      tracer,
+      stateAttributes: () => many,
+    });
+    const started = performance.now();
+    await hostileContent(telemetry, (n) => n).run({ sender: 'user', content: 0 });
+    const events = dispatchEvents(spansNamed(exporter, 'invoke_workflow counter')[0]);
+    expect(events.map((e) => e.droppedAttributesCount)).toEqual(Array(10).fill(6));
+    // 10 dispatches of 30,000 keys each: the copy, not the SDK, bounds the work.
+    expect(performance.now() - started).toBeLessThan(2_000);
+  });
+});
+
+describe('thrown values that cannot be read', () => {
+  it.each([
+    ['a revoked Proxy', revoked, '_OTHER'],
+    ['a cyclic null-prototype object', cyclicNullPrototype, '_OTHER'],
+    [
+      'an Error whose stack getter throws',
+      () =>
+        Object.defineProperty(new SyntaxError('bad'), 'stack', {
+          get() {
+            throw new Error('no stack');
+          },
+        }),
+      'SyntaxError',
+    ],
+  ])(
+    'end the span failed, its events and metrics kept, when a responder throws %s',
+    async (_, make, type) => {
+      const { exporter, tracer } = memoryTracing();
+      const registry = new Registry();
+      const telemetry = createConversationTelemetry<number, unknown>({
+        tracer,
+        registry,
+        logger: warningsLogger().logger,
+      });
+      let n = 0;
+      const o = counterOrchestrator({
+        observers: [telemetry as never],
+        responders: [
+          {
+            name: 'a',
+            respond: (m) => {
+              if (++n === 4) throw make();
+              return { sender: 'a', content: m.content + 1 };
+            },
+          },
+        ],
+      });
+      await expect(o.run({ sender: 'user', content: 0 })).rejects.toThrow('Responder `a` failed');
+      const [span] = spansNamed(exporter, 'invoke_workflow counter');
+      expect(span?.status.code).toBe(SpanStatusCode.ERROR);
+      expect(span?.attributes['error.type']).toBe(type);
+      expect(dispatchEvents(span)).toHaveLength(3);
+      expect(span?.events.filter((e) => e.name === 'exception')).toHaveLength(1);
+      expect(await registry.metrics()).toContain(
+        'orchestrator_responder_errors_total{orchestrator="counter",responder="a"} 1',
+      );
+    },
+  );
+});
