@@ -33,6 +33,7 @@ import {
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { sdkFloor } from './floor.ts';
+import { samplerTable } from './sampler.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 150_000);
@@ -632,6 +633,10 @@ async function main(): Promise<void> {
     await scrape(true);
     return;
   }
+  if (only === 'sampler') {
+    await samplerTable(ROUNDS, clock);
+    return;
+  }
   floorTables();
   await sideBySide(
     `Sync responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
@@ -659,6 +664,8 @@ async function main(): Promise<void> {
   console.log('|---|---:|---:|---:|');
   await scrape(false);
   await scrape(true);
+
+  await samplerTable(ROUNDS, clock);
 }
 
 await main();

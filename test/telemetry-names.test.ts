@@ -1,8 +1,13 @@
 import { readFileSync } from 'node:fs';
+import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Message, maxDispatches } from '../src/index.ts';
-import { createConversationTelemetry, semconv } from '../src/observability/index.ts';
+import {
+  createConversationSampler,
+  createConversationTelemetry,
+  semconv,
+} from '../src/observability/index.ts';
 import { counterOrchestrator } from './helpers/desks.ts';
 import { docsTableNames } from './helpers/readme.ts';
 import { memoryTracing, restoreTracing } from './helpers/tracing.ts';
@@ -81,6 +86,24 @@ async function exercise() {
   })
     .run({ sender: 'u', content: 0 })
     .catch(() => {});
+  // Through a conversation sampler on the same registry that keeps everything (the rule goes on
+  // the span) and buffers one span per trace (the responder spans past it are lost, and counted).
+  const sampled = new BasicTracerProvider({
+    spanProcessors: [
+      createConversationSampler({
+        next: new SimpleSpanProcessor(exporter),
+        registry,
+        ratio: 1,
+        maxSpansPerTrace: 1,
+      }),
+    ],
+  });
+  await counterOrchestrator({
+    observers: [
+      createConversationTelemetry({ registry, tracerProvider: sampled, responderSpans: true }),
+    ],
+    termination: maxDispatches(3),
+  }).run({ sender: 'u', content: 0 });
   return { registry, spans: exporter.getFinishedSpans() };
 }
 

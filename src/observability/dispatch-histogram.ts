@@ -101,6 +101,19 @@ export class HistogramSeries {
     this.exemplarTime[bucket] = timeSeconds;
   }
 
+  /**
+   * Keeps `traceId` as the exemplar of `value`'s bucket unless the bucket shows a later one: the
+   * exemplars of traces a sampler kept, written once the trace is decided (latest by timestamp,
+   * so Prometheus, which refuses out-of-order exemplars, stores each one).
+   */
+  keptExemplar(value: number, traceId: string, timeSeconds: number): void {
+    if (!(value >= 0 && value < Number.POSITIVE_INFINITY)) return;
+    const b = this.bucket(value);
+    if (this.exemplarTrace[b] !== undefined && (this.exemplarTime[b] as number) > timeSeconds)
+      return;
+    this.exemplar(b, traceId, value, timeSeconds);
+  }
+
   /** Zeroes the histogram; `withTally` the counter beside it too. */
   reset(withTally = true): void {
     const tally = this.tally;

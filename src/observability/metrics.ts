@@ -175,7 +175,11 @@ export class OrchestratorMetrics {
     return registry.getSingleMetric(METRIC_DISPATCH_DURATION) === this.#dispatchDuration;
   }
 
+  /** The registry the set is on (a sampler on it filters the exemplars: `exemplarFilterOf`). */
+  readonly registry: PrometheusRegistry;
+
   constructor(registry: PrometheusRegistry, settings: MetricSettings) {
+    this.registry = registry;
     this.settings = settings;
     this.exemplars = settings.exemplars;
     this.#maxReasons = settings.maxReasons;
@@ -359,6 +363,23 @@ export class OrchestratorMetrics {
       if (d >= 0) end.duration.exemplar(d, traceId, elapsedSeconds, endTimeSeconds);
       if (n >= 0) end.dispatches.exemplar(n, traceId, dispatches, endTimeSeconds);
     }
+  }
+
+  /**
+   * The exemplars of an end that `countEnd` counted without them, once a sampler kept its trace.
+   */
+  keptEndExemplars(
+    orchestrator: OrchestratorRecord,
+    reason: string,
+    elapsedSeconds: number,
+    dispatches: number,
+    traceId: string,
+    endTimeSeconds: number,
+  ): void {
+    if (!this.exemplars) return;
+    const end = this.#end(orchestrator, reason);
+    end.duration?.keptExemplar(elapsedSeconds, traceId, endTimeSeconds);
+    end.dispatches?.keptExemplar(dispatches, traceId, endTimeSeconds);
   }
 
   /** The end record of `reason`'s label; past the cap, reasons share `other` and leave no key. */

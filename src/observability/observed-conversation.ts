@@ -24,6 +24,7 @@ import type {
 import type { ConversationState, Message } from '../core/types.ts';
 import { DispatchEvents } from './dispatch-events.ts';
 import type { HistogramSeries } from './dispatch-histogram.ts';
+import { type ExemplarFilter, exemplarFilterOf } from './exemplar-filter.ts';
 import {
   errorMessage,
   errorType,
@@ -119,6 +120,13 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   readonly #metricsRecord: OrchestratorRecord | undefined;
   /** Set when exemplars are on and the trace is sampled. */
   readonly #traceId: string | undefined;
+  /**
+   * The trace id the hot path writes as dispatch exemplars: `#traceId`, unless a conversation
+   * sampler filters the registry's exemplars. Then nothing is written before the trace is decided,
+   * and a kept trace's exemplars are written at the end from its kept dispatches.
+   */
+  readonly #dispatchTraceId: string | undefined;
+  readonly #exemplarFilter: ExemplarFilter | undefined;
   readonly #stateAttributes: ((state: ConversationState<S, C>) => Attributes) | undefined;
   #lastMessage: Message<C> | undefined;
   #openResponderSpan: OpenSpan | undefined;
@@ -182,6 +190,11 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         ? spanContext.traceId
         : undefined;
     const metrics = settings.metrics;
+    this.#exemplarFilter =
+      metrics !== undefined && this.#traceId !== undefined
+        ? exemplarFilterOf(metrics.registry)
+        : undefined;
+    this.#dispatchTraceId = this.#exemplarFilter === undefined ? this.#traceId : undefined;
     if (metrics !== undefined) {
       this.#metricsRecord = metrics.orchestrator(start.orchestrator);
       this.#records = metrics.records(this.#metricsRecord, start.responders);
@@ -229,8 +242,13 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     counts[series.tallyAt] = (counts[series.tallyAt] as number) + 1;
     const seconds = info.durationMs / 1000;
     const bucket = series.observe(seconds);
-    if (this.#traceId !== undefined && bucket >= 0 && series.exemplarTaken[bucket] === 0) {
-      series.exemplar(bucket, this.#traceId, seconds, (this.#startTimeMs + info.elapsedMs) / 1000);
+    if (this.#dispatchTraceId !== undefined && bucket >= 0 && series.exemplarTaken[bucket] === 0) {
+      series.exemplar(
+        bucket,
+        this.#dispatchTraceId,
+        seconds,
+        (this.#startTimeMs + info.elapsedMs) / 1000,
+      );
     }
   }
 
@@ -283,6 +301,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     const reason = end.ok ? end.result.decision.reason : end.error.reason;
     const dispatches = end.ok ? end.result.dispatchCount : end.error.dispatchCount;
     const elapsedMs = end.ok ? end.result.elapsedMs : end.error.elapsedMs;
+    const filter = this.#exemplarFilter;
     const metrics = this.#settings.metrics;
     if (metrics !== undefined) {
       const record = this.#metricsRecord as OrchestratorRecord;
@@ -291,7 +310,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         reason,
         elapsedMs / 1000,
         dispatches,
-        this.#traceId,
+        filter === undefined ? this.#traceId : undefined,
         (this.#startTimeMs + elapsedMs) / 1000,
       );
       if (!end.ok && end.error instanceof DispatchDeadlineError) {
@@ -354,7 +373,6 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
           span.addEvent(EVENT_DISPATCH, attributes, startTimeMs + elapsedMs);
         },
       );
-      events.release();
       span.setAttributes({
         [ATTR_CONVERSATION_DISPATCH_COUNT]: dispatches,
         [ATTR_CONVERSATION_END_REASON]: reason,
@@ -375,6 +393,37 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       }
     }
     span.end(endMs);
+    // The sampler decided as the span ended: exemplars of a kept trace only.
+    if (filter !== undefined && events !== undefined) {
+      this.#keptExemplars(filter, reason, elapsedMs, dispatches, events);
+    }
+    events?.release();
+  }
+
+  /** With a sampler: the end's exemplars and one per kept dispatch, if the trace was kept. */
+  #keptExemplars(
+    filter: ExemplarFilter,
+    reason: string,
+    elapsedMs: number,
+    dispatches: number,
+    events: DispatchEvents,
+  ): void {
+    const traceId = this.#traceId as string;
+    const metrics = this.#settings.metrics;
+    if (metrics === undefined || !filter(traceId)) return;
+    const startTimeMs = this.#startTimeMs;
+    metrics.keptEndExemplars(
+      this.#metricsRecord as OrchestratorRecord,
+      reason,
+      elapsedMs / 1000,
+      dispatches,
+      traceId,
+      (startTimeMs + elapsedMs) / 1000,
+    );
+    const durations = this.#durations as HistogramSeries[];
+    events.forEachKept(Number.POSITIVE_INFINITY, (_count, atMs, durationMs, responder) => {
+      durations[responder]?.keptExemplar(durationMs / 1000, traceId, (startTimeMs + atMs) / 1000);
+    });
   }
 
   /** Now, on the clock every span and event of this conversation is stamped from. */

@@ -53,6 +53,11 @@ export const ATTR_CONVERSATION_INPUT_CONTENT = 'conversation.input.content';
  */
 export const ATTR_CONVERSATION_ABORT_REASON = 'conversation.abort.reason';
 
+/** On a conversation span the sampler kept: the rule that kept it (`failed`, `reason`, `slow`, ...). */
+export const ATTR_CONVERSATION_SAMPLER_RULE = 'conversation.sampler.rule';
+/** On a conversation span: spans of its trace the sampler could not buffer (its bounds). */
+export const ATTR_CONVERSATION_SAMPLER_SPANS_LOST = 'conversation.sampler.spans_lost';
+
 // --- The per-dispatch span event ---
 /** The span event recorded on the conversation span for each kept dispatch. */
 export const EVENT_DISPATCH = 'conversation.dispatch';
@@ -94,6 +99,14 @@ export const METRIC_RESPONDER_ERRORS = 'orchestrator_responder_errors_total';
 export const METRIC_LISTENER_ERRORS = 'orchestrator_listener_errors_total';
 /** Conversations ended by `dispatchTimeoutMs` while this responder had not answered. */
 export const METRIC_RESPONDER_DEADLINES = 'orchestrator_responder_deadlines_total';
+/** The conversation sampler (`createConversationSampler`): one count per trace decided. */
+export const METRIC_SAMPLER_DECISIONS = 'orchestrator_sampler_decisions_total';
+/** Spans the sampler could not buffer (per-trace or total bound) and so never exported. */
+export const METRIC_SAMPLER_SPANS_LOST = 'orchestrator_sampler_spans_lost_total';
+/** Spans buffered now, waiting for their conversation's decision. */
+export const METRIC_SAMPLER_BUFFERED_SPANS = 'orchestrator_sampler_buffered_spans';
+/** Traces waiting for their conversation's decision now. */
+export const METRIC_SAMPLER_PENDING_TRACES = 'orchestrator_sampler_pending_traces';
 
 // --- Metric labels ---
 /** The metric label holding the orchestrator's `name`. */
@@ -102,11 +115,42 @@ export const LABEL_ORCHESTRATOR = 'orchestrator';
 export const LABEL_RESPONDER = 'responder';
 /** The metric label holding a conversation's ending reason. */
 export const LABEL_REASON = 'reason';
+/** The sampler's decision: `keep` or `drop`. */
+export const LABEL_DECISION = 'decision';
+/** The sampler rule that made a decision (one of the `SAMPLER_RULE_*` values). */
+export const LABEL_RULE = 'rule';
+/** Which bound a lost span hit: `trace` (`maxSpansPerTrace`) or `total` (`maxBufferedSpans`). */
+export const LABEL_LIMIT = 'limit';
 /** The exemplar label carrying the trace id (Grafana's Prometheus datasource links it to Jaeger). */
 export const EXEMPLAR_TRACE_ID = 'trace_id';
 
 /** The value a reason label takes past the cap on distinct user reasons. */
 export const REASON_OTHER = 'other';
+
+// --- Sampler decisions and rules (label values of orchestrator_sampler_decisions_total) ---
+export const SAMPLER_DECISION_KEEP = 'keep';
+export const SAMPLER_DECISION_DROP = 'drop';
+/** The conversation failed: `error`, `deadline`, `queue_overflow` (status ERROR). */
+export const SAMPLER_RULE_FAILED = 'failed';
+/** Its end reason is one of `keepReasons`. */
+export const SAMPLER_RULE_REASON = 'reason';
+/** It ran longer than `slowMs`. */
+export const SAMPLER_RULE_SLOW = 'slow';
+/** It made more dispatches than `longDispatches`. */
+export const SAMPLER_RULE_LONG = 'long';
+/** The deterministic share `ratio` of the rest, by trace id (keep or drop). */
+export const SAMPLER_RULE_RATIO = 'ratio';
+/** A conversation span without `conversation.end.reason` (not this plugin's): kept. */
+export const SAMPLER_RULE_UNCLASSIFIED = 'unclassified';
+/** Still running after `maxDecisionDelayMs`: kept early. */
+export const SAMPLER_RULE_MAX_AGE = 'max_age';
+/** Still running at `forceFlush()`: kept. */
+export const SAMPLER_RULE_FORCE_FLUSH = 'force_flush';
+/** Still running at `shutdown()`: kept. */
+export const SAMPLER_RULE_SHUTDOWN = 'shutdown';
+/** The `limit` label values of orchestrator_sampler_spans_lost_total. */
+export const SAMPLER_LIMIT_TRACE = 'trace';
+export const SAMPLER_LIMIT_TOTAL = 'total';
 
 /** Environment variable that switches content capture on (`true`). */
 export const ENV_CAPTURE_CONTENT = 'OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT';

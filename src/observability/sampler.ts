@@ -1,0 +1,392 @@
+/**
+ * Conversation-aware tail sampling, in process. A conversation and every span started in its
+ * context live in this process and end when it ends, so the decision the OpenTelemetry
+ * Collector's `tail_sampling` makes by waiting and guessing can be made here exactly: the sampler
+ * buffers each conversation's trace and decides when the conversation span ends, from what the
+ * telemetry wrote on it (`conversation.end.reason`, status, elapsed, dispatch count).
+ *
+ * It is a span processor wrapping the one that exports (`next`). Kept traces' spans go to `next`
+ * in the order they ended; dropped ones' never do; spans of a decided trace that end later follow
+ * the decision; spans of traces without a conversation pass straight through.
+ */
+import { type Context, diag, SpanStatusCode } from '@opentelemetry/api';
+import { fail, positiveInteger, positiveNumber } from '../core/validate.ts';
+import { addExemplarFilter } from './exemplar-filter.ts';
+import { rateLimited } from './guard.ts';
+import { asRegistry } from './registry.ts';
+import { type SamplerMetrics, samplerMetricsFor } from './sampler-metrics.ts';
+import type {
+  ConversationSamplerOptions,
+  SampledSpan,
+  SpanProcessorLike,
+  StartedSpan,
+} from './sampler-types.ts';
+import {
+  ATTR_CONVERSATION_DISPATCH_COUNT,
+  ATTR_CONVERSATION_ELAPSED_MS,
+  ATTR_CONVERSATION_END_REASON,
+  ATTR_CONVERSATION_SAMPLER_RULE,
+  ATTR_CONVERSATION_SAMPLER_SPANS_LOST,
+  ATTR_GEN_AI_OPERATION_NAME,
+  GEN_AI_OPERATION_INVOKE_WORKFLOW,
+  SAMPLER_DECISION_DROP,
+  SAMPLER_DECISION_KEEP,
+  SAMPLER_LIMIT_TOTAL,
+  SAMPLER_LIMIT_TRACE,
+  SAMPLER_RULE_FAILED,
+  SAMPLER_RULE_FORCE_FLUSH,
+  SAMPLER_RULE_LONG,
+  SAMPLER_RULE_MAX_AGE,
+  SAMPLER_RULE_RATIO,
+  SAMPLER_RULE_REASON,
+  SAMPLER_RULE_SHUTDOWN,
+  SAMPLER_RULE_SLOW,
+  SAMPLER_RULE_UNCLASSIFIED,
+  SPAN_CONVERSATION_PREFIX,
+} from './semconv.ts';
+import { traceIdRatio } from './trace-ratio.ts';
+
+/** Reasons of a failed conversation: always kept, whatever `keepReasons` says. */
+const FAILED_REASONS: ReadonlySet<string> = new Set(['error', 'deadline', 'queue_overflow']);
+/** What `keepReasons` leaves out by default: the endings of a conversation that went well. */
+const UNREMARKABLE_REASONS: ReadonlySet<string> = new Set(['converged', 'queue_exhausted']);
+
+/** One trace whose conversation has not ended yet. */
+interface PendingTrace {
+  readonly traceId: string;
+  /** `performance.now()` when its first conversation started. */
+  readonly since: number;
+  /** Ended spans, in the order they ended. */
+  readonly spans: SampledSpan[];
+  /** Its conversation spans still running (a trace can hold several, nested or side by side). */
+  readonly open: StartedSpan[];
+  /** The first keep rule of its ended conversations. */
+  keepRule: string | undefined;
+  /** Spans lost to the bounds. */
+  lost: number;
+}
+
+function isConversation(span: SampledSpan): boolean {
+  return (
+    span.name.startsWith(SPAN_CONVERSATION_PREFIX) &&
+    span.attributes[ATTR_GEN_AI_OPERATION_NAME] === GEN_AI_OPERATION_INVOKE_WORKFLOW
+  );
+}
+
+function optionalNumber(
+  option: string,
+  value: number | undefined,
+  check: (option: string, value: unknown) => number,
+): number | undefined {
+  return value === undefined ? undefined : check(option, value);
+}
+
+function nonNegativeFinite(option: string, value: unknown): number {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
+    fail(option, 'a non-negative finite number', value);
+  }
+  return value;
+}
+
+/** The sampler: register it as the tracer provider's span processor, in place of `next`. */
+export class ConversationSampler implements SpanProcessorLike {
+  readonly #next: SpanProcessorLike;
+  readonly #inRatio: (traceId: string) => boolean;
+  readonly #keepReason: (reason: string) => boolean;
+  readonly #slowMs: number | undefined;
+  readonly #longDispatches: number | undefined;
+  readonly #maxSpansPerTrace: number;
+  readonly #maxBufferedSpans: number;
+  readonly #maxDecisionDelayMs: number;
+  readonly #maxDecisions: number;
+  readonly #metrics: SamplerMetrics | undefined;
+  readonly #reportNextFailure: (error: unknown) => void;
+  /** Undecided traces, oldest first (a Map keeps insertion order). */
+  readonly #pending = new Map<string, PendingTrace>();
+  /** Decided traces (true: kept), oldest first, at most `maxDecisions`. */
+  readonly #decisions = new Map<string, boolean>();
+  #buffered = 0;
+  #closed = false;
+  readonly #timer: ReturnType<typeof setInterval>;
+
+  constructor(options: ConversationSamplerOptions) {
+    if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
+    const next = options.next as Partial<SpanProcessorLike> | undefined;
+    if (
+      typeof next !== 'object' ||
+      next === null ||
+      typeof next.onStart !== 'function' ||
+      typeof next.onEnd !== 'function' ||
+      typeof next.forceFlush !== 'function' ||
+      typeof next.shutdown !== 'function'
+    ) {
+      fail('next', 'a span processor (onStart, onEnd, forceFlush, shutdown)', options.next);
+    }
+    this.#next = options.next;
+    const ratio = options.ratio ?? 0.1;
+    if (typeof ratio !== 'number' || !(ratio >= 0 && ratio <= 1)) {
+      fail('ratio', 'a number from 0 to 1', ratio);
+    }
+    this.#inRatio = traceIdRatio(ratio);
+    const keepReasons = options.keepReasons;
+    if (keepReasons === undefined) {
+      this.#keepReason = (reason) => !UNREMARKABLE_REASONS.has(reason);
+    } else {
+      if (!Array.isArray(keepReasons) || keepReasons.some((r) => typeof r !== 'string')) {
+        fail('keepReasons', 'an array of reason names', keepReasons);
+      }
+      const set = new Set(keepReasons);
+      this.#keepReason = (reason) => set.has(reason);
+    }
+    this.#slowMs = optionalNumber('slowMs', options.slowMs, nonNegativeFinite);
+    this.#longDispatches = optionalNumber(
+      'longDispatches',
+      options.longDispatches,
+      nonNegativeFinite,
+    );
+    this.#maxSpansPerTrace = positiveInteger('maxSpansPerTrace', options.maxSpansPerTrace ?? 1000);
+    this.#maxBufferedSpans = positiveInteger(
+      'maxBufferedSpans',
+      options.maxBufferedSpans ?? 20_000,
+    );
+    this.#maxDecisionDelayMs = positiveNumber(
+      'maxDecisionDelayMs',
+      options.maxDecisionDelayMs ?? 300_000,
+    );
+    this.#maxDecisions = positiveInteger('maxDecisions', options.maxDecisions ?? 10_000);
+    const registry = options.registry === undefined ? undefined : asRegistry(options.registry);
+    this.#reportNextFailure = rateLimited(
+      options.logger ?? diag,
+      'conversation-orchestrator: the sampler’s next span processor threw; the span is lost',
+    );
+    if (registry !== undefined) {
+      this.#metrics = samplerMetricsFor(registry);
+      const self = this;
+      this.#metrics.watch({
+        get bufferedSpans() {
+          return self.#buffered;
+        },
+        get pendingTraces() {
+          return self.#pending.size;
+        },
+      });
+      addExemplarFilter(registry, (traceId) => this.#decisions.get(traceId) === true);
+    } else {
+      this.#metrics = undefined;
+    }
+    // A conversation that never ends is decided even when nothing else happens; the timer never
+    // holds the process open.
+    this.#timer = setInterval(
+      () => this.#decideOld(performance.now()),
+      Math.min(1000, this.#maxDecisionDelayMs),
+    );
+    this.#timer.unref?.();
+  }
+
+  /** Spans buffered now (waiting for their conversation's decision). */
+  get bufferedSpans(): number {
+    return this.#buffered;
+  }
+
+  /** Traces waiting for their conversation's decision now. */
+  get pendingTraces(): number {
+    return this.#pending.size;
+  }
+
+  /** Whether the trace was decided and kept (remembered for the last `maxDecisions` traces). */
+  kept(traceId: string): boolean {
+    return this.#decisions.get(traceId) === true;
+  }
+
+  onStart(span: StartedSpan, parentContext: Context): void {
+    try {
+      this.#next.onStart(span, parentContext);
+    } catch (error) {
+      this.#reportNextFailure(error);
+    }
+    if (this.#closed || !isConversation(span)) return;
+    const traceId = span.spanContext().traceId;
+    let pending = this.#pending.get(traceId);
+    if (pending === undefined) {
+      // A trace kept already (decided early, or by an earlier conversation) stays kept.
+      if (this.#decisions.get(traceId) === true) return;
+      // A new conversation in a dropped trace is decided afresh (its earlier spans are gone).
+      this.#decisions.delete(traceId);
+      const now = performance.now();
+      this.#decideOld(now);
+      pending = { traceId, since: now, spans: [], open: [], keepRule: undefined, lost: 0 };
+      this.#pending.set(traceId, pending);
+    }
+    pending.open.push(span);
+  }
+
+  /** The rule that keeps a kept conversation goes on its span while it can still be written. */
+  onEnding(span: StartedSpan): void {
+    if (this.#next.onEnding !== undefined) {
+      try {
+        this.#next.onEnding(span);
+      } catch (error) {
+        this.#reportNextFailure(error);
+      }
+    }
+    if (this.#closed || !isConversation(span)) return;
+    const traceId = span.spanContext().traceId;
+    if (!this.#pending.has(traceId) && this.#decisions.get(traceId) === true) return;
+    const rule = this.#keepRule(span) ?? (this.#inRatio(traceId) ? SAMPLER_RULE_RATIO : undefined);
+    if (rule !== undefined) span.setAttribute(ATTR_CONVERSATION_SAMPLER_RULE, rule);
+  }
+
+  onEnd(span: SampledSpan): void {
+    if (this.#closed) {
+      this.#forward(span);
+      return;
+    }
+    const traceId = span.spanContext().traceId;
+    const pending = this.#pending.get(traceId);
+    if (pending !== undefined) {
+      if (isConversation(span)) this.#conversationEnded(pending, span);
+      else this.#buffer(pending, span);
+      return;
+    }
+    const decision = this.#decisions.get(traceId);
+    if (decision === true) this.#forward(span);
+    else if (decision === undefined) {
+      if (isConversation(span)) {
+        // A conversation that started before the sampler saw it: decided on its own.
+        const rule = this.#keepRule(span);
+        const keep = rule !== undefined || this.#inRatio(traceId);
+        this.#remember(traceId, keep, rule ?? SAMPLER_RULE_RATIO);
+        if (keep) this.#forward(span);
+      } else this.#forward(span);
+    }
+  }
+
+  /** Decides every buffered trace (kept: it was still running) and flushes `next`. */
+  async forceFlush(): Promise<void> {
+    this.#decideAll(SAMPLER_RULE_FORCE_FLUSH);
+    await this.#next.forceFlush();
+  }
+
+  /** Decides every buffered trace (kept), then shuts `next` down. */
+  async shutdown(): Promise<void> {
+    if (this.#closed) return;
+    this.#decideAll(SAMPLER_RULE_SHUTDOWN);
+    this.#closed = true;
+    clearInterval(this.#timer);
+    await this.#next.shutdown();
+  }
+
+  /** The rule keeping this ended conversation, or undefined when the ratio decides. */
+  #keepRule(span: SampledSpan): string | undefined {
+    const attributes = span.attributes;
+    const reason = attributes[ATTR_CONVERSATION_END_REASON];
+    if (
+      span.status.code === SpanStatusCode.ERROR ||
+      (typeof reason === 'string' && FAILED_REASONS.has(reason))
+    ) {
+      return SAMPLER_RULE_FAILED;
+    }
+    if (typeof reason !== 'string') return SAMPLER_RULE_UNCLASSIFIED;
+    if (this.#keepReason(reason)) return SAMPLER_RULE_REASON;
+    const elapsed = attributes[ATTR_CONVERSATION_ELAPSED_MS];
+    if (this.#slowMs !== undefined && typeof elapsed === 'number' && elapsed > this.#slowMs) {
+      return SAMPLER_RULE_SLOW;
+    }
+    const dispatches = attributes[ATTR_CONVERSATION_DISPATCH_COUNT];
+    if (
+      this.#longDispatches !== undefined &&
+      typeof dispatches === 'number' &&
+      dispatches > this.#longDispatches
+    ) {
+      return SAMPLER_RULE_LONG;
+    }
+    return undefined;
+  }
+
+  #conversationEnded(pending: PendingTrace, span: SampledSpan): void {
+    const open = pending.open;
+    const at = open.indexOf(span as StartedSpan);
+    if (at >= 0) open.splice(at, 1);
+    pending.keepRule ??= this.#keepRule(span);
+    // The conversation span is never lost to the bounds: at most one per running conversation.
+    pending.spans.push(span);
+    this.#buffered++;
+    if (open.length > 0) return;
+    const rule = pending.keepRule;
+    if (rule !== undefined) this.#decide(pending, true, rule);
+    else this.#decide(pending, this.#inRatio(pending.traceId), SAMPLER_RULE_RATIO);
+  }
+
+  #buffer(pending: PendingTrace, span: SampledSpan): void {
+    let limit: string | undefined;
+    if (pending.spans.length >= this.#maxSpansPerTrace) limit = SAMPLER_LIMIT_TRACE;
+    else if (this.#buffered >= this.#maxBufferedSpans) limit = SAMPLER_LIMIT_TOTAL;
+    if (limit === undefined) {
+      pending.spans.push(span);
+      this.#buffered++;
+      return;
+    }
+    pending.lost++;
+    this.#metrics?.lost(limit);
+    // Said on the conversation span, still running: a kept trace shows what it is missing.
+    for (const conversation of pending.open) {
+      conversation.setAttribute(ATTR_CONVERSATION_SAMPLER_SPANS_LOST, pending.lost);
+    }
+  }
+
+  #decide(pending: PendingTrace, keep: boolean, rule: string): void {
+    this.#pending.delete(pending.traceId);
+    this.#remember(pending.traceId, keep, rule);
+    this.#buffered -= pending.spans.length;
+    if (keep) for (const span of pending.spans) this.#forward(span);
+  }
+
+  /** Keeps a trace before its conversation ends: said on its running conversation spans. */
+  #decideEarly(pending: PendingTrace, rule: string): void {
+    for (const conversation of pending.open) {
+      conversation.setAttribute(ATTR_CONVERSATION_SAMPLER_RULE, rule);
+    }
+    this.#decide(pending, true, rule);
+  }
+
+  #decideOld(now: number): void {
+    for (const pending of this.#pending.values()) {
+      // Oldest first: the first one young enough ends the walk.
+      if (now - pending.since < this.#maxDecisionDelayMs) return;
+      this.#decideEarly(pending, SAMPLER_RULE_MAX_AGE);
+    }
+  }
+
+  #decideAll(rule: string): void {
+    for (const pending of [...this.#pending.values()]) this.#decideEarly(pending, rule);
+  }
+
+  #remember(traceId: string, keep: boolean, rule: string): void {
+    this.#metrics?.decided(keep ? SAMPLER_DECISION_KEEP : SAMPLER_DECISION_DROP, rule);
+    const decisions = this.#decisions;
+    decisions.delete(traceId);
+    decisions.set(traceId, keep);
+    if (decisions.size > this.#maxDecisions) {
+      const oldest = decisions.keys().next().value;
+      if (oldest !== undefined) decisions.delete(oldest);
+    }
+  }
+
+  #forward(span: SampledSpan): void {
+    try {
+      this.#next.onEnd(span);
+    } catch (error) {
+      this.#reportNextFailure(error);
+    }
+  }
+}
+
+/**
+ * Creates the sampler around the processor that exports:
+ * `spanProcessors: [createConversationSampler({ next: new BatchSpanProcessor(exporter), registry })]`.
+ */
+export function createConversationSampler(
+  options: ConversationSamplerOptions,
+): ConversationSampler {
+  return new ConversationSampler(options);
+}
