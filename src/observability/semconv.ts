@@ -128,7 +128,9 @@ export const EXEMPLAR_TRACE_ID = 'trace_id';
 export const REASON_OTHER = 'other';
 
 // --- Sampler decisions and rules (label values of orchestrator_sampler_decisions_total) ---
+/** The `decision` label of a kept trace. */
 export const SAMPLER_DECISION_KEEP = 'keep';
+/** The `decision` label of a dropped trace. */
 export const SAMPLER_DECISION_DROP = 'drop';
 /** The conversation failed: `error`, `deadline`, `queue_overflow` (status ERROR). */
 export const SAMPLER_RULE_FAILED = 'failed';
@@ -148,8 +150,9 @@ export const SAMPLER_RULE_MAX_AGE = 'max_age';
 export const SAMPLER_RULE_FORCE_FLUSH = 'force_flush';
 /** Still running at `shutdown()`: kept. */
 export const SAMPLER_RULE_SHUTDOWN = 'shutdown';
-/** The `limit` label values of orchestrator_sampler_spans_lost_total. */
+/** The `limit` label (of orchestrator_sampler_spans_lost_total) of spans lost to `maxSpansPerTrace`. */
 export const SAMPLER_LIMIT_TRACE = 'trace';
+/** The `limit` label of spans lost to `maxBufferedSpans` (all traces together). */
 export const SAMPLER_LIMIT_TOTAL = 'total';
 
 /** Environment variable that switches content capture on (`true`). */
