@@ -351,6 +351,54 @@ describe('installed beside the lowest peer versions the ranges allow', () => {
   });
 });
 
+describe('the conversation-orchestrator bin, installed', () => {
+  it('replays a recording against a .mjs policy with npx, and says what a .ts policy needs', async () => {
+    const { dir, output } = app('lowest');
+    writeFileSync(
+      join(dir, 'recording.ndjson'),
+      `${(await output).recording.map((line) => JSON.stringify(line)).join('\n')}\n`,
+    );
+    writeFileSync(
+      join(dir, 'policy.mjs'),
+      "import { maxDispatches } from 'conversation-orchestrator';\nexport const sooner = maxDispatches(2);\n",
+    );
+    const { stdout } = await run(
+      'npx',
+      [
+        '--no-install',
+        'conversation-orchestrator',
+        'replay',
+        'recording.ndjson',
+        '--policy',
+        './policy.mjs',
+      ],
+      { cwd: dir },
+    );
+    expect(stdout).toMatch(/^replayed 1 conversation against max_dispatches\n/);
+    expect(stdout).toMatch(/\nearlier {2,}1 {2,}100\.0%\n/);
+    writeFileSync(join(dir, 'policy.ts'), "export { sooner as default } from './policy.mjs';\n");
+    const failed = await run(
+      'npx',
+      [
+        '--no-install',
+        'conversation-orchestrator',
+        'replay',
+        'recording.ndjson',
+        '--policy',
+        'policy.ts',
+      ],
+      { cwd: dir },
+    ).catch((error: { code: number; stderr: string }) => error);
+    // Node >= 22.18 strips types itself: there the .ts policy loads.
+    if ((process.features as { typescript?: unknown }).typescript) {
+      expect('stdout' in failed ? failed.stdout : '').toMatch(/^replayed 1 conversation/);
+    } else {
+      expect('code' in failed ? failed.code : 0).toBe(2);
+      expect('stderr' in failed ? failed.stderr : '').toMatch(/install tsx in your project/);
+    }
+  });
+});
+
 interface RecordedLine {
   ending: { reason: string; dispatchCount: number };
   dispatches: { record?: unknown }[];
