@@ -63,6 +63,26 @@ async function exercise() {
       { name: 'gpt', provider: 'openai', respond: () => ({ sender: 'gpt', content: 1 }) },
     ],
   }).run({ sender: 'u', content: 0 });
+  // A responder that reports every kind of token usage, with its model.
+  await counterOrchestrator({
+    observers: [telemetry],
+    termination: maxDispatches(1),
+    responders: [
+      {
+        name: 'llm',
+        respond: (_m, _s, context) => {
+          context.reportUsage({
+            inputTokens: 10,
+            outputTokens: 2,
+            cacheReadInputTokens: 4,
+            reasoningOutputTokens: 1,
+            model: 'gpt-4o',
+          });
+          return { sender: 'llm', content: 1 };
+        },
+      },
+    ],
+  }).run({ sender: 'u', content: 0 });
   // An aborted conversation (its reason's class) and a responder past the dispatch deadline.
   const controller = new AbortController();
   await counterOrchestrator({
