@@ -57,6 +57,8 @@ describe('the conversation span', () => {
       'conversation.responders': ['a', 'b', 'c'],
       'conversation.dispatch_count': 24,
       'conversation.end.reason': 'converged',
+      // The anyOf member that decided.
+      'conversation.end.policy': 'converged',
       'conversation.elapsed_ms': result.elapsedMs,
       'conversation.dispatch_events.dropped': 0,
     });

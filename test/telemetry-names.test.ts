@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Message, maxDispatches } from '../src/index.ts';
+import { type Message, maxDispatches, tokenBudget } from '../src/index.ts';
 import {
   createConversationSampler,
   createConversationTelemetry,
@@ -63,10 +63,11 @@ async function exercise() {
       { name: 'gpt', provider: 'openai', respond: () => ({ sender: 'gpt', content: 1 }) },
     ],
   }).run({ sender: 'u', content: 0 });
-  // A responder that reports every kind of token usage, with its model.
+  // A responder that reports every kind of token usage, with its model; a token budget's
+  // decision explains itself (policy, observed, limit).
   await counterOrchestrator({
     observers: [telemetry],
-    termination: maxDispatches(1),
+    termination: tokenBudget({ total: 1 }),
     responders: [
       {
         name: 'llm',

@@ -26,6 +26,7 @@ import { DispatchEvents } from './dispatch-events.ts';
 import type { HistogramSeries } from './dispatch-histogram.ts';
 import { type ExemplarFilter, exemplarFilterOf } from './exemplar-filter.ts';
 import {
+  addExplanation,
   errorMessage,
   errorType,
   eventAttributeLimit,
@@ -37,12 +38,17 @@ import {
   ATTR_CONVERSATION_ABORT_REASON,
   ATTR_CONVERSATION_DISPATCH_COUNT,
   ATTR_CONVERSATION_ELAPSED_MS,
+  ATTR_CONVERSATION_END_LIMIT,
+  ATTR_CONVERSATION_END_OBSERVED,
+  ATTR_CONVERSATION_END_POLICY,
   ATTR_CONVERSATION_END_REASON,
   ATTR_CONVERSATION_EVENTS_DROPPED,
   ATTR_CONVERSATION_INPUT_CONTENT,
   ATTR_CONVERSATION_RESPONDERS,
   ATTR_CONVERSATION_USAGE_INPUT_TOKENS,
   ATTR_CONVERSATION_USAGE_OUTPUT_TOKENS,
+  ATTR_DECISION_LIMIT,
+  ATTR_DECISION_OBSERVED,
   ATTR_DECISION_REASON,
   ATTR_DECISION_TERMINATE,
   ATTR_DISPATCH_CONTENT,
@@ -478,6 +484,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
             [ATTR_DECISION_TERMINATE]: decision.terminate,
             [ATTR_DECISION_REASON]: decision.reason,
           };
+          addExplanation(attributes, decision, ATTR_DECISION_OBSERVED, ATTR_DECISION_LIMIT);
           if (usage !== undefined) {
             attributes[ATTR_DISPATCH_USAGE_INPUT_TOKENS] = usage.inputTokens;
             attributes[ATTR_DISPATCH_USAGE_OUTPUT_TOKENS] = usage.outputTokens;
@@ -494,6 +501,19 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         [ATTR_CONVERSATION_EVENTS_DROPPED]: Math.max(0, dispatches - written),
       });
       if (abortReason !== undefined) span.setAttribute(ATTR_CONVERSATION_ABORT_REASON, abortReason);
+      if (end.ok) {
+        // What ended it, explained: the deciding policy, what it measured, against what limit.
+        const decision = end.result.decision;
+        const explanation: Attributes = {};
+        addExplanation(
+          explanation,
+          decision,
+          ATTR_CONVERSATION_END_OBSERVED,
+          ATTR_CONVERSATION_END_LIMIT,
+          ATTR_CONVERSATION_END_POLICY,
+        );
+        span.setAttributes(explanation);
+      }
       if (this.#reportedUsage) {
         const usage = end.ok ? end.result.usage : end.error.usage;
         span.setAttributes({

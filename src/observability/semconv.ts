@@ -55,6 +55,12 @@ export const ATTR_CONVERSATION_RESPONDERS = 'conversation.responders';
 export const ATTR_CONVERSATION_DISPATCH_COUNT = 'conversation.dispatch_count';
 /** How the conversation ended: `converged`, `max_dispatches`, `aborted`, `error` … */
 export const ATTR_CONVERSATION_END_REASON = 'conversation.end.reason';
+/** The policy whose decision ended the conversation (`decision.policy`), when it names one. */
+export const ATTR_CONVERSATION_END_POLICY = 'conversation.end.policy';
+/** What the deciding policy measured at the end (`decision.observed`), when it says. */
+export const ATTR_CONVERSATION_END_OBSERVED = 'conversation.end.observed';
+/** The threshold it compared that with (`decision.limit`), when it says. */
+export const ATTR_CONVERSATION_END_LIMIT = 'conversation.end.limit';
 /** Elapsed time at the end, in milliseconds. */
 export const ATTR_CONVERSATION_ELAPSED_MS = 'conversation.elapsed_ms';
 /** Dispatch events not kept (past `maxDispatchEvents`): kept events + this = dispatches. */
@@ -90,6 +96,10 @@ export const ATTR_DISPATCH_DURATION_MS = 'conversation.dispatch.duration_ms';
 export const ATTR_DECISION_TERMINATE = 'conversation.decision.terminate';
 /** The decision's reason (`continue` while the conversation goes on). */
 export const ATTR_DECISION_REASON = 'conversation.decision.reason';
+/** What the termination policy measured at this dispatch (`decision.observed`), when it says. */
+export const ATTR_DECISION_OBSERVED = 'conversation.decision.observed';
+/** The threshold it compared that with (`decision.limit`), when it says. */
+export const ATTR_DECISION_LIMIT = 'conversation.decision.limit';
 /** The new message's content (only with `captureContent`, truncated). */
 export const ATTR_DISPATCH_CONTENT = 'conversation.dispatch.content';
 /** The input tokens this dispatch's invocation reported (`DispatchInfo.usage`), when it reported any. */
