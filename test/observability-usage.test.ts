@@ -3,9 +3,14 @@
  * conversation span, and in the metrics (orchestrator_tokens_total exactly, failed invocations
  * included; orchestrator_conversation_tokens); nothing when nothing reports.
  */
-import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  type ReadableSpan,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
 import fc from 'fast-check';
-import { Registry } from 'prom-client';
+import { type OpenMetricsContentType, Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   ConversationOrchestrator,
@@ -15,7 +20,11 @@ import {
   type TurnFunction,
   type Usage,
 } from '../src/index.ts';
-import { createConversationTelemetry, semconv } from '../src/observability/index.ts';
+import {
+  createConversationSampler,
+  createConversationTelemetry,
+  semconv,
+} from '../src/observability/index.ts';
 import { memoryTracing, restoreTracing, spansNamed, warningsLogger } from './helpers/tracing.ts';
 
 afterEach(restoreTracing);
@@ -260,6 +269,36 @@ describe('metrics', () => {
     expect(series('bucket{le="2500000",orchestrator="llm",reason="max_dispatches"}')).toBe(3);
     expect(series('bucket{le="10000000",orchestrator="llm",reason="max_dispatches"}')).toBe(3);
   });
+
+  it.each([
+    ['without a sampler', false],
+    ['with a sampler that keeps the trace', true],
+  ])(
+    'put the trace id on orchestrator_conversation_tokens as an exemplar, %s',
+    async (_, sampled) => {
+      const registry = new Registry<OpenMetricsContentType>();
+      registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+      const exporter = new InMemorySpanExporter();
+      const next = new SimpleSpanProcessor(exporter);
+      const provider = new BasicTracerProvider({
+        spanProcessors: [sampled ? createConversationSampler({ next, ratio: 1, registry }) : next],
+      });
+      const telemetry = createConversationTelemetry<number, number>({
+        registry,
+        tracer: provider.getTracer('tokens'),
+      });
+      await orchestrator(telemetry, [reporting('a', [[{ inputTokens: 700, outputTokens: 0 }]])], {
+        termination: maxDispatches(1),
+      }).run({ sender: 'user', content: 0 });
+      await provider.forceFlush();
+      const [span] = exporter.getFinishedSpans().filter((x) => x.name === 'invoke_workflow llm');
+      const traceId = span?.spanContext().traceId;
+      const line = (await registry.metrics())
+        .split('\n')
+        .find((l) => l.startsWith('orchestrator_conversation_tokens_bucket{le="1000"'));
+      expect(line).toMatch(new RegExp(`# \\{trace_id="${traceId}"\\} 700 `));
+    },
+  );
 
   it('bound the model label: past maxModels, model="~overflow" with a warning once', async () => {
     const registry = new Registry();

@@ -574,6 +574,7 @@ export class OrchestratorMetrics {
     reason: string,
     elapsedSeconds: number,
     dispatches: number,
+    tokens: number | undefined,
     traceId: string,
     endTimeSeconds: number,
   ): void {
@@ -581,6 +582,7 @@ export class OrchestratorMetrics {
     const end = this.#end(orchestrator, reason);
     end.duration?.keptExemplar(elapsedSeconds, traceId, endTimeSeconds);
     end.dispatches?.keptExemplar(dispatches, traceId, endTimeSeconds);
+    if (tokens !== undefined) end.tokens?.keptExemplar(tokens, traceId, endTimeSeconds);
   }
 
   /** The end record of `reason`'s label; past the cap, reasons share `other` and leave no key. */

@@ -407,6 +407,11 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     const elapsedMs = end.ok ? end.result.elapsedMs : end.error.elapsedMs;
     const filter = this.#exemplarFilter;
     const metrics = this.#settings.metrics;
+    let tokens: number | undefined;
+    if (this.#reportedUsage) {
+      const usage = end.ok ? end.result.usage : end.error.usage;
+      tokens = usage.inputTokens + usage.outputTokens;
+    }
     if (metrics !== undefined) {
       const record = this.#metricsRecord as OrchestratorRecord;
       metrics.conversationEnded(
@@ -417,12 +422,11 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         filter === undefined ? this.#traceId : undefined,
         (this.#startTimeMs + elapsedMs) / 1000,
       );
-      if (this.#reportedUsage) {
-        const usage = end.ok ? end.result.usage : end.error.usage;
+      if (tokens !== undefined) {
         metrics.conversationTokens(
           record,
           reason,
-          usage.inputTokens + usage.outputTokens,
+          tokens,
           filter === undefined ? this.#traceId : undefined,
           (this.#startTimeMs + elapsedMs) / 1000,
         );
@@ -535,7 +539,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     span.end(endMs);
     // The sampler decided as the span ended: exemplars of a kept trace only.
     if (filter !== undefined && events !== undefined) {
-      this.#keptExemplars(filter, reason, elapsedMs, dispatches, events);
+      this.#keptExemplars(filter, reason, elapsedMs, dispatches, tokens, events);
     }
     events?.release();
   }
@@ -546,6 +550,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     reason: string,
     elapsedMs: number,
     dispatches: number,
+    tokens: number | undefined,
     events: DispatchEvents,
   ): void {
     const traceId = this.#traceId as string;
@@ -557,6 +562,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       reason,
       elapsedMs / 1000,
       dispatches,
+      tokens,
       traceId,
       (startTimeMs + elapsedMs) / 1000,
     );
