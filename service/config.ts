@@ -50,6 +50,12 @@ export interface ServiceConfig {
    * no links.
    */
   readonly traceUrl: string | undefined;
+  /** Share of the unremarkable conversations whose traces are exported (0-1). */
+  readonly traceRatio: number;
+  /** Conversations slower than this are always exported, ms; undefined: no such rule. */
+  readonly traceSlowMs: number | undefined;
+  /** Conversations with more dispatches than this are always exported; undefined: no rule. */
+  readonly traceLongDispatches: number | undefined;
 }
 
 interface Knob {
@@ -167,6 +173,24 @@ const KNOBS = {
     shown: 'none (no trace links)',
     help: 'trace UI URL for the live page, {traceId} replaced (http://localhost:16686/trace/{traceId})',
   },
+  traceRatio: {
+    flag: 'trace-ratio',
+    env: 'TRACE_RATIO',
+    fallback: '0.1',
+    help: 'share of the other conversations traced (failed and unconverged ones always are)',
+  },
+  traceSlowMs: {
+    flag: 'trace-slow-ms',
+    env: 'TRACE_SLOW_MS',
+    fallback: '1000',
+    help: 'conversations slower than this are always traced, ms (none: no such rule)',
+  },
+  traceLongDispatches: {
+    flag: 'trace-long-dispatches',
+    env: 'TRACE_LONG_DISPATCHES',
+    fallback: 'none',
+    help: 'conversations with more dispatches are always traced (none: no such rule)',
+  },
 } as const satisfies Record<keyof ServiceConfig, Knob>;
 
 /** A knob's value and where it came from (the flag, the variable, or the default). */
@@ -283,6 +307,13 @@ export function parseConfig(
     flushTimeoutMs: number('flushTimeoutMs', 0, 60_000, true),
     allowedHosts: parseAllowedHosts(raw('allowedHosts'), host),
     traceUrl: parseTraceUrl(raw('traceUrl')),
+    traceRatio: number('traceRatio', 0, 1, false),
+    traceSlowMs:
+      raw('traceSlowMs').value === 'none' ? undefined : number('traceSlowMs', 0, 3_600_000, false),
+    traceLongDispatches:
+      raw('traceLongDispatches').value === 'none'
+        ? undefined
+        : number('traceLongDispatches', 0, 1_000_000_000, true),
   };
 }
 

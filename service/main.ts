@@ -70,7 +70,16 @@ async function main(): Promise<number> {
       `span export queue full: ${spans} spans dropped since the last report (the OTLP endpoint is slower than the spans come)\n`,
     ),
   );
+  // OpenMetrics (for exemplars) must be set before the metrics are created, the sampler's too.
+  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
+  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
   const tracing = startTracing(process.env, {
+    registry,
+    sampling: {
+      ratio: cfg.traceRatio,
+      slowMs: cfg.traceSlowMs,
+      longDispatches: cfg.traceLongDispatches,
+    },
     maxDispatchEvents: MAX_DISPATCH_EVENTS,
     flushTimeoutMs: cfg.flushTimeoutMs,
     onExportFailure: (spans, error) => {
@@ -82,9 +91,6 @@ async function main(): Promise<number> {
       drops.record(1, 'export queue full');
     },
   });
-  // OpenMetrics (for exemplars) must be set before the metrics are created.
-  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
-  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
   const telemetry = createConversationTelemetry<Book, DeskMessage>({
     registry,
     maxDispatchEvents: MAX_DISPATCH_EVENTS,
@@ -235,7 +241,9 @@ async function main(): Promise<number> {
     reason: string,
     end: { state: { projection: Book }; dispatchCount: number; elapsedMs: number },
   ) => {
-    const traceId = history.ended(orchestrator, conversationId, reason);
+    // The trace is linked only when the sampler kept it (it decided as the conversation ended).
+    const seen = history.ended(orchestrator, conversationId, reason);
+    const traceId = seen !== undefined && tracing.kept(seen) ? seen : undefined;
     live.publish({
       type: 'end',
       orchestrator,

@@ -6,6 +6,10 @@
  * is down is reported while the service runs, and the shutdown line says what really happened.
  * The flush at shutdown is bounded: an endpoint that accepts connections and never answers would
  * otherwise hold the process for the exporter's own timeout (10 s), past `docker stop`'s grace.
+ *
+ * Traces are tail-sampled per conversation by the plugin's `createConversationSampler`: every
+ * failed, unconverged and slow conversation is exported, and a share of the others; its decision
+ * counters go on /metrics, and the live page links only traces it kept.
  */
 import { createNoopMeter, type Meter, type MeterProvider } from '@opentelemetry/api';
 import { type ExportResult, ExportResultCode } from '@opentelemetry/core';
@@ -18,6 +22,8 @@ import {
   type SpanExporter,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
+import type { PrometheusRegistry } from '../src/observability/index.ts';
+import { createConversationSampler } from '../src/observability/index.ts';
 
 export interface TracingOptions {
   /** The plugin keeps this many dispatch events per conversation span; the SDK keeps as many. */
@@ -28,6 +34,20 @@ export interface TracingOptions {
   readonly onExportFailure: (spans: number, error: Error | undefined) => void;
   /** Called for each span the batch processor drops because its queue is full. */
   readonly onDrop: () => void;
+  /** Which conversations' traces are exported. */
+  readonly sampling: SamplingOptions;
+  /** Where the sampler's decision counters go (the telemetry's registry). */
+  readonly registry: PrometheusRegistry;
+}
+
+/** The sampler's rules (`createConversationSampler`'s options of the same names). */
+export interface SamplingOptions {
+  /** Share of the unremarkable conversations (converged, not slow, not long) exported. */
+  readonly ratio: number;
+  /** Conversations slower than this are exported, ms. */
+  readonly slowMs: number | undefined;
+  /** Conversations with more dispatches than this are exported. */
+  readonly longDispatches: number | undefined;
 }
 
 /** What became of the spans that ended, as far as the exporter knows. */
@@ -45,6 +65,8 @@ export interface FlushReport {
 export interface Tracing {
   /** A one-line description for the terminal. */
   readonly description: string;
+  /** Whether the trace was exported (kept by the sampler); false with tracing off. */
+  kept(traceId: string): boolean;
   /** Flushes (within `flushTimeoutMs`) and stops the exporter; never rejects. */
   shutdown(): Promise<FlushReport | undefined>;
 }
@@ -55,6 +77,7 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
     return {
       description:
         'tracing off: set OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 (and OTEL_SERVICE_NAME) to export traces over OTLP/HTTP',
+      kept: () => false,
       shutdown: () => Promise.resolve(undefined),
     };
   }
@@ -72,15 +95,24 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
     }),
   };
   const processor = new BatchSpanProcessor(exporter, config);
+  const { ratio, slowMs, longDispatches } = options.sampling;
+  const sampler = createConversationSampler({
+    next: new Counted(processor, counts),
+    ratio,
+    ...(slowMs === undefined ? {} : { slowMs }),
+    ...(longDispatches === undefined ? {} : { longDispatches }),
+    registry: options.registry,
+  });
   const sdk = new NodeSDK({
     serviceName: env.OTEL_SERVICE_NAME || 'conversation-orchestrator-demo',
-    spanProcessors: [new EndedSpans(counts), processor],
+    spanProcessors: [sampler],
     instrumentations: [],
     spanLimits: { eventCountLimit: options.maxDispatchEvents },
   });
   sdk.start();
   return {
-    description: `tracing on: OTLP/HTTP to ${endpoint}`,
+    description: `tracing on: OTLP/HTTP to ${endpoint}, ${describeSampling(options.sampling)}`,
+    kept: (traceId) => sampler.kept(traceId),
     shutdown: async () => {
       let timer: NodeJS.Timeout | undefined;
       const gaveUp = new Promise<'timeout'>((resolve) => {
@@ -143,21 +175,40 @@ function droppedSpans(onDrop: (spans: number) => void): MeterProvider {
   return { getMeter: () => meter };
 }
 
-/** Counts the sampled spans that end: those the batch processor is given to export. */
-class EndedSpans implements SpanProcessor {
+/** What the sampler keeps, in words for the startup line. */
+export function describeSampling({ ratio, slowMs, longDispatches }: SamplingOptions): string {
+  const rules = ['failed', 'unconverged'];
+  if (slowMs !== undefined) rules.push(`slower than ${slowMs} ms`);
+  if (longDispatches !== undefined) rules.push(`longer than ${longDispatches} dispatches`);
+  return `exporting every ${rules.join(', ')} conversation and ${Math.round(ratio * 1000) / 10}% of the rest`;
+}
+
+/**
+ * In front of the batch processor: counts the spans it is given to export (those of the traces
+ * the sampler kept), so the shutdown line says what became of exactly those.
+ */
+class Counted implements SpanProcessor {
+  readonly #inner: SpanProcessor;
   readonly #counts: { ended: number };
-  constructor(counts: { ended: number }) {
+  constructor(inner: SpanProcessor, counts: { ended: number }) {
+    this.#inner = inner;
     this.#counts = counts;
   }
-  onStart(): void {}
+  onStart(
+    span: Parameters<SpanProcessor['onStart']>[0],
+    context: Parameters<SpanProcessor['onStart']>[1],
+  ): void {
+    this.#inner.onStart(span, context);
+  }
   onEnd(span: ReadableSpan): void {
     if ((span.spanContext().traceFlags & 1) === 1) this.#counts.ended++;
+    this.#inner.onEnd(span);
   }
   forceFlush(): Promise<void> {
-    return Promise.resolve();
+    return this.#inner.forceFlush();
   }
   shutdown(): Promise<void> {
-    return Promise.resolve();
+    return this.#inner.shutdown();
   }
 }
 
