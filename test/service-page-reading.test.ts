@@ -302,7 +302,7 @@ describe('the live page and a lying service', () => {
         '"><img src=x onerror=alert(1)>',
         '../../admin',
       ];
-      traceIds.forEach((traceId, i) =>
+      for (const [i, traceId] of traceIds.entries())
         send({
           type: 'end',
           orchestrator: 'fx_desks',
@@ -312,8 +312,7 @@ describe('the live page and a lying service', () => {
           spread: 2,
           elapsedMs: 10,
           traceId,
-        }),
-      );
+        });
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     cleanups.push(
