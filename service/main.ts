@@ -239,7 +239,12 @@ async function main(): Promise<number> {
     orchestrator: string,
     conversationId: string,
     reason: string,
-    end: { state: { projection: Book }; dispatchCount: number; elapsedMs: number },
+    end: {
+      state: { projection: Book };
+      dispatchCount: number;
+      elapsedMs: number;
+      usage: { inputTokens: number; outputTokens: number };
+    },
   ) => {
     // The trace is linked only when the sampler kept it (it decided as the conversation ended).
     const seen = history.ended(orchestrator, conversationId, reason);
@@ -252,6 +257,7 @@ async function main(): Promise<number> {
       dispatchCount: end.dispatchCount,
       spread: end.state.projection.spread,
       elapsedMs: end.elapsedMs,
+      tokens: { input: end.usage.inputTokens, output: end.usage.outputTokens },
       ...(traceId === undefined ? {} : { traceId }),
     });
   };

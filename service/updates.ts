@@ -29,6 +29,8 @@ export interface EndUpdate {
   /** The spread reached at the end. */
   readonly spread: number;
   readonly elapsedMs: number;
+  /** Tokens the desks' simulated models spent in the conversation (`result.usage`). */
+  readonly tokens: { readonly input: number; readonly output: number };
   /**
    * The conversation's trace (32 hex digits), when tracing is on and the trace was sampled; the
    * page links it through `--trace-url`.

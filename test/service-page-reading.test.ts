@@ -107,6 +107,18 @@ describe('the live page, read by a first-time viewer', () => {
       'any other ending, such as a deadline',
     );
     expect(await page.locator('#other-note').textContent()).toContain('other: an ending');
+    // Tokens per finished conversation, from the end messages of the lines drawn.
+    await expect
+      .poll(() => page.locator('#tokens').getAttribute('data-conversations').then(Number), WAIT)
+      .toBeGreaterThan(0);
+    const tokens = page.locator('#tokens');
+    expect(await tokens.textContent()).toMatch(
+      /^Tokens per finished conversation drawn \(input \+ output, \d+ conversations?\): median [\d.]+[kM]?, most [\d.]+[kM]?\.$/,
+    );
+    expect(Number(await tokens.getAttribute('data-median'))).toBeGreaterThan(420);
+    expect(Number(await tokens.getAttribute('data-max'))).toBeGreaterThanOrEqual(
+      Number(await tokens.getAttribute('data-median')),
+    );
     // The service's totals are what it had counted when the page connected, plus what the page
     // saw since: between the scrape before the page opened and the one after.
     await expect.poll(() => endedIn(page, 'counts'), WAIT).toBeGreaterThan(0);

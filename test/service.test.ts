@@ -136,6 +136,12 @@ describe('the demo service (npm start)', () => {
       seen.set(id, conversation);
       if (u.type === 'end') {
         ends.push(u);
+        // The desks' simulated models: a converged conversation read 420 prompt tokens and
+        // 18 per earlier quote at each dispatch (output varies).
+        const tokens = (u as { tokens?: { input: number; output: number } }).tokens;
+        const n = u.dispatchCount as number;
+        if (u.reason === 'converged') expect(tokens?.input).toBe(420 * n + 9 * n * (n - 1));
+        expect(Number.isSafeInteger(tokens?.output)).toBe(true);
         expect(['converged', 'max_dispatches', 'timeout', 'error', 'aborted']).toContain(u.reason);
         // No dispatch after the end; the end counts the dispatches that were pushed.
         conversation.counts.push(Number.NaN);

@@ -72,9 +72,9 @@ const state = {
 
 /**
  * @typedef {{orchestrator: string, spreads: number[], reason?: string, seen: number,
- *   traceId?: string, dispatchCount?: number, elapsedMs?: number}} Conversation
+ *   traceId?: string, dispatchCount?: number, elapsedMs?: number, tokens?: number}} Conversation
  * @typedef {{id: string, orchestrator: string, reason: string, dispatchCount: number,
- *   elapsedMs: number, traceId?: string}} Recent
+ *   elapsedMs: number, traceId?: string, tokens?: number}} Recent
  */
 
 const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id));
@@ -133,6 +133,8 @@ function onEnd(/** @type {any} */ m) {
   if (typeof m.traceId === 'string' && TRACE_ID.test(m.traceId)) c.traceId = m.traceId;
   c.dispatchCount = Number.isInteger(m.dispatchCount) && m.dispatchCount >= 0 ? m.dispatchCount : 0;
   c.elapsedMs = Number.isFinite(m.elapsedMs) && m.elapsedMs >= 0 ? m.elapsedMs : 0;
+  const tokens = tokensOf(m.tokens);
+  if (tokens !== undefined) c.tokens = tokens;
   state.finished.push(m.conversationId);
   while (state.finished.length > MAX_FINISHED) {
     state.conversations.delete(/** @type {string} */ (state.finished.shift()));
@@ -151,9 +153,26 @@ function onEnd(/** @type {any} */ m) {
       dispatchCount: c.dispatchCount,
       elapsedMs: c.elapsedMs,
       ...(c.traceId === undefined ? {} : { traceId: c.traceId }),
+      ...(c.tokens === undefined ? {} : { tokens: c.tokens }),
     });
     state.recent.length = Math.min(state.recent.length, MAX_RECENT);
   }
+}
+
+/** Input plus output tokens of an end message, when both are sane counts. */
+function tokensOf(/** @type {any} */ t) {
+  if (t === null || typeof t !== 'object') return undefined;
+  const { input, output } = t;
+  if (!Number.isSafeInteger(input) || !Number.isSafeInteger(output) || input < 0 || output < 0)
+    return undefined;
+  return input + output;
+}
+
+/** 12,345 → "12.3k", as a person reads a token count. */
+function tokenText(/** @type {number} */ n) {
+  if (n < 1000) return `${n}`;
+  if (n < 1_000_000) return `${(n / 1000).toFixed(n < 10_000 ? 1 : 0)}k`;
+  return `${(n / 1_000_000).toFixed(1)}M`;
 }
 
 function count(
@@ -516,6 +535,7 @@ function render() {
     ]),
   );
   renderLines(visible, inFlightDrawn.length, inFlight.length, doneDrawn.length);
+  renderTokens(doneDrawn);
   renderCounts();
   renderRecent();
 }
@@ -556,6 +576,21 @@ function renderLines(
       `${finishedDrawn} finished (faded, the newest). By orchestrator:`,
     ...parts,
   );
+}
+
+/** Tokens per finished conversation drawn: the median and the most, from the end messages. */
+function renderTokens(/** @type {Conversation[]} */ finished) {
+  const el = $('tokens');
+  const counts = finished.flatMap((c) => (c.tokens === undefined ? [] : [c.tokens]));
+  counts.sort((a, b) => a - b);
+  el.dataset.conversations = String(counts.length);
+  el.dataset.median = counts.length === 0 ? '' : String(counts[(counts.length - 1) >> 1]);
+  el.dataset.max = counts.length === 0 ? '' : String(counts[counts.length - 1]);
+  el.textContent =
+    counts.length === 0
+      ? ''
+      : `Tokens per finished conversation drawn (input + output, ${plural(counts.length, 'conversation')}): ` +
+        `median ${tokenText(counts[(counts.length - 1) >> 1] ?? 0)}, most ${tokenText(counts[counts.length - 1] ?? 0)}.`;
 }
 
 const plural = (/** @type {number} */ n, /** @type {string} */ word) =>
@@ -641,7 +676,9 @@ function renderRecent() {
           ? `converged slowly: ${(r.elapsedMs / 1000).toFixed(1)} s`
           : `${r.reason.replaceAll('_', ' ')} after ${(r.elapsedMs / 1000).toFixed(1)} s`;
       const text = document.createElement('span');
-      text.textContent = `${r.orchestrator} · ${what}, ${plural(r.dispatchCount, 'dispatch').replace('dispatchs', 'dispatches')}`;
+      const tokens = r.tokens === undefined ? '' : `, ${tokenText(r.tokens)} tokens`;
+      text.textContent = `${r.orchestrator} · ${what}, ${plural(r.dispatchCount, 'dispatch').replace('dispatchs', 'dispatches')}${tokens}`;
+      if (r.tokens !== undefined) li.dataset.tokens = String(r.tokens);
       li.append(mark, text);
       const link = traceLink(r.traceId);
       if (link !== undefined) {
