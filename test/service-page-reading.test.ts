@@ -181,11 +181,11 @@ describe('the live page, read by a first-time viewer', () => {
   });
 
   it('draws a conversation in flight from its first dispatch when the page opens mid-run', async () => {
-    // Thin markets at 10 ms a quote: a conversation runs for seconds, hundreds of dispatches.
+    // Choppy markets never converge: each runs to its 3 s timeout, hundreds of dispatches.
     const s = await service([
-      ...['--rate', '4', '--concurrency', '4', '--latency-ms', '10', '--mix', 'slow=1'],
+      ...['--rate', '2', '--concurrency', '4', '--latency-ms', '10', '--mix', 'never=1'],
     ]);
-    await new Promise((r) => setTimeout(r, 3_000));
+    await new Promise((r) => setTimeout(r, 2_000));
     const { page } = await open(s.url);
     // The first frame after the history: every line in flight starts at dispatch 1.
     await expect.poll(async () => (await spansOf(page)).length, WAIT).toBeGreaterThan(0);
@@ -220,7 +220,15 @@ describe('the live page, read by a first-time viewer', () => {
     await expect.poll(lone, WAIT).toBeDefined();
     // The chart moves with every update: hold the service still while the mark is clicked.
     s.child.kill('SIGSTOP');
-    await new Promise((r) => setTimeout(r, 300));
+    // What was already on its way still arrives: wait until the marks stop moving.
+    let still = '';
+    for (;;) {
+      await new Promise((r) => setTimeout(r, 300));
+      const now = (await page.locator('#chart').getAttribute('data-marks')) ?? '';
+      if (now === still) break;
+      still = now;
+    }
+    await expect.poll(lone, WAIT).toBeDefined();
     const mark = (await lone()) as Mark;
     cleanups.push(() => {
       s.child.kill('SIGCONT');
