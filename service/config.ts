@@ -26,6 +26,12 @@ export interface ServiceConfig {
   readonly mix: Readonly<Record<Scenario, number>>;
   /** Seconds between progress lines. */
   readonly progressSeconds: number;
+  /** The share of the conversations that went well whose traces are kept (0-1). */
+  readonly sampleRatio: number;
+  /** Keep the trace of every conversation slower than this, ms; 0: no such rule. */
+  readonly sampleSlowMs: number;
+  /** Keep the trace of every conversation with more dispatches than this; 0: no such rule. */
+  readonly sampleLongDispatches: number;
   /** Most WebSocket clients at once; past it an upgrade is refused with 503. */
   readonly maxClients: number;
   /** Most WebSocket clients from one remote address; past it an upgrade is refused with 503. */
@@ -50,12 +56,6 @@ export interface ServiceConfig {
    * no links.
    */
   readonly traceUrl: string | undefined;
-  /** Share of the unremarkable conversations whose traces are exported (0-1). */
-  readonly traceRatio: number;
-  /** Conversations slower than this are always exported, ms; undefined: no such rule. */
-  readonly traceSlowMs: number | undefined;
-  /** Conversations with more dispatches than this are always exported; undefined: no rule. */
-  readonly traceLongDispatches: number | undefined;
 }
 
 interface Knob {
@@ -117,6 +117,24 @@ const KNOBS = {
     fallback: '2',
     help: 'seconds between progress lines',
   },
+  sampleRatio: {
+    flag: 'sample-ratio',
+    env: 'SAMPLE_RATIO',
+    fallback: '0.05',
+    help: 'traces kept of conversations that converged (failed, unconverged, slow ones: all)',
+  },
+  sampleSlowMs: {
+    flag: 'sample-slow-ms',
+    env: 'SAMPLE_SLOW_MS',
+    fallback: '5000',
+    help: 'keep every trace of a conversation slower than this (0: no such rule)',
+  },
+  sampleLongDispatches: {
+    flag: 'sample-long-dispatches',
+    env: 'SAMPLE_LONG_DISPATCHES',
+    fallback: '0',
+    help: 'keep every trace of a conversation with more dispatches (0: no such rule)',
+  },
   maxClients: {
     flag: 'max-clients',
     env: 'MAX_CLIENTS',
@@ -172,24 +190,6 @@ const KNOBS = {
     fallback: '',
     shown: 'none (no trace links)',
     help: 'trace UI URL for the live page, {traceId} replaced (http://localhost:16686/trace/{traceId})',
-  },
-  traceRatio: {
-    flag: 'trace-ratio',
-    env: 'TRACE_RATIO',
-    fallback: '0.1',
-    help: 'share of the other conversations traced (failed and unconverged ones always are)',
-  },
-  traceSlowMs: {
-    flag: 'trace-slow-ms',
-    env: 'TRACE_SLOW_MS',
-    fallback: '1000',
-    help: 'conversations slower than this are always traced, ms (none: no such rule)',
-  },
-  traceLongDispatches: {
-    flag: 'trace-long-dispatches',
-    env: 'TRACE_LONG_DISPATCHES',
-    fallback: 'none',
-    help: 'conversations with more dispatches are always traced (none: no such rule)',
   },
 } as const satisfies Record<keyof ServiceConfig, Knob>;
 
@@ -298,6 +298,9 @@ export function parseConfig(
     latencyMs: number('latencyMs', 0, 60_000, false),
     mix: parseMix(raw('mix')),
     progressSeconds: number('progressSeconds', 0.1, 3600, false),
+    sampleRatio: number('sampleRatio', 0, 1, false),
+    sampleSlowMs: number('sampleSlowMs', 0, 86_400_000, false),
+    sampleLongDispatches: number('sampleLongDispatches', 0, 1_000_000_000, true),
     maxClients: number('maxClients', 0, 100_000, true),
     maxClientsPerAddress: number('maxClientsPerAddress', 1, 100_000, true),
     wsPingSeconds: number('wsPingSeconds', 0.1, 3600, false),
@@ -307,13 +310,6 @@ export function parseConfig(
     flushTimeoutMs: number('flushTimeoutMs', 0, 60_000, true),
     allowedHosts: parseAllowedHosts(raw('allowedHosts'), host),
     traceUrl: parseTraceUrl(raw('traceUrl')),
-    traceRatio: number('traceRatio', 0, 1, false),
-    traceSlowMs:
-      raw('traceSlowMs').value === 'none' ? undefined : number('traceSlowMs', 0, 3_600_000, false),
-    traceLongDispatches:
-      raw('traceLongDispatches').value === 'none'
-        ? undefined
-        : number('traceLongDispatches', 0, 1_000_000_000, true),
   };
 }
 

@@ -70,16 +70,11 @@ async function main(): Promise<number> {
       `span export queue full: ${spans} spans dropped since the last report (the OTLP endpoint is slower than the spans come)\n`,
     ),
   );
-  // OpenMetrics (for exemplars) must be set before the metrics are created, the sampler's too.
+  // OpenMetrics (for exemplars) must be set before the metrics are created; the sampler counts
+  // its decisions on it too.
   const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
   registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
   const tracing = startTracing(process.env, {
-    registry,
-    sampling: {
-      ratio: cfg.traceRatio,
-      slowMs: cfg.traceSlowMs,
-      longDispatches: cfg.traceLongDispatches,
-    },
     maxDispatchEvents: MAX_DISPATCH_EVENTS,
     flushTimeoutMs: cfg.flushTimeoutMs,
     onExportFailure: (spans, error) => {
@@ -89,6 +84,12 @@ async function main(): Promise<number> {
     onDrop: () => {
       health.spansDropped.inc();
       drops.record(1, 'export queue full');
+    },
+    sampling: {
+      ratio: cfg.sampleRatio,
+      slowMs: cfg.sampleSlowMs,
+      longDispatches: cfg.sampleLongDispatches,
+      registry,
     },
   });
   const telemetry = createConversationTelemetry<Book, DeskMessage>({
@@ -112,6 +113,8 @@ async function main(): Promise<number> {
       tolerance: cfg.tolerance,
       maxDispatches: MAX_DISPATCHES,
       ...(cfg.traceUrl === undefined ? {} : { traceUrl: cfg.traceUrl }),
+      // The sampler's slow rule: the page lists those conversations as slow (their traces kept).
+      slowMs: cfg.sampleSlowMs,
     },
     greeting: (filter) => [history.snapshot(filter)],
   });

@@ -6,10 +6,6 @@
  * is down is reported while the service runs, and the shutdown line says what really happened.
  * The flush at shutdown is bounded: an endpoint that accepts connections and never answers would
  * otherwise hold the process for the exporter's own timeout (10 s), past `docker stop`'s grace.
- *
- * Traces are tail-sampled per conversation by the plugin's `createConversationSampler`: every
- * failed, unconverged and slow conversation is exported, and a share of the others; its decision
- * counters go on /metrics, and the live page links only traces it kept.
  */
 import { createNoopMeter, type Meter, type MeterProvider } from '@opentelemetry/api';
 import { type ExportResult, ExportResultCode } from '@opentelemetry/core';
@@ -22,8 +18,7 @@ import {
   type SpanExporter,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
-import type { PrometheusRegistry } from '../src/observability/index.ts';
-import { createConversationSampler } from '../src/observability/index.ts';
+import { createConversationSampler, type PrometheusRegistry } from '../src/observability/index.ts';
 
 export interface TracingOptions {
   /** The plugin keeps this many dispatch events per conversation span; the SDK keeps as many. */
@@ -34,20 +29,18 @@ export interface TracingOptions {
   readonly onExportFailure: (spans: number, error: Error | undefined) => void;
   /** Called for each span the batch processor drops because its queue is full. */
   readonly onDrop: () => void;
-  /** Which conversations' traces are exported. */
-  readonly sampling: SamplingOptions;
-  /** Where the sampler's decision counters go (the telemetry's registry). */
-  readonly registry: PrometheusRegistry;
-}
-
-/** The sampler's rules (`createConversationSampler`'s options of the same names). */
-export interface SamplingOptions {
-  /** Share of the unremarkable conversations (converged, not slow, not long) exported. */
-  readonly ratio: number;
-  /** Conversations slower than this are exported, ms. */
-  readonly slowMs: number | undefined;
-  /** Conversations with more dispatches than this are exported. */
-  readonly longDispatches: number | undefined;
+  /**
+   * Which conversations' traces are kept (the conversation sampler, in front of the batch
+   * processor): every failed or unconverged one, every one slower than `slowMs` or longer than
+   * `longDispatches` (0: no such rule), and the share `ratio` of the rest. Its decisions are
+   * counted on `registry`, whose exemplars then point only at kept traces.
+   */
+  readonly sampling: {
+    readonly ratio: number;
+    readonly slowMs: number;
+    readonly longDispatches: number;
+    readonly registry: PrometheusRegistry;
+  };
 }
 
 /** What became of the spans that ended, as far as the exporter knows. */
@@ -65,7 +58,10 @@ export interface FlushReport {
 export interface Tracing {
   /** A one-line description for the terminal. */
   readonly description: string;
-  /** Whether the trace was exported (kept by the sampler); false with tracing off. */
+  /**
+   * Whether the trace was kept by the sampler and so exported (it decides as the conversation
+   * ends); false with tracing off. The live page links only kept traces.
+   */
   kept(traceId: string): boolean;
   /** Flushes (within `flushTimeoutMs`) and stops the exporter; never rejects. */
   shutdown(): Promise<FlushReport | undefined>;
@@ -95,14 +91,19 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
     }),
   };
   const processor = new BatchSpanProcessor(exporter, config);
-  const { ratio, slowMs, longDispatches } = options.sampling;
+  const { ratio, slowMs, longDispatches, registry } = options.sampling;
   const sampler = createConversationSampler({
-    next: new Counted(processor, counts),
+    next: new EndedSpans(counts, processor),
+    registry,
     ratio,
-    ...(slowMs === undefined ? {} : { slowMs }),
-    ...(longDispatches === undefined ? {} : { longDispatches }),
-    registry: options.registry,
+    ...(slowMs > 0 ? { slowMs } : {}),
+    ...(longDispatches > 0 ? { longDispatches } : {}),
   });
+  const rules = [
+    'every failed or unconverged conversation',
+    ...(slowMs > 0 ? [`slower than ${slowMs} ms`] : []),
+    ...(longDispatches > 0 ? [`longer than ${longDispatches} dispatches`] : []),
+  ];
   const sdk = new NodeSDK({
     serviceName: env.OTEL_SERVICE_NAME || 'conversation-orchestrator-demo',
     spanProcessors: [sampler],
@@ -111,8 +112,8 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
   });
   sdk.start();
   return {
-    description: `tracing on: OTLP/HTTP to ${endpoint}, ${describeSampling(options.sampling)}`,
     kept: (traceId) => sampler.kept(traceId),
+    description: `tracing on: OTLP/HTTP to ${endpoint}; traces kept: ${rules.join(', ')}, and ${Number((ratio * 100).toFixed(4))}% of the rest (--sample-ratio)`,
     shutdown: async () => {
       let timer: NodeJS.Timeout | undefined;
       const gaveUp = new Promise<'timeout'>((resolve) => {
@@ -175,40 +176,29 @@ function droppedSpans(onDrop: (spans: number) => void): MeterProvider {
   return { getMeter: () => meter };
 }
 
-/** What the sampler keeps, in words for the startup line. */
-export function describeSampling({ ratio, slowMs, longDispatches }: SamplingOptions): string {
-  const rules = ['failed', 'unconverged'];
-  if (slowMs !== undefined) rules.push(`slower than ${slowMs} ms`);
-  if (longDispatches !== undefined) rules.push(`longer than ${longDispatches} dispatches`);
-  return `exporting every ${rules.join(', ')} conversation and ${Math.round(ratio * 1000) / 10}% of the rest`;
-}
-
 /**
- * In front of the batch processor: counts the spans it is given to export (those of the traces
- * the sampler kept), so the shutdown line says what became of exactly those.
+ * The batch processor, counting the sampled spans that end and are kept: those it is given to
+ * export (the conversation sampler in front of it drops the rest).
  */
-class Counted implements SpanProcessor {
-  readonly #inner: SpanProcessor;
+class EndedSpans implements SpanProcessor {
   readonly #counts: { ended: number };
-  constructor(inner: SpanProcessor, counts: { ended: number }) {
-    this.#inner = inner;
+  readonly #next: SpanProcessor;
+  constructor(counts: { ended: number }, next: SpanProcessor) {
     this.#counts = counts;
+    this.#next = next;
   }
-  onStart(
-    span: Parameters<SpanProcessor['onStart']>[0],
-    context: Parameters<SpanProcessor['onStart']>[1],
-  ): void {
-    this.#inner.onStart(span, context);
+  onStart(...args: Parameters<SpanProcessor['onStart']>): void {
+    this.#next.onStart(...args);
   }
   onEnd(span: ReadableSpan): void {
     if ((span.spanContext().traceFlags & 1) === 1) this.#counts.ended++;
-    this.#inner.onEnd(span);
+    this.#next.onEnd(span);
   }
   forceFlush(): Promise<void> {
-    return this.#inner.forceFlush();
+    return this.#next.forceFlush();
   }
   shutdown(): Promise<void> {
-    return this.#inner.shutdown();
+    return this.#next.shutdown();
   }
 }
 

@@ -105,6 +105,7 @@ describe('the demo service (npm start)', () => {
       orchestrators: ['fx_desks', 'rates_desks'],
       tolerance: 0.05,
       maxDispatches: 400,
+      slowMs: 5000,
     });
     // Then the history: the conversations in flight, whose dispatches continue it exactly.
     const history = messages[1] as unknown as {
@@ -222,51 +223,6 @@ describe('the demo service (npm start)', () => {
     expect(abortedSpans[0]?.events.length).toBeGreaterThan(0);
     // The shutdown line is true: it counts what the receiver got.
     expect(Number(line?.[2])).toBe(receiver.spans.length);
-  });
-
-  it('exports only the traces its sampler keeps (failed, unconverged, slow, a share of the rest) and counts the decisions on /metrics', async () => {
-    const receiver = await startOtlpReceiver();
-    running = await startService(
-      [...FAST, '--mix', 'converge=6,never=1,fail=1,timeout=1', '--trace-ratio', '0'],
-      { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '100' },
-    );
-    expect(running.stdout()).toContain(
-      `tracing on: OTLP/HTTP to ${receiver.url}, exporting every failed, unconverged, slower than 1000 ms conversation and 0% of the rest`,
-    );
-    await vi.waitFor(
-      async () => {
-        const text = await (await fetch(`${running?.url}/metrics`)).text();
-        expect(
-          sumSamples(text, 'orchestrator_sampler_decisions_total', { decision: 'drop' }),
-        ).toBeGreaterThan(20);
-        expect(
-          sumSamples(text, 'orchestrator_sampler_decisions_total', { decision: 'keep' }),
-        ).toBeGreaterThan(5);
-      },
-      { timeout: 30_000 },
-    );
-    const text = await (await fetch(`${running.url}/metrics`)).text();
-    const kept = sumSamples(text, 'orchestrator_sampler_decisions_total', { decision: 'keep' });
-    running.child.kill('SIGTERM');
-    expect(await running.exited).toBe(0);
-    await receiver.close();
-    const conversations = receiver.spans.filter((s) => s.name.startsWith('invoke_workflow '));
-    // With a ratio of 0, only the remarkable are exported: never a quick convergence.
-    expect(conversations.length).toBeGreaterThanOrEqual(kept);
-    for (const span of conversations) {
-      const a = attrs(span.attributes);
-      const slow = Number(a['conversation.elapsed_ms']) > 1000;
-      expect({ reason: a['conversation.end.reason'], slow }).not.toEqual({
-        reason: 'converged',
-        slow: false,
-      });
-      expect(typeof a['conversation.sampler.rule']).toBe('string');
-    }
-    const reasons = new Set(
-      conversations.map((s) => attrs(s.attributes)['conversation.end.reason']),
-    );
-    expect(reasons.has('error')).toBe(true);
-    expect(reasons.has('max_dispatches') || reasons.has('timeout')).toBe(true);
   });
 
   it('prints --help and rejects bad values clearly', () => {
@@ -392,23 +348,6 @@ describe('the demo service (npm start)', () => {
         `Expected TRACE_URL to be an http(s) URL holding {traceId} once (http://localhost:16686/trace/{traceId}), got \`${url}\``,
       ]),
     ];
-    cases.push(
-      [
-        ['--trace-ratio', '1.5'],
-        {},
-        'Expected --trace-ratio to be a number from 0 to 1, got `1.5`',
-      ],
-      [
-        [],
-        { TRACE_SLOW_MS: 'slow' },
-        'Expected TRACE_SLOW_MS to be a number from 0 to 3600000, got `slow`',
-      ],
-      [
-        ['--trace-long-dispatches', '10.5'],
-        {},
-        'Expected --trace-long-dispatches to be an integer from 0 to 1000000000, got `10.5`',
-      ],
-    );
     for (const [args, env, message] of cases) {
       expect(() => parseConfig(args, env)).toThrow(new ConfigError(message));
     }
@@ -432,13 +371,6 @@ describe('the demo service (npm start)', () => {
       '10.0.0.1',
     ]);
     expect(config([]).traceUrl).toBeUndefined();
-    expect([config([]).traceRatio, config([]).traceSlowMs, config([]).traceLongDispatches]).toEqual(
-      [0.1, 1000, undefined],
-    );
-    expect(config(['--trace-slow-ms', 'none', '--trace-long-dispatches', '300'])).toMatchObject({
-      traceSlowMs: undefined,
-      traceLongDispatches: 300,
-    });
     expect(config([], { TRACE_URL: 'http://localhost:16686/trace/{traceId}' }).traceUrl).toBe(
       'http://localhost:16686/trace/{traceId}',
     );

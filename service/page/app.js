@@ -11,7 +11,7 @@ const SLOTS = 64;
 const FINISHED_SLOTS = 24;
 /** Entries of the "recent slow or failed" list. */
 const MAX_RECENT = 8;
-/** A converged conversation slower than this is listed as slow. */
+/** A converged conversation slower than this is listed as slow, unless the service says. */
 const SLOW_MS = 1_000;
 /** Most distinct reasons taken per orchestrator from the service's totals. */
 const MAX_REASONS = 32;
@@ -51,6 +51,8 @@ const state = {
   tolerance: 0.05,
   maxDispatches: 400,
   filter: '*',
+  /** Converged slower than this is slow (the service's sampler keeps those traces); 0: never. */
+  slowMs: SLOW_MS,
   /** The trace UI's URL template (validated), or undefined: no links. */
   traceUrl: /** @type {string | undefined} */ (undefined),
   /** @type {Map<string, Conversation>} */
@@ -145,7 +147,7 @@ function onEnd(/** @type {any} */ m) {
   const reason = REASONS.includes(c.reason) ? c.reason : 'other';
   count(state.counts, c.orchestrator, reason, 1);
   if (state.serviceCounts !== undefined) count(state.serviceCounts, c.orchestrator, reason, 1);
-  if (c.reason !== 'converged' || c.elapsedMs >= SLOW_MS) {
+  if (c.reason !== 'converged' || (state.slowMs > 0 && c.elapsedMs > state.slowMs)) {
     state.recent.unshift({
       id: m.conversationId,
       orchestrator: c.orchestrator,
@@ -255,6 +257,12 @@ function onHello(/** @type {any} */ m) {
     state.maxDispatches = Math.min(m.maxDispatches, MAX_POINTS);
   }
   state.traceUrl = traceTemplate(m.traceUrl);
+  // The service's slow rule, so that every conversation listed as slow has its trace kept.
+  if (Number.isFinite(m.slowMs) && m.slowMs >= 0 && m.slowMs <= 86_400_000) state.slowMs = m.slowMs;
+  $('recent-note').textContent =
+    state.slowMs > 0
+      ? `not converged, or converged after more than ${state.slowMs / 1000} s; newest first`
+      : 'not converged; newest first';
   $('trace-hint').hidden = state.traceUrl === undefined;
   // Totals since the service started come with the history; until then they are unknown.
   state.serviceCounts = undefined;
