@@ -486,6 +486,11 @@ function drawMarks(/** @type {uPlot} */ u) {
       continue;
     }
     ctx.fill();
+    // A white rim: early failures and timeouts end at nearly the same point, and each of a pile
+    // of marks stays visible as one.
+    ctx.strokeStyle = '#ffffff';
+    ctx.lineWidth = devicePixelRatio;
+    ctx.stroke();
   }
   ctx.restore();
   marks = drawn.reverse();
