@@ -4,17 +4,12 @@
  * series and the cost rates they give per orchestrator and responder. Prices live in Prometheus,
  * not in the app: changing one is a new rule file, not a deployment.
  */
+import { METRIC_CONVERSATION_TOKENS, METRIC_TOKENS } from '../src/observability/semconv.ts';
 import type { OpsConfig, PriceTable } from './config.ts';
 import { byOrchestrator, byResponder, humanDuration, recordName } from './names.ts';
 import type { AlertingRule, RecordingRule } from './rules.ts';
 
-/**
- * The usage metrics' names as CONTRACT.md fixes them (issue 19); the telemetry emits them.
- * (They join `src/observability/semconv.ts` with the telemetry's part of the issue; a test keeps
- * these equal to those once they are there.)
- */
-export const METRIC_TOKENS = 'orchestrator_tokens_total';
-export const METRIC_CONVERSATION_TOKENS = 'orchestrator_conversation_tokens';
+export { METRIC_CONVERSATION_TOKENS, METRIC_TOKENS };
 
 /** The `type` label values of `orchestrator_tokens_total`, and the price table's key for each. */
 export const TOKEN_TYPES = [

@@ -149,23 +149,13 @@ describe('prometheus rules', () => {
 });
 
 describe('names in dashboards and rules', () => {
-  // The usage metrics (issue 19) are named by CONTRACT.md and emitted by the telemetry; ops/usage.ts
-  // holds their names until semconv.ts does (the test below keeps the two equal).
-  const exposed = new Set([
-    ...exposedSeriesNames(),
-    METRIC_TOKENS,
-    ...['_bucket', '_sum', '_count'].map((s) => `${METRIC_CONVERSATION_TOKENS}${s}`),
-  ]);
+  const exposed = exposedSeriesNames();
 
-  it("use the usage metric names the contract fixes, the telemetry's once semconv.ts has them", () => {
+  it('use the usage metric names the contract fixes', () => {
     expect([METRIC_TOKENS, METRIC_CONVERSATION_TOKENS]).toEqual([
       'orchestrator_tokens_total',
       'orchestrator_conversation_tokens',
     ]);
-    const names = semconv as Record<string, unknown>;
-    if (names.METRIC_TOKENS !== undefined) expect(names.METRIC_TOKENS).toBe(METRIC_TOKENS);
-    if (names.METRIC_CONVERSATION_TOKENS !== undefined)
-      expect(names.METRIC_CONVERSATION_TOKENS).toBe(METRIC_CONVERSATION_TOKENS);
   });
   const recorded = new Set(rules().flatMap((r) => (r.record ? [r.record] : [])));
   const builtIn = new Set(['up', 'ALERTS']);
