@@ -67,6 +67,28 @@ export function docsTableNames(heading: string, page?: string): string[] {
   return names;
 }
 
+/**
+ * Every backticked name in the first column of the table under `heading` on `page` (a cell may
+ * hold several: `` `tracer` / `tracerProvider` ``). For option tables, whose rows can group options.
+ */
+export function docsTableCellNames(heading: string, page: string): string[] {
+  const lines = docText(page).split('\n');
+  const title = heading.replace(/^#+\s*/, '');
+  const at = lines.findIndex((l) => /^#{1,6} /.test(l) && l.replace(/^#+\s*/, '') === title);
+  if (at < 0) throw new Error(`${page} has no heading ${heading}`);
+  const names: string[] = [];
+  let inTable = false;
+  for (const line of lines.slice(at + 1)) {
+    if (/^#{1,6} /.test(line)) break;
+    if (line.startsWith('|')) {
+      inTable = true;
+      const cell = line.split('|')[1] ?? '';
+      for (const m of cell.matchAll(/`([^`]+)`/g)) names.push(m[1] as string);
+    } else if (inTable) break;
+  }
+  return names;
+}
+
 /** The name the tests used before the README was split: the same search over every page. */
 export const readmeTableNames = docsTableNames;
 
