@@ -39,6 +39,12 @@ export interface ServiceConfig {
   readonly keepAliveTimeoutMs: number;
   /** Longest wait at shutdown for spans to reach the OTLP endpoint, ms. */
   readonly flushTimeoutMs: number;
+  /** Directory to record every conversation into (rotating NDJSON files), or undefined. */
+  readonly record: string | undefined;
+  /** Size of one recording file, MiB. */
+  readonly recordFileMb: number;
+  /** Recording files kept; the oldest is deleted past it. */
+  readonly recordFiles: number;
 }
 
 interface Knob {
@@ -140,6 +146,24 @@ const KNOBS = {
     fallback: '3000',
     help: 'longest wait for the span flush at shutdown',
   },
+  record: {
+    flag: 'record',
+    env: 'RECORD',
+    fallback: '',
+    help: 'record every conversation into this directory (for conversation-orchestrator replay)',
+  },
+  recordFileMb: {
+    flag: 'record-file-mb',
+    env: 'RECORD_FILE_MB',
+    fallback: '16',
+    help: 'size of one recording file, MiB (then the next file)',
+  },
+  recordFiles: {
+    flag: 'record-files',
+    env: 'RECORD_FILES',
+    fallback: '8',
+    help: 'recording files kept (the oldest is deleted past it)',
+  },
 } as const satisfies Record<keyof ServiceConfig, Knob>;
 
 export class ConfigError extends Error {
@@ -149,7 +173,7 @@ export class ConfigError extends Error {
 export function usage(): string {
   const rows = Object.values(KNOBS).map(
     (k) =>
-      `  --${k.flag.padEnd(22)} ${k.help}\n  ${''.padEnd(24)} env ${k.env}, default ${k.fallback}`,
+      `  --${k.flag.padEnd(22)} ${k.help}\n  ${''.padEnd(24)} env ${k.env}, default ${k.fallback || 'none'}`,
   );
   return [
     'conversation-orchestrator demo service: trading desks converging on prices, instrumented.',
@@ -222,6 +246,7 @@ export function parseConfig(
     }
     return n;
   };
+  if (values.record === '') throw new ConfigError('Expected --record to be a directory, got ``');
   const headersTimeoutMs = number('headersTimeoutMs', 100, 600_000, true);
   const requestTimeoutMs = number('requestTimeoutMs', 100, 3_600_000, true);
   if (requestTimeoutMs < headersTimeoutMs) {
@@ -246,6 +271,9 @@ export function parseConfig(
     requestTimeoutMs,
     keepAliveTimeoutMs: number('keepAliveTimeoutMs', 100, 600_000, true),
     flushTimeoutMs: number('flushTimeoutMs', 0, 60_000, true),
+    record: raw('record').value || undefined,
+    recordFileMb: number('recordFileMb', 1, 1024, true),
+    recordFiles: number('recordFiles', 1, 1000, true),
   };
 }
 

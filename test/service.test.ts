@@ -306,7 +306,7 @@ describe('the demo service (npm start)', () => {
     ]);
     const page = docText('docs/service.md');
     const flags = [...usage().matchAll(/^ {2}(--[a-z-]+)/gm)].map((m) => m[1] as string);
-    expect(flags.length).toBe(17);
+    expect(flags.length).toBe(20);
     for (const flag of flags.filter((f) => f !== '--help')) expect(page).toContain(`| \`${flag}\``);
   });
 });

@@ -43,14 +43,17 @@ function listLines(title: string, list: ConversationList): string[] {
   const lines = [
     `${title}: ${int.format(list.count)}${list.count > list.conversations.length ? ` (the first ${list.conversations.length} listed)` : ''}`,
   ];
-  const shown = list.conversations.slice(0, 20);
+  const shown = list.conversations.slice(0, 10);
   for (const c of shown) {
     lines.push(
       `  ${c.conversationId} (${c.orchestrator}): recorded ${c.recorded.dispatchCount} ${c.recorded.reason}, candidate ${candidateText(c.candidate)}`,
     );
   }
-  if (list.conversations.length > shown.length)
-    lines.push(`  … ${list.count - shown.length} more in --json`);
+  if (list.count > shown.length) {
+    lines.push(
+      `  … ${list.count - shown.length} more (--json lists the first ${list.conversations.length})`,
+    );
+  }
   return lines;
 }
 
