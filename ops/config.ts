@@ -5,12 +5,16 @@
  * `npm run ops -- --config my-ops.ts --out my-ops/` renders a variant for your own config.
  */
 
+import { describe, duration, expect, OpsConfigError } from './check.ts';
 import {
   METRIC_ONLY_LABELS,
   parseSelector,
   SelectorError,
   unreachableMatcher,
 } from './selector.ts';
+import { checkSlos } from './slo-config.ts';
+
+export { OpsConfigError };
 
 /**
  * A Prometheus duration: `30s`, `5m`, `1h`, `1h30m`. Units from `y` down to `ms`, each at most
@@ -23,6 +27,68 @@ export interface AlertConfig {
   /**
    * How long the condition must hold before the alert fires.
    */
+  readonly for: Duration;
+}
+
+/** An SLO's common part. */
+export interface SloConfig {
+  /**
+   * The share of the SLO's events that must be good over `period`, in (0, 1). Its error budget
+   * is `1 - objective`.
+   */
+  readonly objective: number;
+  /**
+   * The period the objective holds over (the error budget's window).
+   * @default '30d'
+   */
+  readonly period: Duration;
+}
+
+export interface SlosConfig {
+  /**
+   * `convergence`: the share of conversations that end converged. The events are the
+   * conversations that ended with any reason but `excludedReasons`; the good ones ended with
+   * one of `goodReasons`; every other reason is bad.
+   * @default { objective: 0.95, period: '30d', goodReasons: ['converged'], excludedReasons: ['aborted'] }
+   */
+  readonly convergence: SloConfig & {
+    /**
+     * The reasons that count as converged (built-in or in `customReasons`).
+     * @default ['converged']
+     */
+    readonly goodReasons: readonly string[];
+    /**
+     * The reasons that count neither way: a caller's abort is not a failure of the system.
+     * @default ['aborted']
+     */
+    readonly excludedReasons: readonly string[];
+  };
+  /**
+   * `convergence_latency`: the share of the conversations that converged (ended with one of the
+   * convergence SLO's `goodReasons`) within `thresholdSeconds`.
+   * @default { objective: 0.99, period: '30d', thresholdSeconds: 5 }
+   */
+  readonly convergenceLatency: SloConfig & {
+    /**
+     * How long converging may take, in seconds: one of `conversationDurationBuckets`, since a
+     * histogram counts only up to its bucket boundaries.
+     * @default 5
+     */
+    readonly thresholdSeconds: number;
+  };
+}
+
+/** One pair of windows of the multi-window, multi-burn-rate alerts. */
+export interface BurnRateAlertConfig {
+  /** `critical` pages someone, `warning` opens a ticket (Alertmanager routes by it). */
+  readonly severity: 'critical' | 'warning';
+  /** How many times faster than the objective allows the budget burns, at least, for the alert. */
+  readonly burnRate: number;
+  /** The window the burn rate must exceed `burnRate` over; within every SLO's period. */
+  readonly longWindow: Duration;
+  /** The window the burn must still hold over: shorter than `longWindow`. */
+  readonly shortWindow: Duration;
+  /** How long both must hold before the alert fires. */
   readonly for: Duration;
 }
 
@@ -42,7 +108,7 @@ export interface OpsConfig {
    */
   readonly groupLabels: readonly string[];
   /**
-   * The range of the rates and quantiles the alerts look at.
+   * The range of the rates and quantiles the recording rules and dashboards' summaries use.
    * @default '5m'
    */
   readonly rateWindow: Duration;
@@ -52,35 +118,40 @@ export interface OpsConfig {
    */
   readonly dispatchWindow: Duration;
   /**
-   * Conversations ended per second below which the ratio alerts stay quiet (too little traffic
-   * for a share to mean anything).
+   * Events per second of an SLO (conversations that ended, or that converged for the latency
+   * SLO), over an alert's long window, below which its burn-rate alerts stay quiet: with a
+   * handful of conversations an hour, one failure is a large share and means little.
    * @default 0.01
    */
   readonly minTraffic: number;
-  /** `OrchestratorSlowConvergence` (warning). */
-  readonly slowConvergence: AlertConfig & {
-    /**
-     * p95 time to converge, in seconds, above which conversations count as slow.
-     * @default 5
-     */
-    readonly p95Seconds: number;
-  };
-  /** `OrchestratorConvergenceFailures` (warning). */
-  readonly convergenceFailures: AlertConfig & {
-    /**
-     * Share of conversations ending without converging (max dispatches, timeout, failure).
-     * @default 0.25
-     */
-    readonly ratio: number;
-  };
-  /** `OrchestratorConversationErrors` (critical). */
-  readonly conversationErrors: AlertConfig & {
-    /**
-     * Share of conversations failing (error, deadline, queue overflow).
-     * @default 0.1
-     */
-    readonly ratio: number;
-  };
+  /**
+   * The service level objectives. Each one's error ratio is recorded over every window of
+   * `burnRateAlerts` and over its period, and alerted on when its budget burns too fast.
+   */
+  readonly slos: SlosConfig;
+  /**
+   * The multi-window, multi-burn-rate alerts of every SLO (Google's SRE workbook, "Alerting on
+   * SLOs"): one alert rule per SLO and entry, firing when the error budget burns more than
+   * `burnRate` times as fast as the objective allows over both `longWindow` and `shortWindow`
+   * (the short window makes the alert stop soon after the burn does). The set of windows is the
+   * set of recording rules.
+   * @default page (critical) at 14.4x over 1h and 5m or 6x over 6h and 30m; ticket (warning) at 3x over 1d and 2h or 1x over 3d and 6h
+   */
+  readonly burnRateAlerts: readonly BurnRateAlertConfig[];
+  /**
+   * The bucket boundaries (seconds) of `orchestrator_conversation_duration_seconds`, as the
+   * telemetry of the service is configured (`buckets.conversationDuration`): the latency SLO's
+   * threshold must be one of them. A test keeps the default in step with the telemetry's
+   * `DEFAULT_CONVERSATION_DURATION_BUCKETS`.
+   * @default [0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600]
+   */
+  readonly conversationDurationBuckets: readonly number[];
+  /**
+   * The reasons your own termination policies end conversations with (beside the library's
+   * built-in ones such as `converged` and `aborted`): the SLOs may name them.
+   * @default []
+   */
+  readonly customReasons: readonly string[];
   /** `OrchestratorStalledConversations` (critical): conversations in progress, no dispatch. */
   readonly stalledConversations: AlertConfig;
   /** `OrchestratorListenerErrors` (warning): any listener error, for this long. */
@@ -134,11 +205,13 @@ export interface KubernetesConfig {
 
 /** Partial at every level: what `defineOpsConfig` accepts. */
 export type OpsConfigInput = {
-  readonly [K in keyof OpsConfig]?: OpsConfig[K] extends readonly unknown[]
-    ? OpsConfig[K]
-    : OpsConfig[K] extends object
-      ? Partial<OpsConfig[K]>
-      : OpsConfig[K];
+  readonly [K in keyof OpsConfig]?: K extends 'slos'
+    ? { readonly [S in keyof SlosConfig]?: Partial<SlosConfig[S]> }
+    : OpsConfig[K] extends readonly unknown[]
+      ? OpsConfig[K]
+      : OpsConfig[K] extends object
+        ? Partial<OpsConfig[K]>
+        : OpsConfig[K];
 };
 
 export const DEFAULT_OPS_CONFIG: OpsConfig = {
@@ -147,9 +220,29 @@ export const DEFAULT_OPS_CONFIG: OpsConfig = {
   rateWindow: '5m',
   dispatchWindow: '1m',
   minTraffic: 0.01,
-  slowConvergence: { p95Seconds: 5, for: '10m' },
-  convergenceFailures: { ratio: 0.25, for: '10m' },
-  conversationErrors: { ratio: 0.1, for: '5m' },
+  slos: {
+    convergence: {
+      objective: 0.95,
+      period: '30d',
+      goodReasons: ['converged'],
+      excludedReasons: ['aborted'],
+    },
+    convergenceLatency: { objective: 0.99, period: '30d', thresholdSeconds: 5 },
+  },
+  // The SRE workbook's pairs: a page spends 2% of a 30-day budget in 1h (14.4x) or 5% in 6h (6x),
+  // a ticket 10% in 1d (3x) or 10% in 3d (1x). `for:` damps a single evaluation's spike.
+  burnRateAlerts: [
+    { severity: 'critical', burnRate: 14.4, longWindow: '1h', shortWindow: '5m', for: '2m' },
+    { severity: 'critical', burnRate: 6, longWindow: '6h', shortWindow: '30m', for: '15m' },
+    { severity: 'warning', burnRate: 3, longWindow: '1d', shortWindow: '2h', for: '1h' },
+    { severity: 'warning', burnRate: 1, longWindow: '3d', shortWindow: '6h', for: '3h' },
+  ],
+  // Written out rather than imported: this is what your service's telemetry uses, which may not
+  // be the library's default (test/ops-config.test.ts keeps the two defaults in step).
+  conversationDurationBuckets: [
+    0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
+  ],
+  customReasons: [],
   stalledConversations: { for: '5m' },
   listenerErrors: { for: '5m' },
   targetDown: { for: '2m' },
@@ -165,35 +258,17 @@ export const DEFAULT_OPS_CONFIG: OpsConfig = {
   },
 };
 
-export class OpsConfigError extends Error {
-  override name = 'OpsConfigError';
-}
-
-function describe(value: unknown): string {
-  return `\`${typeof value === 'string' ? value : JSON.stringify(value)}\` (${typeof value})`;
-}
-
-function expect(ok: boolean, what: string, expected: string, value: unknown): void {
-  if (!ok)
-    throw new OpsConfigError(`Expected \`${what}\` to be ${expected}, got ${describe(value)}`);
-}
-
 /** Labels the rules set or aggregate by themselves: a group label cannot be one of them. */
 const RULE_LABELS = ['orchestrator', 'responder', 'reason', 'le', 'quantile'];
 
 /** The options of one alert each. */
-const ALERTS = [
-  'slowConvergence',
-  'convergenceFailures',
-  'conversationErrors',
-  'stalledConversations',
-  'listenerErrors',
-  'targetDown',
-  'jobDown',
-] as const;
+const ALERTS = ['stalledConversations', 'listenerErrors', 'targetDown', 'jobDown'] as const;
 
 /** The options that are objects of their own. */
-const NESTED = [...ALERTS, 'kubernetes'] as const;
+const NESTED = [...ALERTS, 'slos', 'kubernetes'] as const;
+
+/** The SLOs, by option name. */
+const SLOS = ['convergence', 'convergenceLatency'] as const;
 
 function unknownKeys(prefix: string, given: object, known: object): void {
   for (const key of Object.keys(given)) {
@@ -207,8 +282,6 @@ function unknownKeys(prefix: string, given: object, known: object): void {
   }
 }
 
-// Prometheus' own duration grammar (model.ParseDuration): each unit once, largest first.
-const DURATION = /^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$/;
 const LABEL = /^[a-zA-Z_][a-zA-Z0-9_]*$/;
 // One or more `label op "value"` matchers, comma-separated (values without unescaped quotes).
 // A value holds no raw line break: PromQL strings cannot.
@@ -219,24 +292,6 @@ const K8S_LABEL_KEY =
   /^([a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?\/)?[A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?$/;
 const K8S_LABEL_VALUE = /^([A-Za-z0-9]([-A-Za-z0-9_.]{0,61}[A-Za-z0-9])?)?$/;
 const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
-
-function duration(what: string, value: unknown): void {
-  expect(
-    typeof value === 'string' && value !== '' && DURATION.test(value) && /[1-9]/.test(value),
-    what,
-    'a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero)',
-    value,
-  );
-}
-
-function ratio(what: string, value: unknown): void {
-  expect(
-    typeof value === 'number' && value > 0 && value < 1,
-    what,
-    'a ratio between 0 and 1',
-    value,
-  );
-}
 
 /** The selector's matchers: valid values, target labels only, and labels the manifests produce. */
 function selector(config: OpsConfig): void {
@@ -291,12 +346,24 @@ export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
     );
     unknownKeys(`${key}.`, value, d[key]);
   }
+  for (const key of SLOS) {
+    const value = input.slos?.[key];
+    if (value === undefined) continue;
+    expect(
+      typeof value === 'object' && value !== null && !Array.isArray(value),
+      `slos.${key}`,
+      'an object',
+      value,
+    );
+    unknownKeys(`slos.${key}.`, value, d.slos[key]);
+  }
   const config: OpsConfig = {
     ...d,
     ...input,
-    slowConvergence: { ...d.slowConvergence, ...input.slowConvergence },
-    convergenceFailures: { ...d.convergenceFailures, ...input.convergenceFailures },
-    conversationErrors: { ...d.conversationErrors, ...input.conversationErrors },
+    slos: {
+      convergence: { ...d.slos.convergence, ...input.slos?.convergence },
+      convergenceLatency: { ...d.slos.convergenceLatency, ...input.slos?.convergenceLatency },
+    },
     stalledConversations: { ...d.stalledConversations, ...input.stalledConversations },
     listenerErrors: { ...d.listenerErrors, ...input.listenerErrors },
     targetDown: { ...d.targetDown, ...input.targetDown },
@@ -336,16 +403,7 @@ export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
     'a non-negative number of conversations per second',
     config.minTraffic,
   );
-  expect(
-    typeof config.slowConvergence.p95Seconds === 'number' &&
-      Number.isFinite(config.slowConvergence.p95Seconds) &&
-      config.slowConvergence.p95Seconds > 0,
-    'slowConvergence.p95Seconds',
-    'a positive number of seconds',
-    config.slowConvergence.p95Seconds,
-  );
-  ratio('convergenceFailures.ratio', config.convergenceFailures.ratio);
-  ratio('conversationErrors.ratio', config.conversationErrors.ratio);
+  checkSlos(config);
   for (const alert of ALERTS) duration(`${alert}.for`, config[alert].for);
   let url: URL | undefined;
   try {

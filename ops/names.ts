@@ -19,3 +19,21 @@ export function byResponder(config: OpsConfig): readonly string[] {
 export function recordName(labels: readonly string[], metric: string, operations: string): string {
   return `${labels.join('_')}:${metric}:${operations}`;
 }
+
+const UNITS: Readonly<Record<string, string>> = {
+  ms: 'millisecond',
+  s: 'second',
+  m: 'minute',
+  h: 'hour',
+  d: 'day',
+  w: 'week',
+  y: 'year',
+};
+
+/** `5m` → `5 minutes`, `1h` → `1 hour`; compound durations stay as written. */
+export function humanDuration(duration: string): string {
+  const m = /^(\d+)(ms|s|m|h|d|w|y)$/.exec(duration);
+  if (!m) return duration;
+  const n = Number(m[1]);
+  return `${n} ${UNITS[m[2] as string]}${n === 1 ? '' : 's'}`;
+}

@@ -1,6 +1,6 @@
 /**
- * The Prometheus rules: recording rules (`level:metric:operations`) and the seven alerts, from the
- * config. The same groups go into prometheus/rules/orchestrator.rules.yml and into the
+ * The Prometheus rules: recording rules (`level:metric:operations`), the SLOs' burn-rate alerts
+ * (ops/slo.ts) and the threshold alerts that add signal beside them, from the config. The same groups go into prometheus/rules/orchestrator.rules.yml and into the
  * Kubernetes PrometheusRule.
  */
 import {
@@ -14,7 +14,10 @@ import {
   METRIC_RESPONDER_ERRORS,
 } from '../src/observability/semconv.ts';
 import type { Duration, OpsConfig } from './config.ts';
-import { byOrchestrator, byResponder, recordName } from './names.ts';
+import { byOrchestrator, byResponder, humanDuration, recordName } from './names.ts';
+import { sloAlerts, sloRecordingRules } from './slo.ts';
+
+export { humanDuration };
 
 export interface RecordingRule {
   readonly record: string;
@@ -26,7 +29,7 @@ export interface AlertingRule {
   readonly alert: string;
   readonly expr: string;
   readonly for: Duration;
-  readonly labels: { readonly severity: 'warning' | 'critical' };
+  readonly labels: { readonly severity: 'warning' | 'critical'; readonly [label: string]: string };
   readonly annotations: {
     readonly summary: string;
     readonly description: string;
@@ -40,35 +43,13 @@ export interface RuleGroup<R> {
 }
 
 export interface Rules {
-  readonly groups: readonly [RuleGroup<RecordingRule>, RuleGroup<AlertingRule>];
+  readonly groups: readonly RuleGroup<RecordingRule | AlertingRule>[];
 }
 
 /** Reasons that mean the agents did not agree: gave up or failed. */
 const UNCONVERGED = 'max_dispatches|timeout|error|deadline|queue_overflow';
 /** Reasons that mean the conversation failed. */
 const FAILED = 'error|deadline|queue_overflow';
-
-const UNITS: Readonly<Record<string, string>> = {
-  ms: 'millisecond',
-  s: 'second',
-  m: 'minute',
-  h: 'hour',
-  d: 'day',
-  w: 'week',
-  y: 'year',
-};
-
-/** `5m` → `5 minutes`, `1h` → `1 hour`; compound durations stay as written. */
-export function humanDuration(duration: Duration): string {
-  const m = /^(\d+)(ms|s|m|h|d|w|y)$/.exec(duration);
-  if (!m) return duration;
-  const n = Number(m[1]);
-  return `${n} ${UNITS[m[2] as string]}${n === 1 ? '' : 's'}`;
-}
-
-function percent(ratio: number): string {
-  return `${Number((ratio * 100).toFixed(4))}%`;
-}
 
 /** The recording rules' names, for the alerts here and the dashboards. */
 export function recordedNames(config: OpsConfig) {
@@ -121,13 +102,6 @@ export function rules(config: OpsConfig): Rules {
   const quantile = (q: string, metric: string, by: string, extra = '') =>
     `histogram_quantile(${q}, sum by (${by}, le) (rate(${metric}_bucket{${S}${extra}}[${W}])))`;
   const runbook = (alert: string) => `${config.runbookUrl}#${alert.toLowerCase()}`;
-  const over = humanDuration(W);
-  const minTraffic = [
-    `and on (${O})`,
-    `${names.ended}`,
-    `  > ${config.minTraffic} # minTraffic: conversations ended per second`,
-  ];
-
   const recording: RecordingRule[] = [
     {
       record: names.dispatchRate,
@@ -179,63 +153,7 @@ export function rules(config: OpsConfig): Rules {
     },
   ];
 
-  const { slowConvergence, convergenceFailures, conversationErrors } = config;
   const alerts: AlertingRule[] = [
-    {
-      alert: 'OrchestratorSlowConvergence',
-      expr: [
-        `${names.convergedDurationQuantile}{quantile="0.95"}`,
-        `  > ${slowConvergence.p95Seconds} # slowConvergence.p95Seconds: p95 time to converge`,
-        '',
-      ].join('\n'),
-      for: slowConvergence.for,
-      labels: { severity: 'warning' },
-      annotations: {
-        summary: 'Conversations are converging slowly.',
-        description:
-          `95% of the conversations of orchestrator {{ $labels.orchestrator }} that converged took ` +
-          `up to {{ $value | humanizeDuration }} over the last ${over} (threshold ${slowConvergence.p95Seconds}s).`,
-        runbook_url: runbook('OrchestratorSlowConvergence'),
-      },
-    },
-    {
-      alert: 'OrchestratorConvergenceFailures',
-      expr: [
-        names.unconvergedRatio,
-        `  > ${convergenceFailures.ratio} # convergenceFailures.ratio: share ending without converging`,
-        ...minTraffic,
-        '',
-      ].join('\n'),
-      for: convergenceFailures.for,
-      labels: { severity: 'warning' },
-      annotations: {
-        summary: 'Many conversations end without converging.',
-        description:
-          '{{ $value | humanizePercentage }} of the conversations of orchestrator ' +
-          '{{ $labels.orchestrator }} ended without converging (max dispatches, timeout or ' +
-          `failure) over the last ${over} (threshold ${percent(convergenceFailures.ratio)}).`,
-        runbook_url: runbook('OrchestratorConvergenceFailures'),
-      },
-    },
-    {
-      alert: 'OrchestratorConversationErrors',
-      expr: [
-        names.failedRatio,
-        `  > ${conversationErrors.ratio} # conversationErrors.ratio: share failing (error, deadline, queue_overflow)`,
-        ...minTraffic,
-        '',
-      ].join('\n'),
-      for: conversationErrors.for,
-      labels: { severity: 'critical' },
-      annotations: {
-        summary: 'Conversations are failing.',
-        description:
-          '{{ $value | humanizePercentage }} of the conversations of orchestrator ' +
-          '{{ $labels.orchestrator }} failed (responder error, dispatch deadline or queue ' +
-          `overflow) over the last ${over} (threshold ${percent(conversationErrors.ratio)}).`,
-        runbook_url: runbook('OrchestratorConversationErrors'),
-      },
-    },
     {
       alert: 'OrchestratorStalledConversations',
       // Per instance: conversations live in one process, so one stuck replica is stalled even
@@ -307,6 +225,9 @@ export function rules(config: OpsConfig): Rules {
   return {
     groups: [
       { name: 'orchestrator.recording', rules: recording },
+      // One group: rules of a group run in order at each evaluation, so the alerts read the
+      // ratios recorded at the same instant (across groups they may read the previous ones).
+      { name: 'orchestrator.slo', rules: [...sloRecordingRules(config), ...sloAlerts(config)] },
       { name: 'orchestrator.alerts', rules: alerts },
     ],
   };

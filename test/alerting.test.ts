@@ -1,7 +1,8 @@
 /**
- * Alert delivery, end to end, with real processes: the demo service converging slowly and failing
- * half its conversations, a real Prometheus evaluating rules generated from a test config (short
- * windows and `for:` durations), a real Alertmanager routing with the committed
+ * Alert delivery, end to end, with real processes: the demo service with a degraded mix (a
+ * quarter of its conversations fail, a third of the converged ones converge slowly), a real
+ * Prometheus evaluating rules generated from a test config whose SLO periods and burn-rate windows
+ * are compressed from days to seconds, a real Alertmanager routing with the committed
  * alertmanager/alertmanager.yml (only its webhook URLs and group timers swapped), and a local
  * webhook receiver standing in for the people paged.
  */
@@ -24,12 +25,23 @@ import {
 import { type RunningPrometheus, startPrometheus } from './helpers/prometheus.ts';
 import { type RunningService, startService } from './helpers/service.ts';
 
-/** The default config with windows and `for:` durations short enough for a test. */
+/**
+ * The default config with the SLOs' days compressed into seconds: a 2-minute period, a page at
+ * 14.4x over 30s and 10s, a ticket at 3x over 1m and 20s. The convergence SLO promises 99% (a
+ * quarter failing burns it 25x: it pages, and its ticket is held back); the latency one 95%
+ * within 0.5s (a third of the converged taking 2s burns it ~6.7x: it only tickets).
+ */
 const config = defineOpsConfig({
   rateWindow: '20s',
   dispatchWindow: '5s',
-  slowConvergence: { p95Seconds: 0.5, for: '1s' },
-  conversationErrors: { for: '1s' },
+  slos: {
+    convergence: { objective: 0.99, period: '2m' },
+    convergenceLatency: { objective: 0.95, period: '2m', thresholdSeconds: 0.5 },
+  },
+  burnRateAlerts: [
+    { severity: 'critical', burnRate: 14.4, longWindow: '30s', shortWindow: '10s', for: '1s' },
+    { severity: 'warning', burnRate: 3, longWindow: '1m', shortWindow: '20s', for: '1s' },
+  ],
   targetDown: { for: '1s' },
   jobDown: { for: '1s' },
 });
@@ -65,8 +77,15 @@ beforeAll(async () => {
   writeFileSync(join(dir, 'rules.yml'), yaml(rules(config)));
   receiver = await startWebhookReceiver();
   alertmanager = await startAlertmanager(testAlertmanagerConfig(receiver));
-  // Slow markets converge in ~2 s (p95 above the test's 0.5 s); broken feeds fail half of them.
-  service = await startService(['--mix', 'slow=1,fail=1', '--rate', '20', '--progress-s', '60']);
+  // Calm markets converge at once, slow ones in ~2 s (above the test's 0.5 s), broken feeds fail.
+  service = await startService([
+    '--mix',
+    'converge=2,slow=1,fail=1',
+    '--rate',
+    '20',
+    '--progress-s',
+    '60',
+  ]);
   prometheus = await startPrometheus(`127.0.0.1:${service.port}`, [join(dir, 'rules.yml')], {
     alertmanagers: [alertmanager.address],
   });
@@ -107,31 +126,35 @@ async function delivered(
 }
 
 describe('alerts reach the receivers Alertmanager routes them to', () => {
-  it('delivers OrchestratorSlowConvergence to the warning receiver with its labels and annotations', async () => {
-    const { notification, alert } = await delivered('/warning', 'OrchestratorSlowConvergence');
-    expect(notification.receiver).toBe('warning');
+  it('delivers the critical convergence SLO burn to the critical receiver with its labels and annotations', async () => {
+    const { notification, alert } = await delivered('/critical', 'OrchestratorConvergenceSLOBurn');
+    expect(notification.receiver).toBe('critical');
     expect(['fx_desks', 'rates_desks']).toContain(alert.labels.orchestrator);
-    expect(alert.labels).toMatchObject({
-      alertname: 'OrchestratorSlowConvergence',
-      severity: 'warning',
+    expect(alert.labels).toEqual({
+      alertname: 'OrchestratorConvergenceSLOBurn',
+      severity: 'critical',
+      slo: 'convergence',
+      long_window: '30s',
+      short_window: '10s',
       job: 'conversation-orchestrator',
-      quantile: '0.95',
+      orchestrator: alert.labels.orchestrator as string,
     });
-    expect(alert.annotations.summary).toBe('Conversations are converging slowly.');
+    expect(alert.annotations.summary).toBe(
+      "The convergence SLO's error budget is burning too fast.",
+    );
     expect(alert.annotations.description).toMatch(
       new RegExp(
-        `^95% of the conversations of orchestrator ${alert.labels.orchestrator} that converged took up to \\d+(\\.\\d+)?s over the last 20 seconds \\(threshold 0\\.5s\\)\\.$`,
+        `^Orchestrator ${alert.labels.orchestrator} spends the error budget of its convergence SLO \\(objective: 99% of conversations converge, over 2 minutes\\) \\d+(\\.\\d+)? times as fast as the objective allows over the last 30 seconds, and still over the last 10 seconds \\(threshold 14\\.4x: at that rate 360% of the budget goes in 30 seconds\\)\\. Budget consumed over the last 2 minutes: \\d+(\\.\\d+)?%\\.$`,
       ),
     );
-    expect(alert.annotations.runbook_url).toBe(`${config.runbookUrl}#orchestratorslowconvergence`);
-  });
-
-  it('delivers a critical alert (OrchestratorConversationErrors) to the critical receiver, not the warning one', async () => {
-    const { notification, alert } = await delivered('/critical', 'OrchestratorConversationErrors');
-    expect(notification.receiver).toBe('critical');
-    expect(alert.labels).toMatchObject({ severity: 'critical', job: 'conversation-orchestrator' });
+    // A quarter of the conversations fail: the burn is about 25 (0.25 / 0.01).
+    const burn = Number(
+      / (\d+(?:\.\d+)?) times as fast/.exec(alert.annotations.description ?? '')?.[1],
+    );
+    expect(burn).toBeGreaterThan(14.4);
+    expect(burn).toBeLessThanOrEqual(100);
     expect(alert.annotations.runbook_url).toBe(
-      `${config.runbookUrl}#orchestratorconversationerrors`,
+      `${config.runbookUrl}#orchestratorconvergencesloburn`,
     );
     const misrouted = receiver.notifications.filter(
       (n) => n.path === '/warning' && n.alerts.some((a) => a.labels.severity === 'critical'),
@@ -139,9 +162,54 @@ describe('alerts reach the receivers Alertmanager routes them to', () => {
     expect(misrouted).toEqual([]);
   });
 
+  it('delivers the latency SLO ticket to the warning receiver, and holds back the convergence ticket the page covers', async () => {
+    const { notification, alert } = await delivered(
+      '/warning',
+      'OrchestratorConvergenceLatencySLOBurn',
+    );
+    expect(notification.receiver).toBe('warning');
+    expect(alert.labels).toMatchObject({
+      severity: 'warning',
+      slo: 'convergence_latency',
+      long_window: '1m',
+      short_window: '20s',
+      job: 'conversation-orchestrator',
+    });
+    expect(alert.annotations.description).toContain(
+      'SLO (objective: 95% of converged conversations converge within 0.5s, over 2 minutes)',
+    );
+    await vi.waitFor(
+      async () => {
+        const alerts = await alertmanager.alerts();
+        const convergence = alerts.filter(
+          (a) => a.labels.alertname === 'OrchestratorConvergenceSLOBurn',
+        );
+        const pages = convergence.filter((a) => a.labels.severity === 'critical');
+        const tickets = convergence.filter((a) => a.labels.severity === 'warning');
+        expect(tickets.length).toBeGreaterThan(0);
+        for (const ticket of tickets) {
+          const page = pages.find((p) => p.labels.orchestrator === ticket.labels.orchestrator);
+          expect(ticket.status).toMatchObject({
+            state: 'suppressed',
+            inhibitedBy: [page?.fingerprint],
+          });
+        }
+      },
+      { timeout: 30_000, interval: 250 },
+    );
+    const heldBack = receiver.notifications.flatMap((n) =>
+      n.alerts.filter(
+        (a) =>
+          a.labels.alertname === 'OrchestratorConvergenceSLOBurn' &&
+          a.labels.severity === 'warning',
+      ),
+    );
+    expect(heldBack).toEqual([]);
+  });
+
   it('pages for a job whose every target is down, and silences its other alerts meanwhile', async () => {
     const slowBefore = (await alertmanager.alerts()).filter(
-      (a) => a.labels.alertname === 'OrchestratorSlowConvergence',
+      (a) => a.labels.alertname === 'OrchestratorConvergenceLatencySLOBurn',
     );
     expect(slowBefore.length).toBeGreaterThan(0);
     expect(slowBefore.map((a) => a.status.state)).toEqual(slowBefore.map(() => 'active'));
@@ -164,7 +232,9 @@ describe('alerts reach the receivers Alertmanager routes them to', () => {
         const alerts = await alertmanager.alerts();
         const jobDown = alerts.find((a) => a.labels.alertname === 'OrchestratorJobDown');
         const targetDown = alerts.filter((a) => a.labels.alertname === 'OrchestratorTargetDown');
-        const slow = alerts.filter((a) => a.labels.alertname === 'OrchestratorSlowConvergence');
+        const slow = alerts.filter(
+          (a) => a.labels.alertname === 'OrchestratorConvergenceLatencySLOBurn',
+        );
         expect(jobDown?.status.state).toBe('active');
         expect(targetDown.map((a) => a.labels.instance)).toEqual([`127.0.0.1:${service.port}`]);
         expect(slow.length).toBeGreaterThan(0);

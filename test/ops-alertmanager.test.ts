@@ -36,7 +36,7 @@ describe('alertmanager/alertmanager.yml', () => {
     const r = amtool('check-config', FILE);
     expect(r.status, r.stdout + r.stderr).toBe(0);
     expect(r.stdout).toContain('SUCCESS');
-    expect(r.stdout).toContain(' - 1 inhibit rules');
+    expect(r.stdout).toContain(' - 2 inhibit rules');
     expect(r.stdout).toContain(' - 2 receivers');
   });
 
@@ -71,7 +71,7 @@ describe('alertmanager/alertmanager.yml', () => {
     expect(routeOf({ alertname: 'Unlabelled' })).toBe('warning');
   });
 
-  it('groups by alertname and orchestrator, and inhibits from OrchestratorJobDown only, within its job', () => {
+  it("groups by alertname and orchestrator, inhibits from OrchestratorJobDown within its job, and an SLO's ticket by its page", () => {
     const config = parse(readFileSync(FILE, 'utf8')) as {
       route: { group_by: string[] };
       inhibit_rules: { source_matchers: string[]; target_matchers: string[]; equal: string[] }[];
@@ -83,7 +83,17 @@ describe('alertmanager/alertmanager.yml', () => {
         target_matchers: ['alertname=~"Orchestrator.+"', 'alertname!="OrchestratorJobDown"'],
         equal: ['job'],
       },
+      {
+        source_matchers: ['alertname=~"Orchestrator.+SLOBurn"', 'severity="critical"'],
+        target_matchers: ['alertname=~"Orchestrator.+SLOBurn"', 'severity="warning"'],
+        equal: ['alertname', 'slo', 'job', 'orchestrator'],
+      },
     ]);
+    // The SLO inhibition compares `slo` and `orchestrator`: every SLO alert carries both.
+    for (const alert of rules().filter((r) => r.alert?.endsWith('SLOBurn'))) {
+      expect(alert.labels?.slo, alert.alert).toMatch(/^convergence(_latency)?$/);
+      expect(alert.expr, alert.alert).toMatch(/^job_orchestrator:/);
+    }
     // The inhibition compares `job`: every alert must carry it, so each aggregates by labels
     // that keep it (recorded `job_orchestrator:...` series, `by (job, ...)`) or selects `up`.
     for (const alert of rules().filter((r) => r.alert)) {
@@ -132,12 +142,21 @@ describe('the inhibition, in a real Alertmanager', () => {
     );
   }
 
-  const errors = (job: string) => ({
-    alertname: 'OrchestratorConversationErrors',
-    severity: 'critical',
+  const burn = (
+    job: string,
+    severity: 'critical' | 'warning',
+    alertname = 'OrchestratorConvergenceSLOBurn',
+    orchestrator = 'fx_desks',
+  ) => ({
+    alertname,
+    severity,
+    slo: alertname === 'OrchestratorConvergenceSLOBurn' ? 'convergence' : 'convergence_latency',
+    long_window: severity === 'critical' ? '1h' : '1d',
+    short_window: severity === 'critical' ? '5m' : '2h',
     job,
-    orchestrator: 'fx_desks',
+    orchestrator,
   });
+  const errors = (job: string) => burn(job, 'critical');
 
   it('lets one crash-looping replica of several hide nothing, and a job down silence its own job only', async () => {
     // One replica of `agents` is down; the others still serve and fail conversations.
@@ -155,8 +174,8 @@ describe('the inhibition, in a real Alertmanager', () => {
       async () =>
         expect(await states()).toEqual({
           'OrchestratorTargetDown agents agents-1:9464': 'active',
-          'OrchestratorConversationErrors agents fx_desks': 'active',
-          'OrchestratorConversationErrors batch fx_desks': 'active',
+          'OrchestratorConvergenceSLOBurn agents fx_desks': 'active',
+          'OrchestratorConvergenceSLOBurn batch fx_desks': 'active',
         }),
       { timeout: 10_000, interval: 100 },
     );
@@ -168,9 +187,67 @@ describe('the inhibition, in a real Alertmanager', () => {
         expect(await states()).toEqual({
           'OrchestratorJobDown agents ': 'active',
           'OrchestratorTargetDown agents agents-1:9464': 'suppressed',
-          'OrchestratorConversationErrors agents fx_desks': 'suppressed',
-          'OrchestratorConversationErrors batch fx_desks': 'active',
+          'OrchestratorConvergenceSLOBurn agents fx_desks': 'suppressed',
+          'OrchestratorConvergenceSLOBurn batch fx_desks': 'active',
         }),
+      { timeout: 10_000, interval: 100 },
+    );
+  });
+  it("holds back an SLO's ticket while its page fires, for that SLO and orchestrator only", async () => {
+    const key = (a: Record<string, string>) =>
+      `${a.alertname} ${a.severity} ${a.job} ${a.orchestrator}`;
+    const tickets = [
+      burn('slo', 'warning'),
+      burn('slo', 'warning', 'OrchestratorConvergenceLatencySLOBurn'),
+      burn('slo', 'warning', 'OrchestratorConvergenceSLOBurn', 'rates_desks'),
+    ];
+    await post(tickets);
+    const stateOf = async () =>
+      Object.fromEntries(
+        (await alertmanager.alerts())
+          .filter((a) => a.labels.job === 'slo')
+          .map((a) => [
+            key(a.labels),
+            { state: a.status.state, inhibitedBy: a.status.inhibitedBy },
+          ]),
+      );
+    await vi.waitFor(
+      async () =>
+        expect(Object.values(await stateOf()).map((s) => s.state)).toEqual([
+          'active',
+          'active',
+          'active',
+        ]),
+      { timeout: 10_000, interval: 100 },
+    );
+    // fx_desks' convergence pages: its convergence ticket is an echo, the latency ticket and
+    // rates_desks' ticket are not.
+    await post([burn('slo', 'critical')]);
+    await vi.waitFor(
+      async () => {
+        const states = await stateOf();
+        const page = (await alertmanager.alerts()).find(
+          (a) => a.labels.job === 'slo' && a.labels.severity === 'critical',
+        );
+        expect(states).toEqual({
+          'OrchestratorConvergenceSLOBurn critical slo fx_desks': {
+            state: 'active',
+            inhibitedBy: [],
+          },
+          'OrchestratorConvergenceSLOBurn warning slo fx_desks': {
+            state: 'suppressed',
+            inhibitedBy: [page?.fingerprint],
+          },
+          'OrchestratorConvergenceLatencySLOBurn warning slo fx_desks': {
+            state: 'active',
+            inhibitedBy: [],
+          },
+          'OrchestratorConvergenceSLOBurn warning slo rates_desks': {
+            state: 'active',
+            inhibitedBy: [],
+          },
+        });
+      },
       { timeout: 10_000, interval: 100 },
     );
   });

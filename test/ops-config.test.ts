@@ -12,6 +12,7 @@ import { parse } from 'yaml';
 import { DEFAULT_OPS_CONFIG, defineOpsConfig, type OpsConfigInput } from '../ops/config.ts';
 import { renderOps } from '../ops/render.ts';
 import { humanDuration } from '../ops/rules.ts';
+import { DEFAULT_CONVERSATION_DURATION_BUCKETS } from '../src/observability/index.ts';
 import { type DashboardQuery, dashboardQueries, metricNamesIn, type Rule } from './helpers/ops.ts';
 
 const run = promisify(execFile);
@@ -20,9 +21,26 @@ const ROOT = resolve(import.meta.dirname, '..');
 describe('defineOpsConfig', () => {
   it('returns the defaults when given nothing, and merges nested values', () => {
     expect(defineOpsConfig()).toEqual(DEFAULT_OPS_CONFIG);
-    const config = defineOpsConfig({ slowConvergence: { p95Seconds: 30 } });
-    expect(config.slowConvergence).toEqual({ p95Seconds: 30, for: '10m' });
+    const config = defineOpsConfig({ slos: { convergenceLatency: { thresholdSeconds: 10 } } });
+    expect(config.slos).toEqual({
+      convergence: {
+        objective: 0.95,
+        period: '30d',
+        goodReasons: ['converged'],
+        excludedReasons: ['aborted'],
+      },
+      convergenceLatency: { objective: 0.99, period: '30d', thresholdSeconds: 10 },
+    });
     expect(config.kubernetes).toEqual(DEFAULT_OPS_CONFIG.kubernetes);
+  });
+
+  it("names the telemetry's default conversation duration buckets, so the latency threshold is checked against what the service exposes", () => {
+    expect(DEFAULT_OPS_CONFIG.conversationDurationBuckets).toEqual([
+      ...DEFAULT_CONVERSATION_DURATION_BUCKETS,
+    ]);
+    expect(DEFAULT_OPS_CONFIG.conversationDurationBuckets).toContain(
+      DEFAULT_OPS_CONFIG.slos.convergenceLatency.thresholdSeconds,
+    );
   });
 
   it.each<[OpsConfigInput, string]>([
@@ -101,8 +119,12 @@ describe('defineOpsConfig', () => {
       'Unknown option `rateWindw`; expected one of `selector`, `groupLabels`, `rateWindow`',
     ],
     [
-      { slowConvergence: { p95: 30 } } as OpsConfigInput,
-      'Unknown option `slowConvergence.p95`; expected one of `slowConvergence.p95Seconds`, `slowConvergence.for`',
+      { slos: { convergence: { objectve: 0.9 } } } as unknown as OpsConfigInput,
+      'Unknown option `slos.convergence.objectve`; expected one of `slos.convergence.objective`, `slos.convergence.period`, `slos.convergence.goodReasons`, `slos.convergence.excludedReasons`',
+    ],
+    [
+      { slos: { latency: {} } } as unknown as OpsConfigInput,
+      'Unknown option `slos.latency`; expected one of `slos.convergence`, `slos.convergenceLatency`',
     ],
     [
       { kubernetes: 'prod' } as unknown as OpsConfigInput,
@@ -112,13 +134,81 @@ describe('defineOpsConfig', () => {
       { rateWindow: '5 minutes' },
       'Expected `rateWindow` to be a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero), got `5 minutes` (string)',
     ],
+    ...[0, 1, 95, -0.5, Number.NaN].map((objective): [OpsConfigInput, string] => [
+      { slos: { convergence: { objective } } },
+      `Expected \`slos.convergence.objective\` to be a ratio between 0 and 1, got \`${JSON.stringify(objective)}\` (number)`,
+    ]),
     [
-      { slowConvergence: { p95Seconds: -1 } },
-      'Expected `slowConvergence.p95Seconds` to be a positive number of seconds, got `-1` (number)',
+      { slos: { convergenceLatency: { period: '30 days' } } },
+      'Expected `slos.convergenceLatency.period` to be a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero), got `30 days` (string)',
     ],
     [
-      { conversationErrors: { ratio: 10 } },
-      'Expected `conversationErrors.ratio` to be a ratio between 0 and 1, got `10` (number)',
+      { slos: { convergence: { goodReasons: ['converged', 'agreed'] } } },
+      'Expected `slos.convergence.goodReasons` to hold reasons the telemetry reports (built-in: `converged`, `consensus`, `max_dispatches`, `timeout`, `stopped`, `queue_exhausted`, `aborted`, `deadline`, `error`, `queue_overflow`; or one of `customReasons`), got `agreed` (string)',
+    ],
+    [
+      { slos: { convergence: { goodReasons: [] } } },
+      'Expected `slos.convergence.goodReasons` to be an array of distinct reasons, at least one, got `[]` (object)',
+    ],
+    [
+      { slos: { convergence: { excludedReasons: ['aborted', 'converged'] } } },
+      'Expected `slos.convergence.excludedReasons` to be reasons that are not also good ones, got `converged` (string)',
+    ],
+    [
+      { customReasons: ['Agreed'] },
+      'Expected `customReasons` to be an array of distinct snake_case reasons of 1-40 characters, none of them built in, got `["Agreed"]` (object)',
+    ],
+    [
+      { customReasons: ['converged'] },
+      'Expected `customReasons` to be an array of distinct snake_case reasons of 1-40 characters, none of them built in, got `["converged"]` (object)',
+    ],
+    [
+      { slos: { convergenceLatency: { thresholdSeconds: 3 } } },
+      'Expected `slos.convergenceLatency.thresholdSeconds` to be a bucket boundary of orchestrator_conversation_duration_seconds (`conversationDurationBuckets`: 0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600), got `3` (number)',
+    ],
+    [
+      { conversationDurationBuckets: [1, 5, 2.5] },
+      'Expected `conversationDurationBuckets` to be an increasing array of positive numbers of seconds, got `[1,5,2.5]` (object)',
+    ],
+    [
+      {
+        burnRateAlerts: [
+          { severity: 'critical', burnRate: 14.4, longWindow: '5m', shortWindow: '1h', for: '2m' },
+        ],
+      },
+      'Expected `burnRateAlerts[0].shortWindow` to be shorter than its `longWindow` (5m), got `1h` (string)',
+    ],
+    [
+      {
+        burnRateAlerts: [
+          { severity: 'warning', burnRate: 1, longWindow: '60d', shortWindow: '6h', for: '3h' },
+        ],
+      },
+      'Expected `burnRateAlerts[0].longWindow` to be within the period of `slos.convergence` (30d), got `60d` (string)',
+    ],
+    [
+      { slos: { convergence: { objective: 0.9 } } },
+      'Expected `burnRateAlerts[0].burnRate` to be below 1 / the error budget of `slos.convergence` (1 / 0.1 = 10): a higher burn would need more than every event to be bad, got `14.4` (number)',
+    ],
+    [
+      {
+        burnRateAlerts: [
+          { severity: 'page', burnRate: 14.4, longWindow: '1h', shortWindow: '5m', for: '2m' },
+        ],
+      } as unknown as OpsConfigInput,
+      'Expected `burnRateAlerts[0].severity` to be `critical` or `warning`, got `page` (string)',
+    ],
+    [
+      {
+        burnRateAlerts: [
+          { severity: 'warning', burnRate: 1, longWindow: '1h', shortWindow: '5m', four: '2m' },
+        ],
+      } as unknown as OpsConfigInput,
+      'Unknown option `burnRateAlerts[0].four`; expected one of `burnRateAlerts[0].severity`, `burnRateAlerts[0].burnRate`, `burnRateAlerts[0].longWindow`, `burnRateAlerts[0].shortWindow`, `burnRateAlerts[0].for`',
+    ],
+    [
+      { burnRateAlerts: [] },
+      'Expected `burnRateAlerts` to be a non-empty array, got `[]` (object)',
     ],
     [
       { targetDown: { for: '' } },
@@ -159,7 +249,7 @@ describe('defineOpsConfig', () => {
       const file = join(dir, 'rules.yml');
       writeFileSync(file, renderOps(config).get('prometheus/rules/orchestrator.rules.yml') ?? '');
       const check = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
-      expect(check.stdout + check.stderr).toContain('SUCCESS: 22 rules found');
+      expect(check.stdout + check.stderr).toContain('SUCCESS: 59 rules found');
       expect(check.status).toBe(0);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -182,8 +272,11 @@ describe('a variant for your own config, with one command', () => {
     selector: 'job="agents",env="prod"',
     groupLabels: ['namespace', 'job'],
     rateWindow: '10m',
-    slowConvergence: { p95Seconds: 30, for: '15m' },
-    conversationErrors: { ratio: 0.02 },
+    slos: {
+      convergence: { objective: 0.99, goodReasons: ['converged', 'agreed'], excludedReasons: [] },
+      convergenceLatency: { objective: 0.995, thresholdSeconds: 30, period: '28d' },
+    },
+    customReasons: ['agreed'],
     runbookUrl: 'https://wiki.example.com/agents/runbook',
     kubernetes: { namespace: 'agents', replicas: 5, image: 'registry.example.com/agents:1.2.3' },
   };
@@ -223,7 +316,7 @@ describe('a variant for your own config, with one command', () => {
   it('writes rules promtool accepts, where every selection carries the selector and the thresholds are the config', () => {
     const file = join(out, 'prometheus/rules/orchestrator.rules.yml');
     const check = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
-    expect(check.stdout).toMatch(/SUCCESS: 22 rules found/);
+    expect(check.stdout).toMatch(/SUCCESS: 63 rules found/);
     const rules = rulesOf(read('prometheus/rules/orchestrator.rules.yml'));
     for (const rule of rules.filter((r) => r.record)) {
       expect(rule.record).toMatch(/^namespace_job_orchestrator(_\w+)?:/);
@@ -232,19 +325,46 @@ describe('a variant for your own config, with one command', () => {
         expect(rule.expr, rule.record).toContain(`${name}{job="agents",env="prod"`);
       }
     }
-    const byName: Record<string, Rule> = Object.fromEntries(
-      rules.filter((r) => r.alert).map((r) => [r.alert, r]),
+    const alerts = rules.filter((r) => r.alert);
+    const burns = (alert: string) => alerts.filter((r) => r.alert === alert);
+    // One rule per SLO and window pair, each with the variant's objective in its thresholds.
+    expect(burns('OrchestratorConvergenceSLOBurn').map((r) => r.labels)).toEqual([
+      { severity: 'critical', slo: 'convergence', long_window: '1h', short_window: '5m' },
+      { severity: 'critical', slo: 'convergence', long_window: '6h', short_window: '30m' },
+      { severity: 'warning', slo: 'convergence', long_window: '1d', short_window: '2h' },
+      { severity: 'warning', slo: 'convergence', long_window: '3d', short_window: '6h' },
+    ]);
+    expect(burns('OrchestratorConvergenceSLOBurn')[0]?.expr).toContain(
+      'namespace_job_orchestrator:orchestrator_slo_errors:ratio_rate1h{slo="convergence"} / 0.01\n  > 14.4',
     );
-    expect(byName.OrchestratorSlowConvergence?.expr).toContain('> 30 # slowConvergence.p95Seconds');
-    expect(byName.OrchestratorSlowConvergence?.for).toBe('15m');
-    expect(byName.OrchestratorSlowConvergence?.annotations?.description).toContain(
-      'over the last 10 minutes (threshold 30s)',
+    const latency = burns('OrchestratorConvergenceLatencySLOBurn');
+    expect(latency[1]?.expr).toContain(
+      'namespace_job_orchestrator:orchestrator_slo_errors:ratio_rate6h{slo="convergence_latency"} / 0.005\n  > 6',
     );
-    expect(byName.OrchestratorConversationErrors?.expr).toContain(
-      '> 0.02 # conversationErrors.ratio',
+    expect(latency[0]?.annotations?.description).toContain(
+      '(objective: 99.5% of converged conversations converge within 30s, over 28 days)',
     );
+    const recorded = Object.fromEntries(
+      rules
+        .filter((r) => r.record && r.labels?.slo)
+        .map((r) => [`${r.record} ${r.labels?.slo}`, r.expr]),
+    );
+    // The user's own good reason counts, nothing is excluded, the threshold is the 30s bucket,
+    // and each SLO's period is recorded (28d for latency, 30d for convergence).
+    expect(
+      recorded['namespace_job_orchestrator:orchestrator_slo_errors:ratio_rate30d convergence'],
+    ).toContain('reason!~"converged|agreed"}[30d]');
+    expect(recorded['namespace_job_orchestrator:orchestrator_slo_events:rate1h convergence']).toBe(
+      'sum by (namespace, job, orchestrator) (rate(orchestrator_conversations_ended_total{job="agents",env="prod"}[1h]))\n',
+    );
+    expect(
+      recorded[
+        'namespace_job_orchestrator:orchestrator_slo_errors:ratio_rate28d convergence_latency'
+      ],
+    ).toContain('reason=~"converged|agreed",le=~"30(\\\\.0)?"}[28d]');
+    const byName: Record<string, Rule> = Object.fromEntries(alerts.map((r) => [r.alert, r]));
     expect(byName.OrchestratorTargetDown?.expr).toContain('up{job="agents",env="prod"} == 0');
-    for (const rule of Object.values(byName)) {
+    for (const rule of alerts) {
       expect(rule.annotations?.runbook_url).toBe(
         `https://wiki.example.com/agents/runbook#${rule.alert?.toLowerCase()}`,
       );
@@ -373,6 +493,21 @@ describe('a variant for your own config, with one command', () => {
       'Expected `selector` matcher `job=~"a.*|("` to be a regular expression that compiles',
     ],
     ['rateWindow', '"0s"', 'Expected `rateWindow` to be a Prometheus duration'],
+    [
+      'slos',
+      '{ convergenceLatency: { thresholdSeconds: 3 } }',
+      'Expected `slos.convergenceLatency.thresholdSeconds` to be a bucket boundary of orchestrator_conversation_duration_seconds',
+    ],
+    [
+      'burnRateAlerts',
+      '[{ severity: "critical", burnRate: 14.4, longWindow: "5m", shortWindow: "1h", for: "2m" }]',
+      'Expected `burnRateAlerts[0].shortWindow` to be shorter than its `longWindow` (5m), got `1h` (string)',
+    ],
+    [
+      'customReasons',
+      '["agreed"], slos: { convergence: { objective: 1 } }',
+      'Expected `slos.convergence.objective` to be a ratio between 0 and 1, got `1` (number)',
+    ],
     ['dispatchWindow', '"5m5m"', 'Expected `dispatchWindow` to be a Prometheus duration'],
     [
       'stalledConversations',

@@ -1,5 +1,5 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { DEFAULT_OPS_CONFIG } from '../ops/config.ts';
@@ -18,6 +18,9 @@ import {
 const DATASOURCE = { type: 'prometheus', uid: ['$', '{datasource}'].join('') };
 const runbook = readFileSync('prometheus/runbook.md', 'utf8');
 const RUNBOOK_URL = `${DEFAULT_OPS_CONFIG.runbookUrl}#`;
+const TEST_FILES = readdirSync('prometheus/tests')
+  .filter((f) => f.endsWith('.test.yml'))
+  .map((f) => `prometheus/tests/${f}`);
 
 describe('prometheus rules', () => {
   it('pass promtool check rules cleanly', () => {
@@ -30,18 +33,25 @@ describe('prometheus rules', () => {
   });
 
   it('pass their promtool unit tests', () => {
-    const r = spawnSync('promtool', ['test', 'rules', 'prometheus/tests/orchestrator.test.yml'], {
-      encoding: 'utf8',
-    });
-    expect(r.stdout + r.stderr).toContain('SUCCESS');
+    expect(TEST_FILES.sort()).toEqual([
+      'prometheus/tests/orchestrator.test.yml',
+      'prometheus/tests/slo-long.test.yml',
+      'prometheus/tests/slo.test.yml',
+    ]);
+    const r = spawnSync('promtool', ['test', 'rules', ...TEST_FILES], { encoding: 'utf8' });
+    expect(r.stdout + r.stderr).not.toContain('FAILED');
+    expect(r.stdout.match(/SUCCESS/g)).toHaveLength(TEST_FILES.length);
     expect(r.status).toBe(0);
-  });
+  }, 180_000);
 
   it('have a unit test case for every alert, firing and quiet', () => {
-    const tests = parse(readFileSync('prometheus/tests/orchestrator.test.yml', 'utf8')) as {
-      tests: { alert_rule_test: { alertname: string; exp_alerts: unknown[] }[] }[];
-    };
-    const cases = tests.tests.flatMap((t) => t.alert_rule_test);
+    const cases = TEST_FILES.flatMap((file) =>
+      (
+        parse(readFileSync(file, 'utf8')) as {
+          tests: { alert_rule_test?: { alertname: string; exp_alerts: unknown[] }[] }[];
+        }
+      ).tests.flatMap((t) => t.alert_rule_test ?? []),
+    );
     for (const alert of rules().filter((r) => r.alert)) {
       const mine = cases.filter((c) => c.alertname === alert.alert);
       expect(
@@ -62,7 +72,7 @@ describe('prometheus rules', () => {
         continue;
       }
       expect(rule.alert).toMatch(/^Orchestrator[A-Z][A-Za-z]+$/);
-      expect(rule.for).toMatch(/^\d+m$/);
+      expect(rule.for).toMatch(/^\d+[mh]$/);
       expect(['warning', 'critical']).toContain(rule.labels?.severity);
       expect(rule.annotations?.summary).toMatch(/^[A-Z][^{}]+\.$/);
       expect(rule.annotations?.description).toContain('{{ $labels.');
@@ -74,13 +84,64 @@ describe('prometheus rules', () => {
     }
   });
 
-  it('have a runbook whose sections are exactly the alerts', () => {
+  it('have a runbook whose sections are the two guides, then exactly the alerts', () => {
     const sections = [...runbook.matchAll(/^## (.+)$/gm)].map((m) => m[1]);
-    expect(sections.sort()).toEqual(
-      rules()
-        .flatMap((r) => (r.alert ? [r.alert] : []))
-        .sort(),
+    expect(sections.slice(0, 2)).toEqual(['Reading the SLOs', 'Alerts the SLOs replaced']);
+    expect(sections.slice(2).sort()).toEqual(
+      [...new Set(rules().flatMap((r) => (r.alert ? [r.alert] : [])))].sort(),
     );
+  });
+
+  it('page and ticket on each SLO with the default objectives, burn rates and windows', () => {
+    const burns = rules()
+      .filter((r) => r.alert?.endsWith('SLOBurn'))
+      .map((r) => {
+        const [long, short] = [
+          ...r.expr.matchAll(/ratio_rate(\w+)\{slo="(\w+)"\} \/ ([\d.]+)\n {2}> ([\d.]+)/g),
+        ];
+        return [
+          r.alert,
+          r.labels?.severity,
+          r.labels?.slo,
+          `${long?.[1]}+${short?.[1]}`,
+          `budget ${long?.[3]}`,
+          `burn ${long?.[4]}`,
+          short?.[4] === long?.[4] && short?.[2] === r.labels?.slo,
+        ].join(' ');
+      });
+    expect(burns).toEqual([
+      'OrchestratorConvergenceSLOBurn critical convergence 1h+5m budget 0.05 burn 14.4 true',
+      'OrchestratorConvergenceSLOBurn critical convergence 6h+30m budget 0.05 burn 6 true',
+      'OrchestratorConvergenceSLOBurn warning convergence 1d+2h budget 0.05 burn 3 true',
+      'OrchestratorConvergenceSLOBurn warning convergence 3d+6h budget 0.05 burn 1 true',
+      'OrchestratorConvergenceLatencySLOBurn critical convergence_latency 1h+5m budget 0.01 burn 14.4 true',
+      'OrchestratorConvergenceLatencySLOBurn critical convergence_latency 6h+30m budget 0.01 burn 6 true',
+      'OrchestratorConvergenceLatencySLOBurn warning convergence_latency 1d+2h budget 0.01 burn 3 true',
+      'OrchestratorConvergenceLatencySLOBurn warning convergence_latency 3d+6h budget 0.01 burn 1 true',
+    ]);
+    const windows = new Set(
+      rules().flatMap((r) =>
+        r.record?.includes(':orchestrator_slo_') ? [r.record.split(':')[2]] : [],
+      ),
+    );
+    expect([...windows]).toEqual([
+      'ratio_rate5m',
+      'rate5m',
+      'ratio_rate30m',
+      'rate30m',
+      'ratio_rate1h',
+      'rate1h',
+      'ratio_rate2h',
+      'rate2h',
+      'ratio_rate6h',
+      'rate6h',
+      'ratio_rate1d',
+      'rate1d',
+      'ratio_rate3d',
+      'rate3d',
+      'ratio_rate30d',
+      'rate30d',
+    ]);
   });
 });
 
