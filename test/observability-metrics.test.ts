@@ -464,6 +464,8 @@ describe('metrics stay exact and bounded on hostile input', () => {
         },
         exemplars: false,
         maxReasons: 3,
+        maxOrchestrators: 200,
+        maxResponders: 100,
       },
       warningsLogger().logger,
     );

@@ -174,6 +174,12 @@ export class CollectedHistogram implements Collector {
     return series;
   }
 
+  /** Drops `series` from the exposition (its orchestrator was released). */
+  remove(series: HistogramSeries): void {
+    const key = this.labelNames.map((n) => series.labels[n]).join('\u0000');
+    if (this.#series.get(key) === series) this.#series.delete(key);
+  }
+
   /**
    * The exposition, formatted here. Through prom-client's formatter (the structured values of
    * `get()`), a scrape of 10 orchestrators x 20 responders took 5.0-6.2 ms on the bench machine,

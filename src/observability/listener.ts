@@ -19,7 +19,7 @@ import {
   ATTR_DISPATCH_ELAPSED_MS,
   ATTR_GEN_AI_AGENT_NAME,
   EVENT_DISPATCH,
-  REASON_OTHER,
+  OVERFLOW_LABEL_VALUE,
 } from './semconv.ts';
 import { type Settings, safeAttributes } from './utils.ts';
 
@@ -78,16 +78,21 @@ export function telemetryListener<S, C>(
 ): ConversationListener<S, C> {
   boundedName('name', orchestrator);
   const metrics = settings.metrics;
-  const orchestratorRecord = metrics?.orchestrator(orchestrator);
-  const records = new Map<string, DispatchRecord>();
+  let orchestratorRecord = metrics?.orchestrator(orchestrator);
+  let records = new Map<string, DispatchRecord>();
   const record = (responder: string): DispatchRecord | undefined => {
     if (metrics === undefined || orchestratorRecord === undefined) return undefined;
+    if (orchestratorRecord.released) {
+      // Released by telemetry.releaseOrchestrator(): a later dispatch starts the series again.
+      orchestratorRecord = metrics.orchestrator(orchestrator);
+      records = new Map();
+    }
     let r = records.get(responder);
     if (r === undefined) {
-      // Senders are not validated names: past MAX_SENDERS of them, they share the label `other`.
-      const label = records.size < MAX_SENDERS ? responder : REASON_OTHER;
-      [r] = metrics.records(orchestratorRecord, [label]);
-      records.set(responder, r as DispatchRecord);
+      // Senders are not validated names: past MAX_SENDERS of them, they share the overflow label.
+      const label = records.size < MAX_SENDERS ? responder : OVERFLOW_LABEL_VALUE;
+      r = metrics.responder(orchestratorRecord, label);
+      records.set(responder, r);
     }
     return r;
   };

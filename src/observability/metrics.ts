@@ -24,6 +24,7 @@ import {
   METRIC_LISTENER_ERRORS,
   METRIC_RESPONDER_DEADLINES,
   METRIC_RESPONDER_ERRORS,
+  OVERFLOW_LABEL_VALUE,
   REASON_OTHER,
 } from './semconv.ts';
 
@@ -129,11 +130,24 @@ export interface OrchestratorRecord {
   readonly listenerErrors: Series;
   /** By reason label: at most the built-in reasons, `maxReasons` user reasons and `other`. */
   readonly ends: Map<string, EndRecord>;
+  /** By responder label: at most `maxResponders` of them and the overflow value. */
   readonly responders: Map<string, DispatchRecord>;
-  /** The records of a responder-name array (an orchestrator's), by array identity. */
-  readonly byNames: WeakMap<readonly string[], DispatchRecord[]>;
-  /** Their dispatch-duration series, likewise: what the hot path indexes. */
-  readonly durationsByNames: WeakMap<readonly string[], HistogramSeries[]>;
+  /** The slots of a responder-name array (an orchestrator's), by array identity. */
+  readonly byNames: WeakMap<readonly string[], ResponderSlots>;
+  /** Set by `release`: the record no longer reaches the registry. */
+  released: boolean;
+}
+
+/**
+ * The records of an orchestrator's responders, by index, filled when a responder first
+ * dispatches (or fails): a responder that never dispatches has no series. Shared by every
+ * conversation of the orchestrator, so the first dispatch fills the slot for all of them.
+ */
+export interface ResponderSlots {
+  readonly names: readonly string[];
+  readonly records: (DispatchRecord | undefined)[];
+  /** `records[i].duration`: what the hot path indexes. */
+  readonly durations: (HistogramSeries | undefined)[];
 }
 
 /** The settings a metric set was made with; a second telemetry on the registry is compared. */
@@ -141,6 +155,8 @@ interface MetricSettings {
   readonly buckets: MetricBuckets;
   readonly exemplars: boolean;
   readonly maxReasons: number;
+  readonly maxOrchestrators: number;
+  readonly maxResponders: number;
 }
 
 const METRIC_NAMES = [
@@ -169,6 +185,9 @@ export class OrchestratorMetrics {
   readonly #orchestrators = new Map<string, OrchestratorRecord>();
   readonly #reasons = new Set<string>();
   readonly #maxReasons: number;
+  readonly #logger: DiagLogger;
+  /** Each cap is said once per registry, when it is first reached. */
+  readonly #warned = new Set<'orchestrators' | 'responders' | 'reasons'>();
 
   /** Whether this set is still what `registry` holds (`registry.clear()` empties it). */
   isRegisteredOn(registry: PrometheusRegistry): boolean {
@@ -178,9 +197,10 @@ export class OrchestratorMetrics {
   /** The registry the set is on (a sampler on it filters the exemplars: `exemplarFilterOf`). */
   readonly registry: PrometheusRegistry;
 
-  constructor(registry: PrometheusRegistry, settings: MetricSettings) {
+  constructor(registry: PrometheusRegistry, settings: MetricSettings, logger: DiagLogger) {
     this.registry = registry;
     this.settings = settings;
+    this.#logger = logger;
     this.exemplars = settings.exemplars;
     this.#maxReasons = settings.maxReasons;
     const { buckets } = settings;
@@ -271,14 +291,28 @@ export class OrchestratorMetrics {
   /**
    * The record of an orchestrator, created at its first conversation. The series the alert rules
    * divide by start at 0 then: rates and ratios see a zero rather than no data (Prometheus's advice
-   * for known label values). Responder errors are left out: one zero series per responder is not
-   * worth its place in every scrape.
+   * for known label values). Responder series wait for the responder's first dispatch. Past
+   * `maxOrchestrators` distinct names, a new one is counted under the overflow value.
    */
   orchestrator(name: string): OrchestratorRecord {
-    let record = this.#orchestrators.get(name);
+    const record = this.#orchestrators.get(name);
     if (record !== undefined) return record;
+    const overflow = this.#orchestrators.has(OVERFLOW_LABEL_VALUE) ? 1 : 0;
+    if (this.#orchestrators.size - overflow < this.settings.maxOrchestrators) {
+      return this.#newOrchestrator(name);
+    }
+    this.#warnOnce(
+      'orchestrators',
+      `conversation-orchestrator: more than maxOrchestrators (${this.settings.maxOrchestrators}) distinct orchestrator names on this registry; conversations of the others are counted under orchestrator="${OVERFLOW_LABEL_VALUE}" (release a tenant's series with telemetry.releaseOrchestrator(name))`,
+    );
+    return (
+      this.#orchestrators.get(OVERFLOW_LABEL_VALUE) ?? this.#newOrchestrator(OVERFLOW_LABEL_VALUE)
+    );
+  }
+
+  #newOrchestrator(name: string): OrchestratorRecord {
     const labels = { [LABEL_ORCHESTRATOR]: name };
-    record = {
+    const record: OrchestratorRecord = {
       name,
       labels,
       started: series(labels),
@@ -287,37 +321,88 @@ export class OrchestratorMetrics {
       ends: new Map(),
       responders: new Map(),
       byNames: new WeakMap(),
-      durationsByNames: new WeakMap(),
+      released: false,
     };
     this.#orchestrators.set(name, record);
     for (const reason of INITIALIZED_REASONS) this.#end(record, reason);
     return record;
   }
 
-  /** The hot-path records of an orchestrator's responders, in the order given. */
-  records(orchestrator: OrchestratorRecord, responders: readonly string[]): DispatchRecord[] {
-    const cached = orchestrator.byNames.get(responders);
-    if (cached !== undefined) return cached;
-    const list = responders.map((responder) => {
-      let record = orchestrator.responders.get(responder);
-      if (record === undefined) {
-        const labels = { [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_RESPONDER]: responder };
-        record = dispatchRecord(labels, this.#dispatchDuration.series(labels));
-        orchestrator.responders.set(responder, record);
-      }
-      return record;
-    });
-    orchestrator.byNames.set(responders, list);
-    return list;
+  /**
+   * Lets go of every series of orchestrator `name` (a tenant that left): they leave the next
+   * scrape, and the name's place under `maxOrchestrators` is free again. Conversations of it
+   * still running keep counting into the released record, which no scrape reads.
+   * @returns whether there was anything to release
+   */
+  release(name: string): boolean {
+    const record = this.#orchestrators.get(name);
+    if (record === undefined) return false;
+    this.#orchestrators.delete(name);
+    record.released = true;
+    for (const responder of record.responders.values()) {
+      this.#dispatchDuration.remove(responder.duration);
+    }
+    for (const end of record.ends.values()) {
+      if (end.duration !== undefined) this.#conversationDuration.remove(end.duration);
+      if (end.dispatches !== undefined) this.#conversationDispatches.remove(end.dispatches);
+    }
+    return true;
   }
 
-  /** The dispatch-duration series of `records(orchestrator, responders)`, in the same order. */
-  durations(orchestrator: OrchestratorRecord, responders: readonly string[]): HistogramSeries[] {
-    const cached = orchestrator.durationsByNames.get(responders);
-    if (cached !== undefined) return cached;
-    const list = this.records(orchestrator, responders).map((r) => r.duration);
-    orchestrator.durationsByNames.set(responders, list);
-    return list;
+  /** The (lazily filled) records of an orchestrator's responders, in the order given. */
+  slots(orchestrator: OrchestratorRecord, responders: readonly string[]): ResponderSlots {
+    let slots = orchestrator.byNames.get(responders);
+    if (slots === undefined) {
+      // Packed arrays of `undefined` (not holes): V8 keeps the hot path's loads fast.
+      slots = {
+        names: responders,
+        records: Array.from({ length: responders.length }, () => undefined),
+        durations: Array.from({ length: responders.length }, () => undefined),
+      };
+      orchestrator.byNames.set(responders, slots);
+    }
+    return slots;
+  }
+
+  /** The record of responder `index`, created at its first use (a dispatch or a failure). */
+  slot(orchestrator: OrchestratorRecord, slots: ResponderSlots, index: number): DispatchRecord {
+    const existing = slots.records[index];
+    if (existing !== undefined) return existing;
+    const record = this.responder(orchestrator, slots.names[index] as string);
+    slots.records[index] = record;
+    slots.durations[index] = record.duration;
+    return record;
+  }
+
+  /** The record of `responder`'s label: past `maxResponders`, the overflow value's. */
+  responder(orchestrator: OrchestratorRecord, responder: string): DispatchRecord {
+    let label = responder;
+    let record = orchestrator.responders.get(label);
+    if (record !== undefined) return record;
+    const overflow = orchestrator.responders.has(OVERFLOW_LABEL_VALUE) ? 1 : 0;
+    if (orchestrator.responders.size - overflow >= this.settings.maxResponders) {
+      this.#warnOnce(
+        'responders',
+        `conversation-orchestrator: more than maxResponders (${this.settings.maxResponders}) responders dispatched for orchestrator \`${orchestrator.name}\`; the others are counted under responder="${OVERFLOW_LABEL_VALUE}" (said once per registry)`,
+      );
+      label = OVERFLOW_LABEL_VALUE;
+      record = orchestrator.responders.get(label);
+      if (record !== undefined) return record;
+    }
+    const labels = { [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_RESPONDER]: label };
+    record = dispatchRecord(labels, this.#dispatchDuration.series(labels));
+    orchestrator.responders.set(label, record);
+    return record;
+  }
+
+  #warnOnce(cap: 'orchestrators' | 'responders' | 'reasons', message: string): void {
+    if (this.#warned.has(cap)) return;
+    this.#warned.add(cap);
+    try {
+      this.#logger.warn(message);
+    } catch {
+      // A logger that throws must not break the count.
+    }
   }
 
   /** A conversation began and is in progress until `conversationEnded`. */
@@ -414,7 +499,13 @@ export class OrchestratorMetrics {
   /** Bounded label values: past `maxReasons` distinct user reasons, a new one becomes `other`. */
   reasonLabel(reason: string): string {
     if (BUILT_IN_REASONS.has(reason) || this.#reasons.has(reason)) return reason;
-    if (this.#reasons.size >= this.#maxReasons) return REASON_OTHER;
+    if (this.#reasons.size >= this.#maxReasons) {
+      this.#warnOnce(
+        'reasons',
+        `conversation-orchestrator: more than maxReasons (${this.#maxReasons}) distinct user-named reasons on this registry; the others are counted as reason="${REASON_OTHER}" (said once)`,
+      );
+      return REASON_OTHER;
+    }
     this.#reasons.add(reason);
     return reason;
   }
@@ -445,9 +536,17 @@ export function metricsFor(
         `conversation-orchestrator: the orchestrator metrics on this registry were set up by an earlier telemetry with maxReasons ${was.maxReasons} and exemplars ${was.exemplars ? 'on' : 'off'}; this telemetry asked for maxReasons ${settings.maxReasons} and exemplars ${settings.exemplars ? 'on' : 'off'}, and shares the earlier settings`,
       );
     }
+    if (
+      was.maxOrchestrators !== settings.maxOrchestrators ||
+      was.maxResponders !== settings.maxResponders
+    ) {
+      logger.warn(
+        `conversation-orchestrator: the orchestrator metrics on this registry were set up by an earlier telemetry with maxOrchestrators ${was.maxOrchestrators} and maxResponders ${was.maxResponders}; this telemetry asked for ${settings.maxOrchestrators} and ${settings.maxResponders}, and shares the earlier caps`,
+      );
+    }
     return existing;
   }
-  const metrics = new OrchestratorMetrics(registry, settings);
+  const metrics = new OrchestratorMetrics(registry, settings, logger);
   byRegistry.set(registry, metrics);
   return metrics;
 }

@@ -32,7 +32,7 @@ import {
   exceptionRecord,
   messageContent,
 } from './guard.ts';
-import type { DispatchRecord, OrchestratorRecord } from './metrics.ts';
+import type { OrchestratorRecord, ResponderSlots } from './metrics.ts';
 import {
   ATTR_CONVERSATION_ABORT_REASON,
   ATTR_CONVERSATION_DISPATCH_COUNT,
@@ -114,9 +114,10 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   readonly #events: DispatchEvents | undefined;
   /** State attributes or content are kept per dispatch. */
   readonly #withExtras: boolean;
-  readonly #records: DispatchRecord[] | undefined;
-  /** `#records[i].duration`, one hop less per dispatch. */
-  readonly #durations: HistogramSeries[] | undefined;
+  /** The responders' records, filled at each one's first dispatch (shared by the orchestrator). */
+  readonly #slots: ResponderSlots | undefined;
+  /** `#slots.durations`, one hop less per dispatch. */
+  readonly #durations: (HistogramSeries | undefined)[] | undefined;
   readonly #metricsRecord: OrchestratorRecord | undefined;
   /** Set when exemplars are on and the trace is sampled. */
   readonly #traceId: string | undefined;
@@ -197,11 +198,11 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     this.#dispatchTraceId = this.#exemplarFilter === undefined ? this.#traceId : undefined;
     if (metrics !== undefined) {
       this.#metricsRecord = metrics.orchestrator(start.orchestrator);
-      this.#records = metrics.records(this.#metricsRecord, start.responders);
-      this.#durations = metrics.durations(this.#metricsRecord, start.responders);
+      this.#slots = metrics.slots(this.#metricsRecord, start.responders);
+      this.#durations = this.#slots.durations;
       metrics.conversationStarted(this.#metricsRecord);
     } else {
-      this.#records = undefined;
+      this.#slots = undefined;
       this.#durations = undefined;
       this.#metricsRecord = undefined;
     }
@@ -214,7 +215,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     // The leanest handler for what this conversation records:
     // metrics only is the common case without a tracer provider and should cost next to nothing;
     // metrics and span events without extras is the common case with one.
-    const records = this.#records !== undefined;
+    const records = this.#slots !== undefined;
     // The methods themselves, shared by every conversation (the loop's call into them stays
     // monomorphic): the core calls hooks as methods of their observation.
     this.onDispatch =
@@ -237,7 +238,9 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
    * responder (what the hot path costs is mostly the objects it touches between two answers).
    */
   #countDispatch(info: DispatchInfo<S, C>): void {
-    const series = (this.#durations as HistogramSeries[])[info.responderIndex] as HistogramSeries;
+    const series =
+      (this.#durations as HistogramSeries[])[info.responderIndex] ??
+      this.#firstDispatch(info.responderIndex);
     const counts = series.counts;
     counts[series.tallyAt] = (counts[series.tallyAt] as number) + 1;
     const seconds = info.durationMs / 1000;
@@ -250,6 +253,16 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         (this.#startTimeMs + info.elapsedMs) / 1000,
       );
     }
+  }
+
+  /** A responder's first dispatch for its orchestrator: its series are created now. */
+  #firstDispatch(index: number): HistogramSeries {
+    const metrics = this.#settings.metrics as NonNullable<Settings<S, C>['metrics']>;
+    return metrics.slot(
+      this.#metricsRecord as OrchestratorRecord,
+      this.#slots as ResponderSlots,
+      index,
+    ).duration;
   }
 
   /** Metrics and the dispatch kept for its span event. */
@@ -265,7 +278,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
 
   /** Span events with state attributes or content (and metrics when a registry is given). */
   #recordWithExtras(info: DispatchInfo<S, C>): void {
-    if (this.#records !== undefined) this.#countDispatch(info);
+    if (this.#slots !== undefined) this.#countDispatch(info);
     let extra: Attributes | undefined;
     if (this.#stateAttributes !== undefined) {
       extra = safeAttributes(this.#settings, info.state, this.#attributeLimit);
@@ -288,8 +301,11 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   }
 
   onResponderError(index: number): void {
-    const record = this.#records?.[index];
-    if (record !== undefined) this.#settings.metrics?.responderFailed(record);
+    const metrics = this.#settings.metrics;
+    if (metrics === undefined || this.#slots === undefined) return;
+    metrics.responderFailed(
+      metrics.slot(this.#metricsRecord as OrchestratorRecord, this.#slots, index),
+    );
   }
 
   onListenerError(): void {
@@ -316,8 +332,9 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       if (!end.ok && end.error instanceof DispatchDeadlineError) {
         const index =
           end.error.responder === undefined ? -1 : this.#responders.indexOf(end.error.responder);
-        const dispatchRecord = this.#records?.[index];
-        if (dispatchRecord !== undefined) metrics.deadlinePassed(dispatchRecord);
+        if (index >= 0 && this.#slots !== undefined) {
+          metrics.deadlinePassed(metrics.slot(record, this.#slots, index));
+        }
       }
     }
 

@@ -94,6 +94,12 @@ export const EXEMPLAR_TRACE_ID = 'trace_id';
 
 /** The value a reason label takes past the cap on distinct user reasons. */
 export const REASON_OTHER = 'other';
+/**
+ * The value an `orchestrator`, `responder` or `model` label takes past its cardinality cap
+ * (`maxOrchestrators`, `maxResponders`, `maxModels`). It starts with `~`, which no valid name can
+ * (names start with a letter, a digit or `_`), so it never collides with one.
+ */
+export const OVERFLOW_LABEL_VALUE = '~overflow';
 
 // --- Sampler decisions and rules (label values of orchestrator_sampler_decisions_total) ---
 export const SAMPLER_DECISION_KEEP = 'keep';

@@ -50,6 +50,8 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
       );
     }
     const maxReasons = positiveInteger('maxReasons', options.maxReasons ?? 20);
+    const maxOrchestrators = positiveInteger('maxOrchestrators', options.maxOrchestrators ?? 200);
+    const maxResponders = positiveInteger('maxResponders', options.maxResponders ?? 100);
     const buckets = {
       dispatchDuration: bucketList(
         'dispatchDurationBuckets',
@@ -78,7 +80,11 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
       metrics:
         registry === undefined
           ? undefined
-          : metricsFor(registry, { buckets, exemplars, maxReasons }, logger),
+          : metricsFor(
+              registry,
+              { buckets, exemplars, maxReasons, maxOrchestrators, maxResponders },
+              logger,
+            ),
       stateAttributes: options.stateAttributes,
       captureContent:
         options.captureContent ?? process.env[ENV_CAPTURE_CONTENT]?.toLowerCase() === 'true',
@@ -106,6 +112,20 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
    */
   listener(name: string): ConversationListener<S, C> {
     return telemetryListener(this.#settings, name);
+  }
+
+  /**
+   * Lets go of every metric series of orchestrator `name` on this telemetry's registry (shared by
+   * every telemetry on it), for a multi-tenant application whose tenant left: the series leave
+   * the next scrape, and the name's place under `maxOrchestrators` is free again. A later
+   * conversation of that name starts its series from zero. Release a tenant once its
+   * conversations are over: one still running is counted into the released series, which no
+   * scrape reads.
+   * @returns whether the registry held series of that name
+   * @example telemetry.releaseOrchestrator(`tenant-${tenant.id}`)
+   */
+  releaseOrchestrator(name: string): boolean {
+    return this.#settings.metrics?.release(name) ?? false;
   }
 }
 

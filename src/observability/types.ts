@@ -82,10 +82,26 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
    */
   readonly conversationDispatchBuckets?: readonly number[];
   /**
-   * Distinct user-named reasons kept as label values; past it a new reason becomes `other`.
+   * Distinct user-named reasons kept as label values; past it a new reason becomes `other`, and
+   * a warning names the cap, once.
    * @default 20
    */
   readonly maxReasons?: number;
+  /**
+   * Distinct orchestrator names with series of their own on the registry (one per tenant, say).
+   * Past it, conversations of a new name are counted exactly under
+   * `orchestrator="~overflow"` (`semconv.OVERFLOW_LABEL_VALUE`) and a warning names the cap,
+   * once. `releaseOrchestrator(name)` frees a place.
+   * @default 200
+   */
+  readonly maxOrchestrators?: number;
+  /**
+   * Distinct responder label values per orchestrator. A responder's series are created at its
+   * first dispatch (or failure); past the cap, new responders are counted under
+   * `responder="~overflow"`, with a warning once.
+   * @default 100
+   */
+  readonly maxResponders?: number;
   /**
    * Where values that cannot be read (content, `stateAttributes` results, thrown values; each
    * kind rate-limited on its own: the first at once, then one line per 10 s with the count) and
