@@ -218,10 +218,12 @@ function bareLoop(async: boolean, length: number): Variant['time'] {
           queueDepth: 0,
           dispatchCount: n - 1,
           history: [],
+          usage: NO_USAGE,
         };
         const out = (await responder.respond(lastMessage, state, {
           signal: NEVER,
           dispatchNumber: n,
+          reportUsage: ignoreUsage,
         })) as Message<number>;
         projection.quotes[INDEX[out.sender] as number] = out.content;
         lastMessage = out;
@@ -236,6 +238,8 @@ function bareLoop(async: boolean, length: number): Variant['time'] {
   };
 }
 const NEVER = new AbortController().signal;
+const NO_USAGE = Object.freeze({ inputTokens: 0, outputTokens: 0 });
+const ignoreUsage = (): void => {};
 
 function variants(async: boolean, length: number): Variant[] {
   trace.disable(); // no global tracer provider: the API's no-op tracer

@@ -7,6 +7,7 @@ import { stringify } from 'yaml';
 import type { OpsConfig } from './config.ts';
 import { overviewDashboard } from './dashboards/overview.ts';
 import { respondersDashboard } from './dashboards/responders.ts';
+import { sloDashboard } from './dashboards/slo.ts';
 import { kubernetesManifests, kustomization } from './kubernetes.ts';
 import { rules } from './rules.ts';
 
@@ -35,6 +36,7 @@ export function renderOps(config: OpsConfig): Map<string, string> {
   const dashboards = {
     'overview.json': overviewDashboard(config),
     'responders.json': respondersDashboard(config),
+    'slo.json': sloDashboard(config),
   };
   const files = new Map<string, string>([
     ['prometheus/rules/orchestrator.rules.yml', RULES_HEADER + yaml(groups)],

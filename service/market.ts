@@ -68,11 +68,19 @@ function spreadOf(quotes: readonly number[]): number {
 function desk(index: number, name: string): Responder<Book, DeskMessage> {
   return {
     name,
-    async respond(_message, state, { signal, dispatchNumber }) {
+    async respond(_message, state, { signal, dispatchNumber, reportUsage }) {
       const { market, quotes } = state.projection;
       // Latency: exponential-ish around the mean, never negative.
       await sleep(market.latencyMs * (0.5 + Math.random()), undefined, { signal });
-      if (market.failAt === dispatchNumber) throw new Error(`${name}: pricing feed unavailable`);
+      // A simulated model per desk: the prompt grows with the conversation (its history, capped),
+      // the answer is a short quote; a failed call still spent its prompt.
+      const failed = market.failAt === dispatchNumber;
+      reportUsage({
+        inputTokens: 300 + 25 * quotes.length + 12 * Math.min(dispatchNumber, 200),
+        outputTokens: failed ? 0 : 15 + Math.floor(Math.random() * 20),
+        model: 'desk-sim-1',
+      });
+      if (failed) throw new Error(`${name}: pricing feed unavailable`);
       let sum = 0;
       for (let i = 0; i < quotes.length; i++) if (i !== index) sum += quotes[i] as number;
       const mine = quotes[index] as number;

@@ -22,6 +22,7 @@ export {
   CONTINUE,
   type TerminationCheck,
   type TerminationPolicy,
+  type TurnContext,
   type TurnFunction,
   type TurnPolicy,
   type TurnSelection,
@@ -30,6 +31,7 @@ export type {
   ConversationListener,
   ConversationResult,
   ConversationState,
+  ConversationUsage,
   EndReason,
   Message,
   Projection,
@@ -38,6 +40,8 @@ export type {
   ResponderOutput,
   RunOptions,
   TerminationDecision,
+  Usage,
+  UsageTotals,
 } from './core/types.ts';
 export {
   allOf,
@@ -46,6 +50,8 @@ export {
   converged,
   maxDispatches,
   stopWhen,
+  type TokenBudgetOptions,
   timeout,
+  tokenBudget,
 } from './policies/termination.ts';
 export { type AddressedOptions, addressed, broadcast, roundRobin } from './policies/turn.ts';

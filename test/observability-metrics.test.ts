@@ -560,7 +560,7 @@ describe('the plain listener (the seed SPI)', () => {
   it('validates the name it is given like an orchestrator name', () => {
     const telemetry = createConversationTelemetry();
     expect(() => telemetry.listener('desks {prod}')).toThrow(
-      'Expected `name` to be a name of 1-64 letters, digits, `_`, `.`, `:` or `-`, got `"desks {prod}"` (string)',
+      'Expected `name` to be a name of 1-64 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`, got `"desks {prod}"` (string)',
     );
   });
 });

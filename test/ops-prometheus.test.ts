@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { DEFAULT_OPS_CONFIG } from '../ops/config.ts';
 import {
   dashboardQueries,
   interpolate,
@@ -98,8 +99,9 @@ describe('against a real Prometheus scraping the service', () => {
       expect(r.status, `${q.dashboard} / ${q.panel}: ${r.error}`).toBe('success');
       const result = r.data.result as { value: [number, string] }[];
       const hasData = result.some((s) => s.value[1] !== 'NaN');
-      if (CORE_PANELS.includes(q.panel) && !hasData)
-        empty.push(`${q.dashboard} / ${q.panel}: ${q.expr}`);
+      // Every SLO panel reads recording rules that exist once conversations end.
+      const core = CORE_PANELS.includes(q.panel) || q.dashboard === 'orchestrator-slo';
+      if (core && !hasData) empty.push(`${q.dashboard} / ${q.panel}: ${q.expr}`);
     }
     expect(empty).toEqual([]);
   });
@@ -119,6 +121,20 @@ describe('against a real Prometheus scraping the service', () => {
       if (r.data.result.length === 0) missing.push(name);
     }
     expect(missing).toEqual([]);
+  });
+
+  it('exposes the conversation duration buckets the ops config names, so the latency threshold is a real boundary', async () => {
+    const r = await prometheus.query<Vector>('/api/v1/query', {
+      query: 'count by (le) (orchestrator_conversation_duration_seconds_bucket)',
+    });
+    const bounds = (r.data.result as { metric: { le: string } }[]).map((s) => s.metric.le);
+    expect(
+      bounds
+        .filter((le) => le !== '+Inf')
+        .map(Number)
+        .sort((a, b) => a - b),
+    ).toEqual(DEFAULT_OPS_CONFIG.conversationDurationBuckets);
+    expect(bounds).toContain(String(DEFAULT_OPS_CONFIG.slos.convergenceLatency.thresholdSeconds));
   });
 
   it('stores exemplars whose trace ids are traces the service exported over OTLP', async () => {

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { describe, expect, it, vi } from 'vitest';
 import {
   ConversationAbortedError,
@@ -462,7 +463,7 @@ describe('construction errors say what was expected and what came', () => {
     [
       'name',
       { name: '' },
-      'Expected `name` to be a name of 1-64 letters, digits, `_`, `.`, `:` or `-`, got `""` (string)',
+      'Expected `name` to be a name of 1-64 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`, got `""` (string)',
     ],
     [
       'responders',
@@ -515,11 +516,79 @@ describe('construction errors say what was expected and what came', () => {
       "Expected `onResponderError` to be 'stop', 'skip' or a function, got `\"retry\"` (string)",
     ],
     ['listener', { listener: 'log' }, 'Expected `listener` to be a function, got `"log"` (string)'],
+    [
+      'name starting with a dot',
+      { name: '.desks' },
+      'Expected `name` to be a name of 1-64 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`, got `".desks"` (string)',
+    ],
+    [
+      'name of 65 characters',
+      { name: 'a'.repeat(65) },
+      `Expected \`name\` to be a name of 1-64 characters (ASCII letters, digits, \`_\`, \`.\`, \`:\` or \`-\`) starting with a letter, a digit or \`_\`, got \`"${'a'.repeat(65)}"\` (string)`,
+    ],
+    [
+      'provider with a NUL',
+      { responders: [{ name: 'a', provider: 'open\0ai', respond: () => undefined }] },
+      'Expected `responders[0].provider` to be a name of 1-64 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`, got `"open\\u0000ai"` (string)',
+    ],
+    [
+      'whitespace-only provider',
+      { responders: [{ name: 'a', provider: '   ', respond: () => undefined }] },
+      'Expected `responders[0].provider` to be a name of 1-64 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`, got `"   "` (string)',
+    ],
+    [
+      'provider with a newline',
+      { responders: [{ name: 'a', provider: 'openai\n', respond: () => undefined }] },
+      'Expected `responders[0].provider` to be a name of 1-64 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`, got `"openai\\n"` (string)',
+    ],
   ];
   it.each(cases)('rejects a bad %s', (_label, override, message) => {
     expect(() => new ConversationOrchestrator({ ...base(), ...override } as never)).toThrow(
       new OrchestratorConfigError(message),
     );
+  });
+
+  it('accepts names and providers that follow the rule, first character included', () => {
+    for (const name of ['a', '_x', '9lives', 'desks.prod:eu-1', 'x'.repeat(64)]) {
+      expect(() => new ConversationOrchestrator({ ...base(), name })).not.toThrow();
+    }
+    const responders = [{ name: 'a', provider: 'aws.bedrock', respond: () => undefined }];
+    expect(() => new ConversationOrchestrator({ ...base(), responders })).not.toThrow();
+  });
+
+  const idExpected =
+    'an id of 1-128 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`';
+  it.each<[string, unknown, string]>([
+    ['empty', '', '`""` (string)'],
+    ['5 MB long', 'x'.repeat(5_000_000), `\`"${'x'.repeat(76)}...\` (string)`],
+    ['129 characters', 'c'.repeat(129), `\`"${'c'.repeat(76)}...\` (string)`],
+    ['with a newline', 'conv\n1', '`"conv\\n1"` (string)'],
+    ['with a NUL', 'conv\u00001', '`"conv\\u00001"` (string)'],
+    ['with markup', '<script>', '`"<script>"` (string)'],
+    ['starting with a dash', '-c', '`"-c"` (string)'],
+    ['not a string', 42, '`42` (number)'],
+  ])('rejects a conversationId %s when run, before anything starts', async (_label, id, shown) => {
+    let started = 0;
+    const o = new ConversationOrchestrator({
+      ...base(),
+      observers: [{ startConversation: () => void started++ }],
+    });
+    const error = await o
+      .run({ sender: 'user', content: 0 }, { conversationId: id as string })
+      .catch((e) => e);
+    expect(error).toEqual(
+      new OrchestratorConfigError(`Expected \`conversationId\` to be ${idExpected}, got ${shown}`),
+    );
+    expect(error).toBeInstanceOf(OrchestratorConfigError);
+    expect(started).toBe(0);
+  });
+
+  it('accepts a UUID, a 128-character id and ids with `.`, `:` and `_`', async () => {
+    const o = new ConversationOrchestrator(base());
+    for (const id of [randomUUID(), 'i'.repeat(128), '_tenant.7:conv-1']) {
+      const result = await o.run({ sender: 'user', content: 0 }, { conversationId: id });
+      expect(result.conversationId).toBe(id);
+    }
   });
 
   it('rejects a bad input message when run', async () => {

@@ -280,3 +280,184 @@ describe('invariants under hostile responders (property-based)', () => {
     );
   });
 });
+
+type Report = {
+  inputTokens?: unknown;
+  outputTokens?: unknown;
+  cacheReadInputTokens?: unknown;
+  model?: unknown;
+};
+type UsageScript = {
+  invocations: { reports: Report[]; outcome: 'answer' | 'nothing' | 'throw'; async: boolean }[];
+  turnReports: Report[];
+  skip: boolean;
+  stopAt: number;
+};
+
+const count = fc.oneof(
+  { weight: 6, arbitrary: fc.nat({ max: 10_000 }) },
+  { weight: 1, arbitrary: fc.constantFrom(-1, 1.5, Number.NaN, Number.POSITIVE_INFINITY, '7') },
+);
+const report: fc.Arbitrary<Report> = fc.record(
+  {
+    inputTokens: count,
+    outputTokens: count,
+    cacheReadInputTokens: count,
+    model: fc.constantFrom('gpt-4o', 'claude.sonnet:4', 'bad model', ''),
+  },
+  { requiredKeys: [] },
+);
+const usageScripts: fc.Arbitrary<UsageScript> = fc.record({
+  invocations: fc.array(
+    fc.record({
+      reports: fc.array(report, { maxLength: 3 }),
+      outcome: fc.constantFrom<'answer' | 'nothing' | 'throw'>(
+        'answer',
+        'answer',
+        'nothing',
+        'throw',
+      ),
+      async: fc.boolean(),
+    }),
+    { minLength: 1, maxLength: 12 },
+  ),
+  turnReports: fc.array(report, { maxLength: 2 }),
+  skip: fc.boolean(),
+  stopAt: fc.integer({ min: 1, max: 30 }),
+});
+
+/** Whether the loop must accept a report, judged independently of the code under test. */
+function acceptable(r: Report): boolean {
+  const countOk = (v: unknown) =>
+    v === undefined || (typeof v === 'number' && Number.isSafeInteger(v) && v >= 0);
+  const modelOk =
+    r.model === undefined ||
+    (typeof r.model === 'string' && /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$/.test(r.model));
+  return (
+    countOk(r.inputTokens) && countOk(r.outputTokens) && countOk(r.cacheReadInputTokens) && modelOk
+  );
+}
+const n = (v: unknown) => (typeof v === 'number' ? v : 0);
+
+describe('usage invariants (property-based)', () => {
+  it('totals are the sum of the accepted reports, per responder and turn policy; dispatch usages and refused reports add up', async () => {
+    await fc.assert(
+      fc.asyncProperty(usageScripts, async (script) => {
+        let invocation = 0;
+        let settled = false;
+        const expected = { input: 0, output: 0, cache: undefined as number | undefined };
+        const perResponder = new Map<string, { input: number; output: number }>();
+        let turnInput = 0;
+        let turnReported = false;
+        let refusedOtherwise = 0;
+        let accepted = 0;
+        let heard = 0;
+        let inDispatches = 0;
+        let failedInvocations = 0;
+        const states: number[] = [];
+        const spend = (
+          who: string | undefined,
+          reports: Report[],
+          reportUsage: (u: never) => void,
+        ) => {
+          for (const r of reports) {
+            try {
+              reportUsage(r as never);
+            } catch (error) {
+              if (!(error instanceof TypeError) || acceptable(r)) refusedOtherwise++;
+              continue;
+            }
+            if (!acceptable(r)) {
+              refusedOtherwise++;
+              continue;
+            }
+            if (settled) continue;
+            accepted++;
+            expected.input += n(r.inputTokens);
+            expected.output += n(r.outputTokens);
+            if (r.cacheReadInputTokens !== undefined)
+              expected.cache = (expected.cache ?? 0) + n(r.cacheReadInputTokens);
+            if (who === undefined) {
+              turnReported = true;
+              turnInput += n(r.inputTokens);
+            } else {
+              const t = perResponder.get(who) ?? { input: 0, output: 0 };
+              t.input += n(r.inputTokens);
+              t.output += n(r.outputTokens);
+              perResponder.set(who, t);
+            }
+          }
+        };
+        const o = new ConversationOrchestrator<number, number>({
+          name: 'usage_prop',
+          responders: ['a', 'b', 'c'].map((name) => ({
+            name,
+            respond: (m: Message<number>, _s, context) => {
+              const step = script.invocations[invocation++ % script.invocations.length];
+              if (step === undefined) return undefined;
+              spend(name, step.reports, context.reportUsage);
+              const answer =
+                step.outcome === 'nothing' ? undefined : { sender: name, content: m.content + 1 };
+              if (step.outcome === 'throw') {
+                failedInvocations++;
+                if (step.async) return Promise.reject(new Error('scripted'));
+                throw new Error('scripted');
+              }
+              return step.async ? Promise.resolve(answer) : answer;
+            },
+          })),
+          turnPolicy: (m, _s, rs, context) => {
+            spend(undefined, script.turnReports, context.reportUsage);
+            return rs.filter((r) => r.name !== m.sender);
+          },
+          projection: { initial: () => 0, fold: (_s, m) => m.content },
+          termination: maxDispatches(script.stopAt),
+          onResponderError: script.skip ? 'skip' : 'stop',
+          listener: (s) => {
+            states.push(s.usage.inputTokens);
+          },
+          observers: [
+            {
+              startConversation: () => ({
+                onUsage: () => {
+                  heard++;
+                },
+                onDispatch: (info) => {
+                  inDispatches += info.usage?.inputTokens ?? 0;
+                },
+              }),
+            },
+          ],
+          maxQueueLength: 100_000,
+        });
+        const outcome = await o.run({ sender: 'user', content: 0 }).then(
+          (r) => ({ usage: r.usage, state: r.state }),
+          (e: ConversationError<number>) => ({ usage: e.usage, state: e.state }),
+        );
+        settled = true;
+        const { usage } = outcome;
+        expect(refusedOtherwise).toBe(0);
+        expect(heard).toBe(accepted);
+        expect(usage.inputTokens).toBe(expected.input);
+        expect(usage.outputTokens).toBe(expected.output);
+        expect(usage.cacheReadInputTokens).toBe(expected.cache);
+        expect(outcome.state.usage.inputTokens).toBe(expected.input);
+        expect(usage.turnPolicy?.inputTokens).toBe(turnReported ? turnInput : undefined);
+        expect(
+          Object.fromEntries(
+            Object.entries(usage.byResponder).map(([k, v]) => [
+              k,
+              { input: v.inputTokens, output: v.outputTokens },
+            ]),
+          ),
+        ).toEqual(Object.fromEntries(perResponder));
+        // Dispatch usages never count a token twice, nor one of the turn policy.
+        expect(inDispatches).toBeLessThanOrEqual(expected.input - turnInput);
+        if (failedInvocations === 0) expect(inDispatches).toBe(expected.input - turnInput);
+        // state.usage never goes down.
+        expect(states).toEqual([...states].sort((x, y) => x - y));
+      }),
+      { numRuns: 300 },
+    );
+  });
+});

@@ -9,17 +9,26 @@ import {
   OrchestratorConfigError,
   stopWhen,
   timeout,
+  tokenBudget,
+  type UsageTotals,
 } from '../src/index.ts';
 import { counterOrchestrator } from './helpers/desks.ts';
 
-const at = (dispatchCount: number, projection = 0): ConversationState<number> => ({
+const at = (
+  dispatchCount: number,
+  projection = 0,
+  usage: UsageTotals = { inputTokens: 0, outputTokens: 0 },
+): ConversationState<number> => ({
   conversationId: 'c',
   projection,
   lastMessage: { sender: 'x', content: 0 },
   queueDepth: 0,
   dispatchCount,
   history: [],
+  usage,
 });
+const spent = (inputTokens: number, outputTokens: number) =>
+  at(1, 0, { inputTokens, outputTokens });
 
 describe('termination policies', () => {
   it('maxDispatches(n) terminates at the n-th dispatch', () => {
@@ -133,7 +142,94 @@ describe('termination policies', () => {
       'Expected `stopWhen(predicate, reason)` to be a snake_case reason of 1-40 characters other than continue, queue_exhausted, aborted, deadline, error, queue_overflow, got `"Not Snake"` (string)',
     ],
     [() => anyOf(), 'Expected `anyOf(...policies)` to be at least one policy, got `[]` (array)'],
+    [
+      () => tokenBudget({}),
+      'Expected `tokenBudget(options)` to be at least one of `total`, `input`, `output`, got `{}` (object)',
+    ],
+    [
+      () => tokenBudget(null as never),
+      'Expected `tokenBudget(options)` to be an object { total?, input?, output? }, got `null` (null)',
+    ],
+    [
+      () => tokenBudget({ total: 0 }),
+      'Expected `tokenBudget({ total })` to be a positive integer, got `0` (number)',
+    ],
+    [
+      () => tokenBudget({ input: 10, output: 2.5 }),
+      'Expected `tokenBudget({ output })` to be a positive integer, got `2.5` (number)',
+    ],
+    [
+      () => tokenBudget({ input: Number.NaN }),
+      'Expected `tokenBudget({ input })` to be a positive integer, got `NaN` (number)',
+    ],
+    [
+      () => tokenBudget({ total: '1000' as never }),
+      'Expected `tokenBudget({ total })` to be a positive integer, got `"1000"` (string)',
+    ],
   ])('rejects bad arguments clearly (%#)', (make, message) => {
     expect(make).toThrow(new OrchestratorConfigError(message));
+  });
+
+  describe('tokenBudget()', () => {
+    it('terminates with token_budget once input + output tokens reach `total`', () => {
+      const check = tokenBudget<number>({ total: 100 }).start();
+      expect(check(spent(60, 39), 0)).toBe(CONTINUE);
+      expect(check(spent(60, 40), 0)).toEqual({
+        terminate: true,
+        reason: 'token_budget',
+        policy: 'token_budget',
+        observed: 100,
+        limit: 100,
+      });
+    });
+
+    it('checks `total`, then `input`, then `output`, and reports the deciding count', () => {
+      const check = tokenBudget<number>({ total: 1000, input: 50, output: 10 }).start();
+      expect(check(spent(49, 9), 0)).toBe(CONTINUE);
+      expect(check(spent(70, 20), 0)).toMatchObject({ observed: 70, limit: 50 });
+      expect(check(spent(10, 12), 0)).toMatchObject({ observed: 12, limit: 10 });
+      expect(check(spent(900, 200), 0)).toMatchObject({ observed: 1100, limit: 1000 });
+    });
+
+    it('counts nothing spent for a state without usage (one built by hand)', () => {
+      const check = tokenBudget<number>({ output: 1 }).start();
+      const { usage: _usage, ...bare } = at(1);
+      expect(check(bare as ConversationState<number>, 0)).toBe(CONTINUE);
+    });
+
+    it('stops a conversation through the orchestrator, composed with anyOf and allOf', async () => {
+      const spending = (termination: ReturnType<typeof tokenBudget<number, number>>) =>
+        counterOrchestrator({
+          responders: [
+            {
+              name: 'a',
+              respond: (m, _s, context) => {
+                context.reportUsage({ inputTokens: 30, outputTokens: 5 });
+                return { sender: 'a', content: m.content + 1 };
+              },
+            },
+          ],
+          termination,
+        }).run({ sender: 'user', content: 0 });
+      const alone = await spending(tokenBudget({ total: 100 }));
+      expect(alone.dispatchCount).toBe(3);
+      expect(alone.decision).toEqual({
+        terminate: true,
+        reason: 'token_budget',
+        policy: 'token_budget',
+        observed: 105,
+        limit: 100,
+      });
+      expect(alone.usage.inputTokens).toBe(90);
+      const either = await spending(anyOf(maxDispatches(50), tokenBudget({ output: 20 })));
+      expect(either.dispatchCount).toBe(4);
+      expect(either.decision).toMatchObject({ reason: 'token_budget', policy: 'token_budget' });
+      const both = await spending(allOf(tokenBudget({ input: 60 }), maxDispatches(5)));
+      expect(both.dispatchCount).toBe(5);
+      expect(both.decision).toMatchObject({
+        reason: 'token_budget',
+        policy: 'all_of(token_budget,max_dispatches)',
+      });
+    });
   });
 });

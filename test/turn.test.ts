@@ -8,11 +8,16 @@ import {
   maxDispatches,
   type Responder,
   roundRobin,
+  type TurnContext,
 } from '../src/index.ts';
 
 const named = (name: string): Responder<string[], string> => ({ name, respond: () => undefined });
 const responders = ['a', 'b', 'c'].map(named);
 const state = {} as ConversationState<string[], string>;
+const context: TurnContext = {
+  signal: new AbortController().signal,
+  reportUsage: () => {},
+};
 const msg = (sender: string, content = '', recipients?: string[]): Message<string> =>
   recipients === undefined ? { sender, content } : { sender, content, recipients };
 const names = (selection: unknown) =>
@@ -24,32 +29,35 @@ describe('turn policies', () => {
   it('roundRobin() cycles through the responders, per conversation', () => {
     const policy = roundRobin<string[], string>();
     const first = policy.start(responders);
-    expect([1, 2, 3, 4].map(() => names(first(msg('u'), state, responders)))).toEqual([
+    expect([1, 2, 3, 4].map(() => names(first(msg('u'), state, responders, context)))).toEqual([
       ['a'],
       ['b'],
       ['c'],
       ['a'],
     ]);
     const second = policy.start(responders);
-    expect(names(second(msg('u'), state, responders))).toEqual(['a']);
+    expect(names(second(msg('u'), state, responders, context))).toEqual(['a']);
   });
 
   it('broadcast() selects everyone but the sender', () => {
     const select = broadcast<string[], string>().start(responders);
-    expect(names(select(msg('b'), state, responders))).toEqual(['a', 'c']);
-    expect(names(select(msg('user'), state, responders))).toEqual(['a', 'b', 'c']);
+    expect(names(select(msg('b'), state, responders, context))).toEqual(['a', 'c']);
+    expect(names(select(msg('user'), state, responders, context))).toEqual(['a', 'b', 'c']);
   });
 
   it('addressed() uses recipients, else @mentions, else nobody', () => {
     const select = addressed<string[], string>().start(responders);
-    expect(names(select(msg('a', 'hi', ['c', 'b']), state, responders))).toEqual(['c', 'b']);
-    expect(names(select(msg('a', 'ask @b and @c, not @cc'), state, responders))).toEqual([
+    expect(names(select(msg('a', 'hi', ['c', 'b']), state, responders, context))).toEqual([
+      'c',
+      'b',
+    ]);
+    expect(names(select(msg('a', 'ask @b and @c, not @cc'), state, responders, context))).toEqual([
       'b',
       'c',
     ]);
-    expect(names(select(msg('a', 'nobody here'), state, responders))).toEqual([]);
+    expect(names(select(msg('a', 'nobody here'), state, responders, context))).toEqual([]);
     const strict = addressed<string[], string>({ mentions: false }).start(responders);
-    expect(names(strict(msg('a', '@b'), state, responders))).toEqual([]);
+    expect(names(strict(msg('a', '@b'), state, responders, context))).toEqual([]);
   });
 
   it('accepts an async user function that picks the next speaker by name', async () => {

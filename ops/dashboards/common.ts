@@ -51,6 +51,7 @@ export const UNIT = {
   dispatches: 'short',
   seconds: 's',
   ratio: 'percentunit',
+  burnRate: 'suffix: x',
 } as const;
 
 /** Label matchers of the dashboard's variables, after the config's own selector. */

@@ -25,7 +25,7 @@ import {
   timeseries,
   UNIT,
 } from './common.ts';
-import { OVERVIEW_UID, RESPONDERS_UID } from './uids.ts';
+import { OVERVIEW_UID, RESPONDERS_UID, SLO_UID } from './uids.ts';
 
 export function respondersDashboard(config: OpsConfig): Dashboard {
   const O = selector(config, ['orchestrator']);
@@ -53,6 +53,7 @@ export function respondersDashboard(config: OpsConfig): Dashboard {
         labelVariable('instance', 'Instance', `label_values(${METRIC_DISPATCHES}{${O}}, instance)`),
       )
       .link(linkTo('Overview', OVERVIEW_UID))
+      .link(linkTo('SLOs', SLO_UID))
       .withPanel(
         timeseries('Dispatch rate by responder', UNIT.dispatchesPerSecond, 12).withTarget(
           query(`sum by (orchestrator, responder) (rate(${METRIC_DISPATCHES}{${ORI}}[${RATE}]))`, {

@@ -1,3 +1,4 @@
 /** Fixed dashboard uids: links between the dashboards, the runbook and bookmarks use them. */
 export const OVERVIEW_UID = 'orchestrator-overview';
 export const RESPONDERS_UID = 'orchestrator-responders';
+export const SLO_UID = 'orchestrator-slo';

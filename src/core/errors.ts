@@ -3,7 +3,7 @@
  * conversation reached and its dispatch count, so nothing it produced is lost.
  * Configuration mistakes are `OrchestratorConfigError`s, thrown at construction.
  */
-import type { ConversationState } from './types.ts';
+import type { ConversationState, ConversationUsage } from './types.ts';
 
 /** Thrown at construction for an invalid option: names it, says what was expected and what came. */
 export class OrchestratorConfigError extends TypeError {
@@ -20,6 +20,11 @@ export class ConversationError<S = unknown, C = unknown> extends Error {
   readonly state: ConversationState<S, C>;
   readonly dispatchCount: number;
   readonly elapsedMs: number;
+  /**
+   * Tokens reported until the failure, in total and per responder (tokens of the invocation that
+   * failed included). The run fills in the per-responder detail as it settles.
+   */
+  readonly usage: ConversationUsage;
 
   constructor(
     message: string,
@@ -34,7 +39,29 @@ export class ConversationError<S = unknown, C = unknown> extends Error {
     this.state = state;
     this.dispatchCount = state.dispatchCount;
     this.elapsedMs = elapsedMs;
+    this.usage = Object.freeze({
+      inputTokens: state.usage?.inputTokens ?? 0,
+      outputTokens: state.usage?.outputTokens ?? 0,
+      ...withoutUndefined(state.usage),
+      byResponder: Object.freeze(Object.create(null)),
+    });
   }
+}
+
+/** The optional kinds of some totals, only those present. */
+function withoutUndefined(totals: ConversationState<unknown>['usage'] | undefined): object {
+  if (totals === undefined) return {};
+  const kinds: Record<string, number> = {};
+  if (totals.cacheReadInputTokens !== undefined)
+    kinds.cacheReadInputTokens = totals.cacheReadInputTokens;
+  if (totals.reasoningOutputTokens !== undefined)
+    kinds.reasoningOutputTokens = totals.reasoningOutputTokens;
+  return kinds;
+}
+
+/** The run's final usage, given to the error it settles with (the constructor knows only totals). */
+export function settleUsage<S, C>(error: ConversationError<S, C>, usage: ConversationUsage): void {
+  (error as { usage: ConversationUsage }).usage = usage;
 }
 
 /** A responder threw, rejected or returned something that is not a message. */
@@ -250,6 +277,9 @@ export function describeValue(value: unknown): string {
   if (typeof value === 'function') shown = `[function ${value.name || 'anonymous'}]`;
   else if (typeof value === 'bigint') shown = `${value}n`;
   else if (typeof value === 'number' || typeof value === 'symbol') shown = String(value);
+  // A 5 MB string is shown cut like any other, without first serialising all of it.
+  else if (typeof value === 'string' && value.length > 80)
+    shown = JSON.stringify(value.slice(0, 80));
   else if (typeof value === 'object' && value !== null && !isPlain(value)) {
     // A Set, a Map, a class instance: JSON would show `{}`.
     shown = Object.prototype.toString.call(value);

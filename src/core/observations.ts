@@ -14,7 +14,7 @@ import type {
   DispatchInfo,
   ResponderFailure,
 } from './observer.ts';
-import type { Message } from './types.ts';
+import type { Message, Usage } from './types.ts';
 import { rateLimitedWarning } from './warnings.ts';
 
 // Rate-limited per process, not muted after the first: a hook that fails on every dispatch is
@@ -42,6 +42,7 @@ interface Hooks {
   readonly onResponderEnd: Fn | undefined;
   readonly onResponderError: Fn | undefined;
   readonly onDispatch: Fn | undefined;
+  readonly onUsage: Fn | undefined;
   readonly onListenerError: Fn | undefined;
   readonly onConversationEnd: Fn | undefined;
 }
@@ -62,6 +63,7 @@ function readHooks(observation: object): Hooks {
     onResponderEnd: hook(observation, 'onResponderEnd'),
     onResponderError: hook(observation, 'onResponderError'),
     onDispatch: hook(observation, 'onDispatch'),
+    onUsage: hook(observation, 'onUsage'),
     onListenerError: hook(observation, 'onListenerError'),
     onConversationEnd: hook(observation, 'onConversationEnd'),
   };
@@ -253,6 +255,22 @@ export class Observations<S, C> {
           );
       } catch (hookError) {
         hookFailed('onResponderError', hookError);
+      }
+    }
+  }
+
+  usageReported(index: number, usage: Usage, dispatchNumber: number): void {
+    for (const o of this.#all) {
+      if (o.onUsage === undefined) continue;
+      try {
+        (o.onUsage as (index: number, usage: Usage, dispatchNumber: number) => void).call(
+          o.target,
+          index,
+          usage,
+          dispatchNumber,
+        );
+      } catch (error) {
+        hookFailed('onUsage', error);
       }
     }
   }

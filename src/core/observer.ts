@@ -10,6 +10,8 @@ import type {
   ConversationState,
   Message,
   TerminationDecision,
+  Usage,
+  UsageTotals,
 } from './types.ts';
 
 /** What an observer learns when a conversation starts. */
@@ -39,6 +41,12 @@ export interface DispatchInfo<S, C = unknown> {
    * responder's time plus the orchestrator's own sub-microsecond work; one clock read per dispatch.
    */
   readonly durationMs: number;
+  /**
+   * The tokens this dispatch's invocation reported; undefined when it reported none. Tokens of
+   * invocations that failed or were skipped are not in a later dispatch's `usage`: `onUsage`
+   * told of them as they were reported.
+   */
+  readonly usage?: UsageTotals | undefined;
 }
 
 /** How a conversation ended: `result` on success, `error` on failure or abort. */
@@ -85,6 +93,13 @@ export interface ConversationObservation<S, C = unknown> {
    * count failures: defining this instead of `onResponderEnd` keeps the success path free.
    */
   onResponderError?(responderIndex: number, durationMs: number, error: unknown): void;
+  /**
+   * A report of `context.reportUsage` was accepted (checked, a copy holding the fields that came),
+   * as it is made: also for invocations that later fail or are skipped. `responderIndex` is -1
+   * for the turn policy; `dispatchNumber` is the dispatch the invocation would be. Never called
+   * after the run settled.
+   */
+  onUsage?(responderIndex: number, usage: Usage, dispatchNumber: number): void;
   /** The listener (or one of the composed listeners) threw or rejected. */
   onListenerError?(error: unknown): void;
   /** Called exactly once, on every exit path. */

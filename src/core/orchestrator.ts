@@ -17,6 +17,7 @@ import type {
 } from './types.ts';
 import {
   boundedName,
+  conversationId,
   fail,
   isFunction,
   nonNegativeInteger,
@@ -27,7 +28,10 @@ import {
 import { rateLimitedWarning } from './warnings.ts';
 
 export interface OrchestratorOptions<S, C = unknown> {
-  /** A bounded name (1-64 of `[A-Za-z0-9_.:-]`): it becomes the `orchestrator` metric label. */
+  /**
+   * A bounded name: 1-64 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a
+   * letter, a digit or `_`. It becomes the `orchestrator` metric label.
+   */
   readonly name: string;
   /** The agents. Names must be unique. */
   readonly responders: readonly Responder<S, C>[];
@@ -214,16 +218,8 @@ function validateResponders<S, C>(value: unknown): readonly Responder<S, C>[] {
     boundedName(`responders[${i}].name`, name);
     if (typeof respond !== 'function') fail(`responders[${i}].respond`, 'a function', respond);
     const { provider } = r as Partial<Responder<S, C>>;
-    if (
-      provider !== undefined &&
-      (typeof provider !== 'string' || provider.length === 0 || provider.length > 64)
-    ) {
-      fail(
-        `responders[${i}].provider`,
-        'a provider name of 1-64 characters (openai, anthropic, …)',
-        provider,
-      );
-    }
+    // It becomes `gen_ai.provider.name` on every responder span: the name rule (aws.bedrock fits).
+    if (provider !== undefined) boundedName(`responders[${i}].provider`, provider);
     if (seen.has(name as string))
       fail(`responders[${i}].name`, 'a name not used by another responder', name);
     seen.add(name as string);
@@ -251,13 +247,8 @@ function validateInput(input: unknown, options: RunOptions): void {
       `Expected \`signal\` to be an AbortSignal, got ${describe(options.signal)}`,
     );
   }
-  if (
-    options.conversationId !== undefined &&
-    (typeof options.conversationId !== 'string' || options.conversationId.length === 0)
-  ) {
-    throw new OrchestratorConfigError(
-      `Expected \`conversationId\` to be a non-empty string, got ${describe(options.conversationId)}`,
-    );
+  if (options.conversationId !== undefined) {
+    conversationId('conversationId', options.conversationId);
   }
 }
 

@@ -3,16 +3,28 @@
  * policy). The core defines them; `src/policies/` implements the built-in ones, and a plain
  * function or object of yours works the same way.
  */
-import type { ConversationState, Message, Responder, TerminationDecision } from './types.ts';
+import type { ConversationState, Message, Responder, TerminationDecision, Usage } from './types.ts';
 
 /** Responders (or their names) selected to answer, in order. Empty: nobody answers. */
 export type TurnSelection<S, C = unknown> = readonly (Responder<S, C> | string)[];
+
+/** What a turn function gets besides the message, the state and the responders. */
+export interface TurnContext {
+  /** Fires when the caller aborts the run or the per-dispatch deadline passes. */
+  readonly signal: AbortSignal;
+  /**
+   * Reports tokens spent selecting (an LLM picking the next speaker): they join the conversation's
+   * totals and `usage.turnPolicy`. Same rules as `ResponderContext.reportUsage`.
+   */
+  reportUsage(usage: Usage): void;
+}
 
 /** Selects responders for one message. May be async (an LLM picking the next speaker). */
 export type TurnFunction<S, C = unknown> = (
   message: Message<C>,
   state: ConversationState<S, C>,
   responders: readonly Responder<S, C>[],
+  context: TurnContext,
 ) => TurnSelection<S, C> | Promise<TurnSelection<S, C>>;
 
 /** A turn policy with per-conversation state. */

@@ -16,10 +16,14 @@
  *   `#fail()`. Aborts and deadlines arrive from outside the loop and call `#fail()` directly.
  * - Once the run has settled (`#settled`), nothing more happens for it: every step checks after
  *   calling user code (which may abort the run), and late promise answers are ignored.
+ * - Token usage joins in one place, `reportUsage()`, called by the contexts responders and the turn
+ *   policy get (context.ts); the ledger that counts it (usage.ts) is made on the first report, so
+ *   a conversation where nothing reports only copies one shared zero totals object per snapshot.
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { RunConfig } from './config.ts';
+import { type ContextHost, InvocationContext } from './context.ts';
 import {
   badPolicyAnswer,
   badResponderOutput,
@@ -32,6 +36,7 @@ import {
   policyFailed,
   queueOverflow,
   responderFailed,
+  settleUsage,
   unexpectedFailure,
   unknownResponder,
 } from './errors.ts';
@@ -53,12 +58,15 @@ import type {
   ConversationListener,
   ConversationResult,
   ConversationState,
+  ConversationUsage,
   Message,
   Responder,
   ResponderContext,
   RunOptions,
   TerminationDecision,
+  UsageTotals,
 } from './types.ts';
+import { NO_CONVERSATION_USAGE, NO_USAGE, readUsage, UsageLedger } from './usage.ts';
 import { rateLimitedWarning } from './warnings.ts';
 
 const QUEUE_EXHAUSTED: TerminationDecision = Object.freeze({
@@ -108,7 +116,7 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
   );
 }
 
-export class ConversationRun<S, C> {
+export class ConversationRun<S, C> implements ContextHost {
   readonly #config: RunConfig<S, C>;
   readonly #input: Message<C>;
   readonly #conversationId: string;
@@ -128,7 +136,15 @@ export class ConversationRun<S, C> {
   #startedAt = 0;
   #check!: TerminationCheck<S, C>;
   #turn!: TurnFunction<S, C>;
-  #context!: ResponderContext & { dispatchNumber: number };
+  /** Each responder's context, made on its first invocation; the turn policy's. */
+  readonly #contexts: InvocationContext[] = [];
+  #turnContext!: InvocationContext;
+  /** The responder whose invocation is in progress (or was last). */
+  #invoking = -1;
+  /** Made on the first usage report: a conversation where nothing reports never has one. */
+  #usage: UsageLedger | undefined;
+  /** `state.usage`: shared by the snapshots until the next report. */
+  #usageTotals: UsageTotals = NO_USAGE;
   #info!: { -readonly [K in keyof DispatchInfo<S, C>]: DispatchInfo<S, C>[K] };
 
   // Where the loop stands: the message being answered, its selected responders, the next one.
@@ -242,13 +258,7 @@ export class ConversationRun<S, C> {
       this.#fail(error);
       return;
     }
-    const run = this;
-    this.#context = {
-      get signal(): AbortSignal {
-        return run.#responderSignal();
-      },
-      dispatchNumber: 0,
-    };
+    this.#turnContext = new InvocationContext(this, -1);
     this.#info = {
       state: this.#state,
       decision: CONTINUE,
@@ -256,6 +266,7 @@ export class ConversationRun<S, C> {
       elapsedMs: 0,
       responderIndex: 0,
       durationMs: 0,
+      usage: undefined,
     };
     this.#lastTick = this.#lastYield = this.#startedAt;
     this.#queue.push(this.#input);
@@ -323,7 +334,7 @@ export class ConversationRun<S, C> {
     let selected: TurnSelection<S, C> | PromiseLike<TurnSelection<S, C>>;
     let pending: boolean;
     try {
-      selected = this.#turn(message, this.#state, this.#config.responders);
+      selected = this.#turn(message, this.#state, this.#config.responders, this.#turnContext);
       pending = isThenable(selected);
     } catch (error) {
       throw policyFailed('turn', error, this.#at);
@@ -338,8 +349,9 @@ export class ConversationRun<S, C> {
   #dispatch(index: number): Step {
     const responder = this.#config.responders[index] as Responder<S, C>;
     const message = this.#message;
-    const context = this.#context;
+    const context = this.#contexts[index] ?? this.#newContext(index);
     context.dispatchNumber = this.#dispatchCount + 1;
+    this.#invoking = index;
     if (this.#watchesStarts) this.#observations.responderStarted(index, message);
     let output: unknown;
     let pending: boolean;
@@ -356,6 +368,12 @@ export class ConversationRun<S, C> {
     if (this.#settled) return ENDED;
     if (pending) return this.#wait(output as PromiseLike<unknown>, index);
     return this.#completeDispatch(index, output);
+  }
+
+  #newContext(index: number): InvocationContext {
+    const context = new InvocationContext(this, index);
+    this.#contexts[index] = context;
+    return context;
   }
 
   /** Calls the responder through the observers' `runResponder` (kept off the common path). */
@@ -423,6 +441,8 @@ export class ConversationRun<S, C> {
       info.elapsedMs = elapsedMs;
       info.responderIndex = index;
       info.durationMs = durationMs;
+      info.usage =
+        this.#usage === undefined ? undefined : this.#usage.takeInvocation(index, dispatchCount);
       this.#observations.dispatched(info);
     }
     const listener = config.listener;
@@ -518,6 +538,8 @@ export class ConversationRun<S, C> {
     const now = performance.now();
     const durationMs = now - this.#lastTick;
     this.#lastTick = now;
+    // Its tokens were told to onUsage as reported; a retry's dispatch must not carry them.
+    this.#usage?.discardInvocation();
     this.#observations.responderFailed(index, durationMs, error);
     if (this.#settled) return ENDED;
     const decision = this.#decideOnFailure(error, responder);
@@ -584,7 +606,32 @@ export class ConversationRun<S, C> {
     }
   }
 
-  #responderSignal(): AbortSignal {
+  /** A report through a context: checked (a bad value throws to the reporter), then counted. */
+  reportUsage(index: number, value: unknown, dispatchNumber: number): void {
+    if (this.#settled) return;
+    const usage = readUsage(value);
+    // Reading the report ran the app's getters, which may have ended the run.
+    if (this.#settled) return;
+    this.#usage ??= new UsageLedger();
+    const ledger = this.#usage;
+    ledger.add(index, usage, dispatchNumber, index >= 0 && index === this.#invoking);
+    this.#usageTotals = ledger.totals;
+    // The turn policy's context keeps no number: its reports belong to the dispatch to come.
+    this.#observations.usageReported(
+      index,
+      usage,
+      index < 0 ? this.#dispatchCount + 1 : dispatchNumber,
+    );
+  }
+
+  /** The usage `run()` ends with. */
+  #finalUsage(): ConversationUsage {
+    return this.#usage === undefined
+      ? NO_CONVERSATION_USAGE
+      : this.#usage.final(this.#config.responderNames);
+  }
+
+  responderSignal(): AbortSignal {
     if (this.#controller === undefined) {
       this.#controller = new AbortController();
       if (this.#interruption !== undefined) this.#controller.abort(this.#abortReason());
@@ -617,10 +664,12 @@ export class ConversationRun<S, C> {
     this.#cleanup();
     const result: ConversationResult<S, C> = {
       conversationId: this.#conversationId,
-      state: decision === QUEUE_EXHAUSTED ? this.#endState() : this.#state,
+      // The last dispatch's snapshot, unless something moved since (the queue ran dry, a late report).
+      state: this.#endState(),
       decision,
       dispatchCount: this.#dispatchCount,
       elapsedMs: this.#elapsed(),
+      usage: this.#finalUsage(),
     };
     const resolve = this.#resolve;
     try {
@@ -640,6 +689,7 @@ export class ConversationRun<S, C> {
       thrown instanceof ConversationError
         ? (thrown as ConversationError<S, C>)
         : unexpectedFailure(thrown, this.#at);
+    if (this.#usage !== undefined) settleUsage(error, this.#finalUsage());
     const reject = this.#reject;
     try {
       this.#observations.ended({ ok: false, error });
@@ -688,7 +738,8 @@ export class ConversationRun<S, C> {
       state.queueDepth === this.#queue.length &&
       state.dispatchCount === this.#dispatchCount &&
       state.lastMessage === this.#lastMessage &&
-      state.projection === this.#projection
+      state.projection === this.#projection &&
+      state.usage === this.#usageTotals
     ) {
       return state;
     }
@@ -703,6 +754,7 @@ export class ConversationRun<S, C> {
       queueDepth: this.#queue.length,
       dispatchCount,
       history: this.#history === undefined ? NO_HISTORY : this.#history.toArray(),
+      usage: this.#usageTotals,
     };
   }
 

@@ -32,6 +32,37 @@ export interface ConversationState<S, C = unknown> {
    * orchestrator was built with `historySize > 0`: a full transcript costs memory and time.
    */
   readonly history: readonly Message<C>[];
+  /**
+   * Tokens reported so far (`context.reportUsage`), by responders and the turn policy, including
+   * those of invocations that failed or were skipped. Zeros when nothing reported.
+   */
+  readonly usage: UsageTotals;
+}
+
+/** What a responder (or a turn policy) reports having spent; counts are non-negative integers. */
+export interface Usage {
+  readonly inputTokens?: number;
+  readonly outputTokens?: number;
+  readonly cacheReadInputTokens?: number;
+  readonly reasoningOutputTokens?: number;
+  /** Model name: a bounded name (same rule as responder names). */
+  readonly model?: string;
+}
+
+/** Running totals. The optional kinds are present once any report had them. */
+export interface UsageTotals {
+  readonly inputTokens: number;
+  readonly outputTokens: number;
+  readonly cacheReadInputTokens?: number;
+  readonly reasoningOutputTokens?: number;
+}
+
+/** Final totals of a conversation: on ConversationResult.usage and ConversationError.usage. */
+export interface ConversationUsage extends UsageTotals {
+  /** Per responder name, only responders that reported anything (a null-prototype object). */
+  readonly byResponder: Readonly<Record<string, UsageTotals>>;
+  /** What the turn policy reported through its context, when it did. */
+  readonly turnPolicy?: UsageTotals;
 }
 
 /**
@@ -47,6 +78,10 @@ export interface TerminationDecision {
    * `allOf(...)` the composite's own name (`all_of(a,b)`), since every member decided.
    */
   readonly policy?: string;
+  /** What the deciding policy measured (the measure, the dispatch count, the elapsed ms, the tokens). */
+  readonly observed?: number;
+  /** The threshold the deciding policy compared `observed` with. */
+  readonly limit?: number;
 }
 
 /** What a responder may answer: nothing, one message, or several. */
@@ -58,15 +93,26 @@ export interface ResponderContext {
   readonly signal: AbortSignal;
   /** 1-based number of the dispatch this invocation would be if it succeeds. */
   readonly dispatchNumber: number;
+  /**
+   * Reports tokens this invocation spent; call it once per model call, during the invocation.
+   * The counts join `state.usage` and the result's `usage`, even if the invocation then fails or
+   * is skipped. A bad value throws a `TypeError` naming what came and changes no total; a report
+   * made after the run settled is ignored.
+   */
+  reportUsage(usage: Usage): void;
 }
 
 /** An agent of the conversation. Sync or async. */
 export interface Responder<S, C = unknown> {
-  /** Unique within an orchestrator; becomes a bounded metric label. */
+  /**
+   * Unique within an orchestrator; becomes a bounded metric label: 1-64 characters (ASCII letters,
+   * digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`.
+   */
   readonly name: string;
   /**
    * Who serves this agent's model (`openai`, `anthropic`, `aws.bedrock`, …), when there is one.
-   * Telemetry records it as `gen_ai.provider.name`; leave it out for algorithmic agents.
+   * Telemetry records it as `gen_ai.provider.name`; leave it out for algorithmic agents. The name
+   * rule of `name` applies.
    */
   readonly provider?: string;
   respond(
@@ -116,12 +162,17 @@ export interface ConversationResult<S, C = unknown> {
   readonly decision: TerminationDecision;
   readonly dispatchCount: number;
   readonly elapsedMs: number;
+  /** Tokens the conversation's responders and turn policy reported, in total and per responder. */
+  readonly usage: ConversationUsage;
 }
 
 /** Per-run options. */
 export interface RunOptions {
   /** Aborting it aborts the running responder's signal and rejects the run promptly. */
   readonly signal?: AbortSignal;
-  /** Defaults to a random UUID. */
+  /**
+   * 1-128 characters: ASCII letters, digits, `_`, `.`, `:` or `-`, starting with a letter, a
+   * digit or `_` (it is copied onto every span). Defaults to a random UUID.
+   */
   readonly conversationId?: string;
 }

@@ -42,9 +42,28 @@ export function isFunction(option: string, value: unknown): void {
 /** Names that become metric label values or span names: short, printable, bounded. */
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$/;
 
+/** The name rule as error messages and the README state it (the first character included). */
+export const NAME_EXPECTED =
+  'a name of 1-64 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`';
+
+export function isBoundedName(value: unknown): value is string {
+  return typeof value === 'string' && NAME.test(value);
+}
+
 export function boundedName(option: string, value: unknown): string {
-  if (typeof value !== 'string' || !NAME.test(value)) {
-    fail(option, 'a name of 1-64 letters, digits, `_`, `.`, `:` or `-`', value);
+  if (!isBoundedName(value)) fail(option, NAME_EXPECTED, value);
+  return value;
+}
+
+/** Conversation ids go onto every span and event: the name rule, up to 128 characters. */
+const CONVERSATION_ID = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;
+
+export const CONVERSATION_ID_EXPECTED =
+  'an id of 1-128 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`';
+
+export function conversationId(option: string, value: unknown): string {
+  if (typeof value !== 'string' || !CONVERSATION_ID.test(value)) {
+    fail(option, CONVERSATION_ID_EXPECTED, value);
   }
   return value;
 }

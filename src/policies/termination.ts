@@ -42,6 +42,61 @@ export function timeout<S, C = unknown>(ms: number): TerminationPolicy<S, C> {
   };
 }
 
+/** Limits of `tokenBudget()`: at least one. Each is a positive integer number of tokens. */
+export interface TokenBudgetOptions {
+  /** Input plus output tokens (cache-read input tokens are part of the input, reasoning of the output). */
+  readonly total?: number;
+  /** Input tokens. */
+  readonly input?: number;
+  /** Output tokens. */
+  readonly output?: number;
+}
+
+/**
+ * Ends the conversation with reason `token_budget` after the first dispatch at which the tokens
+ * reported so far (`state.usage`, the turn policy's and failed invocations' included) reach a
+ * limit. Limits are checked in the order `total`, `input`, `output`; the decision's `observed`
+ * is the deciding count and `limit` its limit.
+ * @example anyOf(converged({ measure, tolerance: 0.01 }), tokenBudget({ total: 200_000 }))
+ */
+export function tokenBudget<S, C = unknown>(options: TokenBudgetOptions): TerminationPolicy<S, C> {
+  if (typeof options !== 'object' || options === null)
+    fail('tokenBudget(options)', 'an object { total?, input?, output? }', options);
+  const { total, input, output } = options;
+  if (total === undefined && input === undefined && output === undefined) {
+    fail('tokenBudget(options)', 'at least one of `total`, `input`, `output`', options);
+  }
+  const limit = (name: string, value: unknown): number =>
+    value === undefined
+      ? Number.POSITIVE_INFINITY
+      : positiveInteger(`tokenBudget({ ${name} })`, value);
+  const totalLimit = limit('total', total);
+  const inputLimit = limit('input', input);
+  const outputLimit = limit('output', output);
+  const stop = (observed: number, limit: number): TerminationDecision =>
+    Object.freeze({
+      terminate: true,
+      reason: 'token_budget',
+      policy: 'token_budget',
+      observed,
+      limit,
+    });
+  return {
+    name: 'token_budget',
+    start: () => (state) => {
+      // A state built by hand (a test, a replay) may have no usage: nothing was spent.
+      const usage = state.usage;
+      const inputTokens = usage?.inputTokens ?? 0;
+      const outputTokens = usage?.outputTokens ?? 0;
+      const spent = inputTokens + outputTokens;
+      if (spent >= totalLimit) return stop(spent, totalLimit);
+      if (inputTokens >= inputLimit) return stop(inputTokens, inputLimit);
+      if (outputTokens >= outputLimit) return stop(outputTokens, outputLimit);
+      return CONTINUE;
+    },
+  };
+}
+
 export interface ConvergedOptions<S, C = unknown> {
   /** A number measured on the state: the spread of the desks' quotes, say. */
   readonly measure: (state: ConversationState<S, C>) => number;

@@ -43,7 +43,9 @@ export function dashboardQueries(dir = 'grafana/dashboards'): DashboardQuery[] {
     const d = JSON.parse(readFileSync(file, 'utf8')) as {
       uid: string;
       panels: { title: string; targets: { expr: string; instant?: boolean }[] }[];
-      templating: { list: { name: string; type: string; definition?: string }[] };
+      templating: {
+        list: { name: string; type: string; definition?: string; query?: { query?: string } }[];
+      };
     };
     const panels = d.panels.flatMap((p) =>
       p.targets.map((t) => ({
@@ -53,14 +55,13 @@ export function dashboardQueries(dir = 'grafana/dashboards'): DashboardQuery[] {
         instant: t.instant === true,
       })),
     );
-    const variables = d.templating.list
-      .filter((v) => v.type === 'query' && v.definition)
-      .map((v) => ({
-        dashboard: d.uid,
-        panel: `$${v.name}`,
-        expr: v.definition as string,
-        instant: true,
-      }));
+    // The foundation SDK writes a variable's query as `query.query` (older JSON as `definition`).
+    const variables = d.templating.list.flatMap((v) => {
+      const expr = v.query?.query ?? v.definition;
+      return v.type === 'query' && expr
+        ? [{ dashboard: d.uid, panel: `$${v.name}`, expr, instant: true }]
+        : [];
+    });
     return [...panels, ...variables];
   });
 }

@@ -1,0 +1,164 @@
+/**
+ * Conversation orchestrator / SLOs: per SLO and orchestrator, the SLI now and over the period, the
+ * error budget left, the burn rate over every window the alerts use, and how long the budget
+ * lasts at the last hour's rate. It reads the SLO recording rules (per orchestrator, over every
+ * replica: an SLO is the service's promise, not a pod's), so it has no instance variable.
+ */
+import {
+  BigValueColorMode,
+  BigValueGraphMode,
+  GraphThresholdsStyleConfigBuilder,
+  GraphThresholdsStyleMode,
+  ReduceDataOptionsBuilder,
+} from '@grafana/grafana-foundation-sdk/common';
+import {
+  type Dashboard,
+  ThresholdsConfigBuilder,
+  ThresholdsMode,
+} from '@grafana/grafana-foundation-sdk/dashboard';
+import { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
+import { durationSeconds } from '../check.ts';
+import type { BurnRateAlertConfig, OpsConfig } from '../config.ts';
+import { humanDuration } from '../names.ts';
+import { parseSelector } from '../selector.ts';
+import { type Slo, sloRecordNames, slos, sloWindows } from '../slo.ts';
+import { errorBudget } from '../slo-config.ts';
+import {
+  build,
+  DATASOURCE,
+  dashboard,
+  labelVariable,
+  linkTo,
+  query,
+  timeseries,
+  UNIT,
+} from './common.ts';
+import { OVERVIEW_UID, RESPONDERS_UID, SLO_UID } from './uids.ts';
+
+function thresholds(steps: readonly [number | null, string][]): ThresholdsConfigBuilder {
+  return new ThresholdsConfigBuilder()
+    .mode(ThresholdsMode.Absolute)
+    .steps(steps.map(([value, color]) => ({ value, color })));
+}
+
+function stat(title: string, unit: string, expr: string, description: string): StatPanel {
+  return new StatPanel()
+    .datasource(DATASOURCE)
+    .title(title)
+    .description(description)
+    .unit(unit)
+    .span(6)
+    .height(5)
+    .reduceOptions(new ReduceDataOptionsBuilder().calcs(['lastNotNull']).fields('').values(false))
+    .colorMode(BigValueColorMode.Value)
+    .graphMode(BigValueGraphMode.Area)
+    .withTarget(query(expr, { legend: '{{orchestrator}}' }));
+}
+
+/** The selector's matchers that recorded series keep (those on group labels), and the variable. */
+function recordedSelector(config: OpsConfig, slo: Slo): string {
+  const onGroupLabels = parseSelector(config.selector)
+    .filter((m) => config.groupLabels.includes(m.label))
+    .map((m) => m.text);
+  return [`slo="${slo.name}"`, ...onGroupLabels, 'orchestrator=~"$orchestrator"'].join(',');
+}
+
+function sloPanels(config: OpsConfig, slo: Slo) {
+  const names = sloRecordNames(config);
+  const sel = recordedSelector(config, slo);
+  const budget = errorBudget(slo.objective);
+  const ratio = (window: string) => `${names.errorRatio(window)}{${sel}}`;
+  const period = humanDuration(slo.period);
+  const title = slo.name === 'convergence' ? 'Convergence' : 'Convergence latency';
+  const remaining = `1 - ${ratio(slo.period)} / ${budget}`;
+  const current = (config.burnRateAlerts[0] as BurnRateAlertConfig).longWindow;
+  const windows = sloWindows(config).filter(
+    (w) => durationSeconds(w) < durationSeconds(slo.period),
+  );
+  // The alerts' thresholds, lowest first: the burn-rate panel draws them as dashed lines.
+  const levels = [...new Set(config.burnRateAlerts.map((a) => a.burnRate))].sort((a, b) => a - b);
+  const colors = ['yellow', 'orange', 'red', 'dark-red', 'purple'];
+  const burnRate = timeseries(`${title}: burn rate per window`, UNIT.burnRate, 16)
+    .description(
+      `How many times faster than the objective allows the budget burns (1 spends it over ${period}). The dashed levels are the alerts' thresholds: a page needs its long and its short window above its level (${levels.at(-1)} over 1 hour by default), a ticket above ${levels[0]} over days.`,
+    )
+    .thresholdsStyle(new GraphThresholdsStyleConfigBuilder().mode(GraphThresholdsStyleMode.Dashed))
+    .thresholds(
+      thresholds([
+        [null, 'transparent'],
+        ...levels.map((l, i): [number, string] => [l, colors[i] ?? 'red']),
+      ]),
+    );
+  for (const [i, w] of windows.entries()) {
+    burnRate.withTarget(
+      query(`${ratio(w)} / ${budget}`, {
+        legend: `{{orchestrator}} ${w}`,
+        refId: String.fromCharCode('A'.charCodeAt(0) + i),
+      }),
+    );
+  }
+  const objective = thresholds([
+    [null, 'red'],
+    [slo.objective, 'green'],
+  ]);
+  return [
+    stat(
+      `${title}: SLI, last ${humanDuration(windows[0] ?? slo.period)}`,
+      UNIT.ratio,
+      `1 - ${ratio(windows[0] ?? slo.period)}`,
+      `The share of good events over the shortest window (the objective: ${slo.promise}). It moves fast: judge the SLO by the period and the burn rates.`,
+    ).thresholds(objective),
+    stat(
+      `${title}: SLI over ${period}`,
+      UNIT.ratio,
+      `1 - ${ratio(slo.period)}`,
+      `The share of good events over the SLO's period; the objective: ${slo.promise}.`,
+    ).thresholds(objective),
+    stat(
+      `${title}: error budget remaining`,
+      UNIT.ratio,
+      remaining,
+      `What is left of the period's error budget (1 - objective = ${budget} of the events may be bad): below 0 it is spent.`,
+    ).thresholds(
+      thresholds([
+        [null, 'red'],
+        [0, 'orange'],
+        [0.25, 'green'],
+      ]),
+    ),
+    stat(
+      `${title}: time until the budget is spent`,
+      UNIT.seconds,
+      `clamp_min(${remaining}, 0) * ${durationSeconds(slo.period)} / (${ratio(current)} / ${budget})`,
+      `At the burn rate of the last ${humanDuration(current)} (the first alert's long window), how long the remaining budget lasts (0: spent; infinite: nothing burns).`,
+    ),
+    burnRate,
+    timeseries(`${title}: error budget remaining over time`, UNIT.ratio, 8)
+      .description(`The budget left over the ${period} before each moment.`)
+      .withTarget(query(remaining, { legend: '{{orchestrator}}' })),
+  ];
+}
+
+export function sloDashboard(config: OpsConfig): Dashboard {
+  const names = sloRecordNames(config);
+  const all = slos(config);
+  const first = all[0] as Slo;
+  const onGroupLabels = parseSelector(config.selector)
+    .filter((m) => config.groupLabels.includes(m.label))
+    .map((m) => m.text)
+    .join(',');
+  const builder = dashboard(SLO_UID, 'Conversation orchestrator / SLOs')
+    .time({ from: 'now-7d', to: 'now' })
+    .refresh('1m')
+    .withVariable(
+      labelVariable(
+        'orchestrator',
+        'Orchestrator',
+        `label_values(${names.events(first.period)}{${onGroupLabels}}, orchestrator)`,
+      ),
+    )
+    .link(linkTo('Overview', OVERVIEW_UID))
+    .link(linkTo('Responders', RESPONDERS_UID));
+  for (const slo of all) for (const panel of sloPanels(config, slo)) builder.withPanel(panel);
+  return build(builder);
+}

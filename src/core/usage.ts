@@ -1,0 +1,196 @@
+/**
+ * Token usage of one conversation: the reports responders and the turn policy make through their
+ * context, checked, then added to the totals. Nothing here runs unless something reports: a
+ * conversation where nobody does shares one frozen zero totals object and one empty final usage.
+ */
+import { describeCause, describeValue } from './errors.ts';
+import type { ConversationUsage, Usage, UsageTotals } from './types.ts';
+import { isBoundedName, NAME_EXPECTED } from './validate.ts';
+
+/** The totals of a conversation (or a responder) that reported nothing. */
+export const NO_USAGE: UsageTotals = Object.freeze({ inputTokens: 0, outputTokens: 0 });
+/** The final usage of a conversation where nothing reported. */
+export const NO_CONVERSATION_USAGE: ConversationUsage = Object.freeze({
+  inputTokens: 0,
+  outputTokens: 0,
+  byResponder: Object.freeze(Object.create(null) as Record<string, UsageTotals>),
+});
+
+const EXPECTED_USAGE =
+  'an object { inputTokens?, outputTokens?, cacheReadInputTokens?, reasoningOutputTokens?, model? }';
+
+function refuse(field: string, expected: string, value: unknown): never {
+  throw new TypeError(`Expected \`${field}\` to be ${expected}, got ${describeValue(value)}`);
+}
+
+function count(field: string, value: unknown): number | undefined {
+  if (value === undefined) return undefined;
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
+    refuse(`usage.${field}`, 'a non-negative integer', value);
+  }
+  return value;
+}
+
+/**
+ * One report, read once and checked: a copy holding only the fields that came (so a getter is
+ * read once and nothing the app keeps can change it later). Throws a `TypeError` naming the field
+ * and what came.
+ */
+export function readUsage(value: unknown): Usage {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    refuse('usage', EXPECTED_USAGE, value);
+  }
+  let inputTokens: unknown;
+  let outputTokens: unknown;
+  let cacheReadInputTokens: unknown;
+  let reasoningOutputTokens: unknown;
+  let model: unknown;
+  try {
+    const report = value as Record<keyof Usage, unknown>;
+    inputTokens = report.inputTokens;
+    outputTokens = report.outputTokens;
+    cacheReadInputTokens = report.cacheReadInputTokens;
+    reasoningOutputTokens = report.reasoningOutputTokens;
+    model = report.model;
+  } catch (error) {
+    throw new TypeError(
+      `Expected \`usage\` to be ${EXPECTED_USAGE} whose fields can be read, reading it threw: ${describeCause(error)}`,
+    );
+  }
+  const usage: { -readonly [K in keyof Usage]: Usage[K] } = {};
+  const input = count('inputTokens', inputTokens);
+  if (input !== undefined) usage.inputTokens = input;
+  const output = count('outputTokens', outputTokens);
+  if (output !== undefined) usage.outputTokens = output;
+  const cacheRead = count('cacheReadInputTokens', cacheReadInputTokens);
+  if (cacheRead !== undefined) usage.cacheReadInputTokens = cacheRead;
+  const reasoning = count('reasoningOutputTokens', reasoningOutputTokens);
+  if (reasoning !== undefined) usage.reasoningOutputTokens = reasoning;
+  if (model !== undefined) {
+    if (!isBoundedName(model)) refuse('usage.model', NAME_EXPECTED, model);
+    usage.model = model;
+  }
+  return Object.freeze(usage);
+}
+
+/** Running counts of one party (the conversation, one responder, the turn policy). */
+class Counter {
+  input = 0;
+  output = 0;
+  cacheRead: number | undefined;
+  reasoning: number | undefined;
+
+  add(usage: Usage): void {
+    this.input += usage.inputTokens ?? 0;
+    this.output += usage.outputTokens ?? 0;
+    if (usage.cacheReadInputTokens !== undefined)
+      this.cacheRead = (this.cacheRead ?? 0) + usage.cacheReadInputTokens;
+    if (usage.reasoningOutputTokens !== undefined)
+      this.reasoning = (this.reasoning ?? 0) + usage.reasoningOutputTokens;
+  }
+
+  /** Whether adding `usage` keeps every count a safe integer. */
+  fits(usage: Usage): boolean {
+    return (
+      Number.isSafeInteger(this.input + (usage.inputTokens ?? 0)) &&
+      Number.isSafeInteger(this.output + (usage.outputTokens ?? 0)) &&
+      Number.isSafeInteger((this.cacheRead ?? 0) + (usage.cacheReadInputTokens ?? 0)) &&
+      Number.isSafeInteger((this.reasoning ?? 0) + (usage.reasoningOutputTokens ?? 0))
+    );
+  }
+
+  totals(): UsageTotals {
+    const totals: { -readonly [K in keyof UsageTotals]: UsageTotals[K] } = {
+      inputTokens: this.input,
+      outputTokens: this.output,
+    };
+    if (this.cacheRead !== undefined) totals.cacheReadInputTokens = this.cacheRead;
+    if (this.reasoning !== undefined) totals.reasoningOutputTokens = this.reasoning;
+    return Object.freeze(totals);
+  }
+}
+
+/** The usage of one conversation. Made on the first report: most conversations never need one. */
+export class UsageLedger {
+  readonly #total = new Counter();
+  readonly #byResponder: (Counter | undefined)[] = [];
+  #turnPolicy: Counter | undefined;
+  /** What the invocation in progress reported (for its dispatch's `DispatchInfo.usage`). */
+  #invocation: Counter | undefined;
+  /** Which invocation `#invocation` belongs to: its responder and dispatch number. */
+  #invocationIndex = -1;
+  #invocationNumber = 0;
+  /** `state.usage`: made again after each report, so snapshots share it until the next. */
+  totals: UsageTotals = NO_USAGE;
+
+  /**
+   * Adds a checked report of responder `index` (-1: the turn policy) made by its invocation
+   * numbered `dispatchNumber`. `current`: that invocation is in progress. Throws, changing
+   * nothing, if a total would pass 2^53 - 1.
+   */
+  add(index: number, usage: Usage, dispatchNumber: number, current: boolean): void {
+    if (!this.#total.fits(usage)) {
+      throw new RangeError(
+        `Expected \`usage\` to keep the conversation's token totals at most ${Number.MAX_SAFE_INTEGER}, got ${describeValue(usage)}`,
+      );
+    }
+    this.#total.add(usage);
+    this.totals = this.#total.totals();
+    if (index < 0) {
+      this.#turnPolicy ??= new Counter();
+      this.#turnPolicy.add(usage);
+      return;
+    }
+    let responder = this.#byResponder[index];
+    if (responder === undefined) {
+      responder = new Counter();
+      this.#byResponder[index] = responder;
+    }
+    responder.add(usage);
+    if (!current) return;
+    // A new invocation starts a new count: what a failed or skipped one reported stays out of it.
+    if (
+      this.#invocation === undefined ||
+      this.#invocationIndex !== index ||
+      this.#invocationNumber !== dispatchNumber
+    ) {
+      this.#invocation = new Counter();
+      this.#invocationIndex = index;
+      this.#invocationNumber = dispatchNumber;
+    }
+    this.#invocation.add(usage);
+  }
+
+  /** The invocation in progress failed: what it reported belongs to no dispatch. */
+  discardInvocation(): void {
+    this.#invocation = undefined;
+  }
+
+  /**
+   * What the invocation of responder `index` numbered `dispatchNumber`, which just succeeded,
+   * reported (undefined: nothing); the count starts again.
+   */
+  takeInvocation(index: number, dispatchNumber: number): UsageTotals | undefined {
+    const invocation = this.#invocation;
+    if (invocation === undefined) return undefined;
+    this.#invocation = undefined;
+    if (this.#invocationIndex !== index || this.#invocationNumber !== dispatchNumber) {
+      return undefined;
+    }
+    return invocation.totals();
+  }
+
+  /** The conversation's final usage, per responder (by name) and for the turn policy. */
+  final(responderNames: readonly string[]): ConversationUsage {
+    const byResponder = Object.create(null) as Record<string, UsageTotals>;
+    this.#byResponder.forEach((counter, index) => {
+      if (counter !== undefined) byResponder[responderNames[index] as string] = counter.totals();
+    });
+    const usage: { -readonly [K in keyof ConversationUsage]: ConversationUsage[K] } = {
+      ...this.totals,
+      byResponder: Object.freeze(byResponder),
+    };
+    if (this.#turnPolicy !== undefined) usage.turnPolicy = this.#turnPolicy.totals();
+    return Object.freeze(usage);
+  }
+}
