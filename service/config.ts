@@ -4,6 +4,7 @@
  */
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
+import { defaultAllowedHosts, parseAllowedHost } from './hosts.ts';
 
 export const SCENARIOS = ['converge', 'slow', 'never', 'timeout', 'fail', 'abort'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
@@ -45,6 +46,16 @@ export interface ServiceConfig {
   readonly recordFileMb: number;
   /** Recording files kept; the oldest is deleted past it. */
   readonly recordFiles: number;
+  /**
+   * The host names the service answers for (Host, and a WebSocket's Origin); IP-literal hosts
+   * always pass. Entries are names, `.suffix` names (the name and every name under it) or IPs.
+   */
+  readonly allowedHosts: readonly string[];
+  /**
+   * A trace UI's URL with `{traceId}` where the trace id goes, for the live page's links; none:
+   * no links.
+   */
+  readonly traceUrl: string | undefined;
 }
 
 interface Knob {
@@ -52,6 +63,8 @@ interface Knob {
   readonly env: string;
   readonly fallback: string;
   readonly help: string;
+  /** What --help says the default is, when `fallback` alone does not say it. */
+  readonly shown?: string;
 }
 
 const KNOBS = {
@@ -150,6 +163,7 @@ const KNOBS = {
     flag: 'record',
     env: 'RECORD',
     fallback: '',
+    shown: 'none',
     help: 'record every conversation into this directory (for conversation-orchestrator replay)',
   },
   recordFileMb: {
@@ -164,7 +178,28 @@ const KNOBS = {
     fallback: '8',
     help: 'recording files kept (the oldest is deleted past it)',
   },
+  allowedHosts: {
+    flag: 'allowed-hosts',
+    env: 'ALLOWED_HOSTS',
+    fallback: '',
+    shown: 'the --host name, localhost, 127.0.0.1, [::1]',
+    help: 'host names answered, comma-separated (.example.com: and below; other Host: 421)',
+  },
+  traceUrl: {
+    flag: 'trace-url',
+    env: 'TRACE_URL',
+    fallback: '',
+    shown: 'none (no trace links)',
+    help: 'trace UI URL for the live page, {traceId} replaced (http://localhost:16686/trace/{traceId})',
+  },
 } as const satisfies Record<keyof ServiceConfig, Knob>;
+
+/** A knob's value and where it came from (the flag, the variable, or the default). */
+interface Raw {
+  readonly value: string;
+  readonly from: string;
+  readonly defaulted?: true;
+}
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -173,7 +208,7 @@ export class ConfigError extends Error {
 export function usage(): string {
   const rows = Object.values(KNOBS).map(
     (k) =>
-      `  --${k.flag.padEnd(22)} ${k.help}\n  ${''.padEnd(24)} env ${k.env}, default ${k.fallback || 'none'}`,
+      `  --${k.flag.padEnd(22)} ${k.help}\n  ${''.padEnd(24)} env ${k.env}, default ${'shown' in k ? k.shown : k.fallback}`,
   );
   return [
     'conversation-orchestrator demo service: trading desks converging on prices, instrumented.',
@@ -219,7 +254,7 @@ export function parseConfig(
     if (times > 1) throw new ConfigError(`Expected --${name} at most once, got it ${times} times`);
   }
   if (values.help === true) return 'help';
-  const raw = (key: keyof typeof KNOBS): { value: string; from: string } => {
+  const raw = (key: keyof typeof KNOBS): Raw => {
     const knob: Knob = KNOBS[key];
     const flag = values[knob.flag];
     if (typeof flag === 'string') return { value: flag, from: `--${knob.flag}` };
@@ -228,7 +263,7 @@ export function parseConfig(
     if (fromEnv === '')
       throw new ConfigError(`Expected ${knob.env} to be unset or a value, got an empty string`);
     if (fromEnv !== undefined) return { value: fromEnv, from: knob.env };
-    return { value: knob.fallback, from: `--${knob.flag}` };
+    return { value: knob.fallback, from: `--${knob.flag}`, defaulted: true };
   };
   const number = (key: keyof typeof KNOBS, min: number, max: number, integer: boolean): number => {
     const { value, from } = raw(key);
@@ -254,8 +289,9 @@ export function parseConfig(
       `Expected ${raw('requestTimeoutMs').from} to be at least ${raw('headersTimeoutMs').from} (${headersTimeoutMs}), got \`${requestTimeoutMs}\``,
     );
   }
+  const host = parseHost(raw('host'));
   return {
-    host: parseHost(raw('host')),
+    host,
     port: number('port', 0, 65535, true),
     concurrency: number('concurrency', 1, 10_000, true),
     rate: number('rate', 0.01, 100_000, false),
@@ -271,10 +307,51 @@ export function parseConfig(
     requestTimeoutMs,
     keepAliveTimeoutMs: number('keepAliveTimeoutMs', 100, 600_000, true),
     flushTimeoutMs: number('flushTimeoutMs', 0, 60_000, true),
+    allowedHosts: parseAllowedHosts(raw('allowedHosts'), host),
+    traceUrl: parseTraceUrl(raw('traceUrl')),
     record: raw('record').value || undefined,
     recordFileMb: number('recordFileMb', 1, 1024, true),
     recordFiles: number('recordFiles', 1, 1000, true),
   };
+}
+
+function parseAllowedHosts({ value, from, defaulted }: Raw, host: string): readonly string[] {
+  if (defaulted === true) return defaultAllowedHosts(host);
+  const entries = value.split(',').map((entry) => parseAllowedHost(entry));
+  if (entries.length > 1000 || entries.some((e) => e === undefined)) {
+    throw new ConfigError(
+      `Expected ${from} to be comma-separated host names (desks, demo.example.com, .example.com) or IP addresses, got \`${clip(value)}\``,
+    );
+  }
+  return entries as string[];
+}
+
+/** The placeholder a trace URL template must hold, once. */
+export const TRACE_ID_PLACEHOLDER = '{traceId}';
+
+function parseTraceUrl({ value, from, defaulted }: Raw): string | undefined {
+  if (defaulted === true) return undefined;
+  const parts = value.split(TRACE_ID_PLACEHOLDER);
+  let ok = parts.length === 2 && value.length <= 2000;
+  if (ok) {
+    try {
+      const url = new URL(parts.join('0123456789abcdef0123456789abcdef'));
+      ok = url.protocol === 'http:' || url.protocol === 'https:';
+    } catch {
+      ok = false;
+    }
+  }
+  if (!ok) {
+    throw new ConfigError(
+      `Expected ${from} to be an http(s) URL holding ${TRACE_ID_PLACEHOLDER} once (http://localhost:16686/trace/${TRACE_ID_PLACEHOLDER}), got \`${clip(value)}\``,
+    );
+  }
+  return value;
+}
+
+/** A bad value is shown in an error, but not 10,000 characters of it. */
+function clip(value: string): string {
+  return value.length <= 200 ? value : `${value.slice(0, 200)}… (${value.length} characters)`;
 }
 
 /**
