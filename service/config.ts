@@ -26,6 +26,12 @@ export interface ServiceConfig {
   readonly mix: Readonly<Record<Scenario, number>>;
   /** Seconds between progress lines. */
   readonly progressSeconds: number;
+  /** The share of the conversations that went well whose traces are kept (0-1). */
+  readonly sampleRatio: number;
+  /** Keep the trace of every conversation slower than this, ms; 0: no such rule. */
+  readonly sampleSlowMs: number;
+  /** Keep the trace of every conversation with more dispatches than this; 0: no such rule. */
+  readonly sampleLongDispatches: number;
   /** Most WebSocket clients at once; past it an upgrade is refused with 503. */
   readonly maxClients: number;
   /** Most WebSocket clients from one remote address; past it an upgrade is refused with 503. */
@@ -116,6 +122,24 @@ const KNOBS = {
     env: 'PROGRESS_S',
     fallback: '2',
     help: 'seconds between progress lines',
+  },
+  sampleRatio: {
+    flag: 'sample-ratio',
+    env: 'SAMPLE_RATIO',
+    fallback: '0.05',
+    help: 'traces kept of conversations that converged (failed, unconverged, slow ones: all)',
+  },
+  sampleSlowMs: {
+    flag: 'sample-slow-ms',
+    env: 'SAMPLE_SLOW_MS',
+    fallback: '5000',
+    help: 'keep every trace of a conversation slower than this (0: no such rule)',
+  },
+  sampleLongDispatches: {
+    flag: 'sample-long-dispatches',
+    env: 'SAMPLE_LONG_DISPATCHES',
+    fallback: '0',
+    help: 'keep every trace of a conversation with more dispatches (0: no such rule)',
   },
   maxClients: {
     flag: 'max-clients',
@@ -300,6 +324,9 @@ export function parseConfig(
     latencyMs: number('latencyMs', 0, 60_000, false),
     mix: parseMix(raw('mix')),
     progressSeconds: number('progressSeconds', 0.1, 3600, false),
+    sampleRatio: number('sampleRatio', 0, 1, false),
+    sampleSlowMs: number('sampleSlowMs', 0, 86_400_000, false),
+    sampleLongDispatches: number('sampleLongDispatches', 0, 1_000_000_000, true),
     maxClients: number('maxClients', 0, 100_000, true),
     maxClientsPerAddress: number('maxClientsPerAddress', 1, 100_000, true),
     wsPingSeconds: number('wsPingSeconds', 0.1, 3600, false),

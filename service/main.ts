@@ -64,6 +64,10 @@ async function main(): Promise<number> {
       `span export queue full: ${spans} spans dropped since the last report (the OTLP endpoint is slower than the spans come)\n`,
     ),
   );
+  // OpenMetrics (for exemplars) must be set before the metrics are created; the sampler counts
+  // its decisions on it too.
+  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
+  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
   const tracing = startTracing(process.env, {
     maxDispatchEvents: MAX_DISPATCH_EVENTS,
     flushTimeoutMs: cfg.flushTimeoutMs,
@@ -75,10 +79,13 @@ async function main(): Promise<number> {
       health.spansDropped.inc();
       drops.record(1, 'export queue full');
     },
+    sampling: {
+      ratio: cfg.sampleRatio,
+      slowMs: cfg.sampleSlowMs,
+      longDispatches: cfg.sampleLongDispatches,
+      registry,
+    },
   });
-  // OpenMetrics (for exemplars) must be set before the metrics are created.
-  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
-  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
   const telemetry = createConversationTelemetry<Book, DeskMessage>({
     registry,
     maxDispatchEvents: MAX_DISPATCH_EVENTS,
