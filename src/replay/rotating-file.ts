@@ -9,6 +9,7 @@ import { type FileHandle, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fail, positiveInteger } from '../core/validate.ts';
 
+/** Options of `createRotatingFileSink()`. */
 export interface RotatingFileSinkOptions {
   /** The directory (created if missing). */
   readonly dir: string;
@@ -30,6 +31,7 @@ export interface RotatingFileSinkOptions {
   readonly prefix?: string;
 }
 
+/** Rotating NDJSON files in a directory, as a recorder's sink (`write`). */
 export interface RotatingFileSink {
   /** The recorder's `sink`: appends one line; resolves once it is written. */
   readonly write: (line: string) => Promise<void>;
