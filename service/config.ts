@@ -46,6 +46,12 @@ export interface ServiceConfig {
   readonly keepAliveTimeoutMs: number;
   /** Longest wait at shutdown for spans to reach the OTLP endpoint, ms. */
   readonly flushTimeoutMs: number;
+  /** Directory to record every conversation into (rotating NDJSON files), or undefined. */
+  readonly record: string | undefined;
+  /** Size of one recording file, MiB. */
+  readonly recordFileMb: number;
+  /** Recording files kept; the oldest is deleted past it. */
+  readonly recordFiles: number;
   /**
    * The host names the service answers for (Host, and a WebSocket's Origin); IP-literal hosts
    * always pass. Entries are names, `.suffix` names (the name and every name under it) or IPs.
@@ -177,6 +183,25 @@ const KNOBS = {
     fallback: '3000',
     help: 'longest wait for the span flush at shutdown',
   },
+  record: {
+    flag: 'record',
+    env: 'RECORD',
+    fallback: '',
+    shown: 'none',
+    help: 'record every conversation into this directory (for conversation-orchestrator replay)',
+  },
+  recordFileMb: {
+    flag: 'record-file-mb',
+    env: 'RECORD_FILE_MB',
+    fallback: '16',
+    help: 'size of one recording file, MiB (then the next file)',
+  },
+  recordFiles: {
+    flag: 'record-files',
+    env: 'RECORD_FILES',
+    fallback: '8',
+    help: 'recording files kept (the oldest is deleted past it)',
+  },
   allowedHosts: {
     flag: 'allowed-hosts',
     env: 'ALLOWED_HOSTS',
@@ -280,6 +305,7 @@ export function parseConfig(
     }
     return n;
   };
+  if (values.record === '') throw new ConfigError('Expected --record to be a directory, got ``');
   const headersTimeoutMs = number('headersTimeoutMs', 100, 600_000, true);
   const requestTimeoutMs = number('requestTimeoutMs', 100, 3_600_000, true);
   if (requestTimeoutMs < headersTimeoutMs) {
@@ -310,6 +336,9 @@ export function parseConfig(
     flushTimeoutMs: number('flushTimeoutMs', 0, 60_000, true),
     allowedHosts: parseAllowedHosts(raw('allowedHosts'), host),
     traceUrl: parseTraceUrl(raw('traceUrl')),
+    record: raw('record').value || undefined,
+    recordFileMb: number('recordFileMb', 1, 1024, true),
+    recordFiles: number('recordFiles', 1, 1000, true),
   };
 }
 

@@ -12,6 +12,7 @@ import { context, trace } from '@opentelemetry/api';
 import { type OpenMetricsContentType, Registry } from 'prom-client';
 import { ConversationError, type ConversationOrchestrator } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
+import { createConversationRecorder, createRotatingFileSink } from '../src/replay/index.ts';
 import { ConfigError, parseConfig, usage } from './config.ts';
 import { SharedExposition } from './exposition.ts';
 import { createServiceMetrics } from './health-metrics.ts';
@@ -97,6 +98,31 @@ async function main(): Promise<number> {
     maxDispatchEvents: MAX_DISPATCH_EVENTS,
     stateAttributes: (state) => ({ 'desks.spread': state.projection.spread }),
   });
+  // --record DIR: every conversation, one line each, into rotating files of bounded size; what
+  // replay needs of the book is its spread (the measure the desks' converged() policy reads).
+  let recordingFiles: ReturnType<typeof createRotatingFileSink> | undefined;
+  try {
+    recordingFiles =
+      cfg.record === undefined
+        ? undefined
+        : createRotatingFileSink({
+            dir: cfg.record,
+            maxFileBytes: cfg.recordFileMb * 1024 * 1024,
+            maxFiles: cfg.recordFiles,
+          });
+  } catch (error) {
+    process.stderr.write(`cannot record into ${cfg.record}: ${(error as Error).message}\n`);
+    return 2;
+  }
+  const recorder =
+    recordingFiles === undefined
+      ? undefined
+      : createConversationRecorder<Book, DeskMessage>({
+          sink: recordingFiles.write,
+          record: (state) => ({ spread: state.projection.spread }),
+          logger: { warn: (message) => process.stderr.write(`${message}\n`) },
+          reportIntervalMs: EXPORT_FAILURE_REPORT_MS,
+        });
   const health = createServiceMetrics(registry, () => live.subscribers);
   const names = ['fx_desks', 'rates_desks'] as const;
   const hosts = new HostAllowlist(cfg.allowedHosts);
@@ -128,7 +154,7 @@ async function main(): Promise<number> {
       name,
       Math.min(cfg.desks + i, 8),
       cfg,
-      [telemetry],
+      recorder === undefined ? [telemetry] : [telemetry, recorder],
       (state, decision, dispatchCount, elapsedMs) => {
         // The listener runs in the conversation's trace context: its span is the active one.
         history.dispatched(
@@ -195,7 +221,7 @@ async function main(): Promise<number> {
   // An IPv6 address is bracketed in a URL: http://[::1]:9464, not http://::1:9464.
   const authority = `${isIPv6(cfg.host) ? `[${cfg.host}]` : cfg.host}:${port}`;
   process.stdout.write(
-    `conversation-orchestrator demo listening on http://${authority} (the live page at /, /metrics, /healthz, ws://${authority}/ws)\n${tracing.description}\nanswering Host: ${cfg.allowedHosts.join(', ')} and any IP address (--allowed-hosts)\n`,
+    `conversation-orchestrator demo listening on http://${authority} (the live page at /, /metrics, /healthz, ws://${authority}/ws)\n${tracing.description}\nanswering Host: ${cfg.allowedHosts.join(', ')} and any IP address (--allowed-hosts)\n${cfg.record === undefined ? '' : `recording every conversation into ${cfg.record} (files of at most ${cfg.recordFileMb} MiB, the last ${cfg.recordFiles} kept)\n`}`,
   );
 
   // The workload: start conversations at `rate` per second, at most `concurrency` at once.
@@ -283,6 +309,15 @@ async function main(): Promise<number> {
     process.stdout.write(tty ? `\r${line}\u001b[K` : `${line}\n`);
   }, cfg.progressSeconds * 1000);
 
+  /** Flushes the recording (bounded like the span flush) and says what it wrote. */
+  const closeRecording = async (): Promise<string> => {
+    if (recorder === undefined || recordingFiles === undefined) return '';
+    const stats = await recorder.close({ timeoutMs: Math.max(1, cfg.flushTimeoutMs) });
+    await Promise.race([recordingFiles.close().catch(() => {}), sleep(SERVER_CLOSE_GRACE_MS)]);
+    const dropped = stats.dropped.queueFull + stats.dropped.sinkFailed + stats.dropped.closed;
+    return `, recorded ${stats.written} conversations into ${cfg.record}${dropped > 0 ? ` (${dropped} dropped)` : ''}`;
+  };
+
   // Graceful shutdown, bounded: abort in-flight conversations (recorded as aborted), then flush
   // spans (at most --flush-timeout-ms) while WebSocket clients get a short grace, then close.
   return new Promise<number>((resolve) => {
@@ -295,7 +330,11 @@ async function main(): Promise<number> {
       for (const controller of inFlight.values())
         controller.abort(new Error(`service stopping (${signal})`));
       await Promise.allSettled([...inFlight.keys()]);
-      const [flush] = await Promise.all([tracing.shutdown(), live.close()]);
+      const [flush, , recorded] = await Promise.all([
+        tracing.shutdown(),
+        live.close(),
+        closeRecording(),
+      ]);
       exportFailures.flush();
       drops.flush();
       server.closeAllConnections();
@@ -305,7 +344,7 @@ async function main(): Promise<number> {
         sleep(SERVER_CLOSE_GRACE_MS),
       ]);
       process.stdout.write(
-        `${tty ? '\n' : ''}${signal}: aborted ${aborting} in-flight conversations, ${describeFlush(flush, cfg.flushTimeoutMs)}, closed. ${progress.summary()}\n`,
+        `${tty ? '\n' : ''}${signal}: aborted ${aborting} in-flight conversations, ${describeFlush(flush, cfg.flushTimeoutMs)}${recorded}, closed. ${progress.summary()}\n`,
       );
       resolve(0);
     };

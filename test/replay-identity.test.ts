@@ -16,7 +16,9 @@ import {
   roundRobin,
   stopWhen,
   type TerminationPolicy,
+  type TurnPolicy,
   timeout,
+  tokenBudget,
 } from '../src/index.ts';
 import {
   createConversationRecorder,
@@ -36,7 +38,9 @@ type Leaf =
   | { kind: 'timeout'; ms: number }
   | { kind: 'converged'; tolerance: number; consecutive: number; target: number }
   | { kind: 'sender'; depth: number }
-  | { kind: 'folded'; at: number };
+  | { kind: 'folded'; at: number }
+  | { kind: 'tokens'; total: number }
+  | { kind: 'output'; at: number };
 type PolicySpec = Leaf | { kind: 'any' | 'all'; members: PolicySpec[] };
 
 const leaf: fc.Arbitrary<Leaf> = fc.oneof(
@@ -53,6 +57,8 @@ const leaf: fc.Arbitrary<Leaf> = fc.oneof(
   }),
   fc.record({ kind: fc.constant('sender' as const), depth: fc.integer({ min: 0, max: 4 }) }),
   fc.record({ kind: fc.constant('folded' as const), at: fc.integer({ min: 1, max: 50 }) }),
+  fc.record({ kind: fc.constant('tokens' as const), total: fc.integer({ min: 1, max: 3_000 }) }),
+  fc.record({ kind: fc.constant('output' as const), at: fc.integer({ min: 1, max: 400 }) }),
 );
 const policySpec: fc.Arbitrary<PolicySpec> = fc.oneof(
   leaf,
@@ -87,6 +93,10 @@ function member(spec: PolicySpec): TerminationPolicy<Desk, unknown> {
       );
     case 'folded':
       return stopWhen<Desk, unknown>((s) => s.projection.folded >= spec.at, 'folded_enough');
+    case 'tokens':
+      return tokenBudget({ total: spec.total });
+    case 'output':
+      return stopWhen<Desk, unknown>((s) => s.usage.outputTokens >= spec.at, 'output_spent');
     case 'any':
       return anyOf(...spec.members.map(member));
     case 'all':
@@ -103,8 +113,27 @@ const script = fc.record({
   echoEvery: fc.integer({ min: 2, max: 7 }),
   failAt: fc.option(fc.integer({ min: 1, max: 60 }), { nil: undefined }),
   onFailure: fc.constantFrom('stop' as const, 'skip' as const),
+  /** Tokens per invocation (input, output), cycled; 0 reports nothing. The failing one reports too. */
+  tokens: fc.array(fc.tuple(fc.nat(200), fc.nat(50)), { minLength: 1, maxLength: 5 }),
+  /** Tokens the turn policy reports every `turnEvery`-th message (0: never). */
+  turnEvery: fc.integer({ min: 0, max: 4 }),
 });
 type Script = typeof script extends fc.Arbitrary<infer T> ? T : never;
+
+/** Round robin whose every `every`-th selection reports tokens of its own (a model picking the speaker). */
+function reportingTurns(every: number): TurnPolicy<Desk, unknown> {
+  return {
+    name: 'reporting_round_robin',
+    start: (responders) => {
+      let turn = 0;
+      return (_message, _state, _responders, context) => {
+        turn++;
+        if (turn % every === 0) context.reportUsage({ inputTokens: 7, outputTokens: 3 });
+        return [responders[turn % responders.length] as (typeof responders)[number]];
+      };
+    },
+  };
+}
 
 async function record(policy: TerminationPolicy<Desk, unknown>, scripts: readonly Script[]) {
   const lines: string[] = [];
@@ -120,8 +149,10 @@ async function record(policy: TerminationPolicy<Desk, unknown>, scripts: readonl
       name: 'identity',
       responders: ['a', 'b'].map((name) => ({
         name,
-        respond: (message: Message<unknown>) => {
+        respond: (message: Message<unknown>, _state, context) => {
           invocation++;
+          const [input, output] = s.tokens[(invocation - 1) % s.tokens.length] ?? [0, 0];
+          if (input + output > 0) context.reportUsage({ inputTokens: input, outputTokens: output });
           if (invocation === s.failAt) throw new Error('scripted failure');
           const values = s.answers[(invocation - 1) % s.answers.length] ?? [];
           // Every echoEvery-th invocation answers as another sender.
@@ -130,7 +161,7 @@ async function record(policy: TerminationPolicy<Desk, unknown>, scripts: readonl
           return values.map((content) => ({ sender, content }));
         },
       })),
-      turnPolicy: roundRobin(),
+      turnPolicy: s.turnEvery === 0 ? roundRobin() : reportingTurns(s.turnEvery),
       projection: {
         initial: () => ({ x: 50, folded: 0 }),
         fold: (d, m) => ({ x: (d.x + (m.content as number)) / 2, folded: d.folded + 1 }),
@@ -225,7 +256,14 @@ describe('replaying a recording against the policy that produced it', () => {
       target: 50,
     });
     const [line] = await record(policy, [
-      { answers: [[50]], echoEvery: 7, failAt: undefined, onFailure: 'stop' },
+      {
+        answers: [[50]],
+        echoEvery: 7,
+        failAt: undefined,
+        onFailure: 'stop',
+        tokens: [[0, 0]],
+        turnEvery: 0,
+      },
     ]);
     expect(line?.ending.reason).toBe('converged');
     const stripped = {

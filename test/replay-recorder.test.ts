@@ -396,3 +396,43 @@ describe('the recording schema', () => {
     expect(schemaErrors(JSON.parse(JSON.stringify(line)))).toContain(error);
   });
 });
+
+describe('the recorder and token usage', () => {
+  it("records each dispatch's tokens, the totals at the end, and state.usage where others reported in between", async () => {
+    const out = lines();
+    const recorder = createConversationRecorder({ sink: out.sink });
+    let invocation = 0;
+    const orchestrator = new ConversationOrchestrator<number, number>({
+      name: 'usage',
+      responders: ['alice', 'bob'].map((name) => ({
+        name,
+        respond: (m: Message<number>, _s, context) => {
+          invocation++;
+          context.reportUsage({ inputTokens: 100 * invocation, outputTokens: invocation });
+          if (invocation === 2) throw new Error('skipped');
+          return { sender: name, content: m.content + 1 };
+        },
+      })),
+      turnPolicy: (_m, _s, responders) => responders,
+      projection: { initial: () => 0, fold: (t, m) => t + m.content },
+      termination: maxDispatches(3),
+      onResponderError: 'skip',
+      observers: [recorder],
+    });
+    const result = await orchestrator.run({ sender: 'user', content: 0 });
+    const [line] = out.read();
+    expect(line?.dispatches.map(({ n, tokens, usage }) => ({ n, tokens, usage }))).toEqual([
+      { n: 1, tokens: { inputTokens: 100, outputTokens: 1 }, usage: undefined },
+      // Invocation 2 failed and was skipped: its tokens are in state.usage, not in a dispatch's.
+      {
+        n: 2,
+        tokens: { inputTokens: 300, outputTokens: 3 },
+        usage: { inputTokens: 600, outputTokens: 6 },
+      },
+      { n: 3, tokens: { inputTokens: 400, outputTokens: 4 }, usage: undefined },
+    ]);
+    expect(line?.usage).toEqual({ inputTokens: 1000, outputTokens: 10 });
+    expect(result.usage).toMatchObject({ inputTokens: 1000, outputTokens: 10 });
+    expect(schemaErrors(line)).toEqual([]);
+  });
+});

@@ -35,4 +35,9 @@ export {
   type Saving,
 } from './replay.ts';
 export { formatReport, renderHtml as renderReportHtml } from './report.ts';
+export {
+  createRotatingFileSink,
+  type RotatingFileSink,
+  type RotatingFileSinkOptions,
+} from './rotating-file.ts';
 export type { DroppedCounts, RecorderLogger, RecordingSink } from './sink.ts';

@@ -199,15 +199,22 @@ class Recording<S, C> implements ConversationObservation<S, C> {
   readonly #shared: Shared<S, C>;
   readonly #start: ConversationStart<C>;
   readonly #responders: readonly string[];
+  readonly #names: readonly string[];
   readonly #fragments: string[] = [];
   #chars = 0;
   #truncated = false;
   #usage: Usage | undefined;
 
-  constructor(shared: Shared<S, C>, start: ConversationStart<C>, responders: readonly string[]) {
+  constructor(
+    shared: Shared<S, C>,
+    start: ConversationStart<C>,
+    names: readonly string[],
+    quoted: readonly string[],
+  ) {
     this.#shared = shared;
     this.#start = start;
-    this.#responders = responders;
+    this.#names = names;
+    this.#responders = quoted;
   }
 
   onDispatch(info: DispatchInfo<S, C>): void {
@@ -224,8 +231,8 @@ class Recording<S, C> implements ConversationObservation<S, C> {
     const sender = read(read(state, 'lastMessage'), 'sender');
     if (
       typeof sender === 'string' &&
-      sender.length <= MAX_SENDER_CHARS &&
-      JSON.stringify(sender) !== responder
+      sender !== this.#names[index] &&
+      sender.length <= MAX_SENDER_CHARS
     ) {
       json += `,"sender":${JSON.stringify(sender)}`;
     }
@@ -378,7 +385,7 @@ export function createConversationRecorder<S = unknown, C = unknown>(
         names = start.responders.map((name) => JSON.stringify(String(name)));
         quoted.set(start.responders, names);
       }
-      return new Recording(shared, start, names);
+      return new Recording(shared, start, start.responders, names);
     },
     async close(closeOptions) {
       const timeoutMs = optionalPositiveInteger(

@@ -43,14 +43,17 @@ function listLines(title: string, list: ConversationList): string[] {
   const lines = [
     `${title}: ${int.format(list.count)}${list.count > list.conversations.length ? ` (the first ${list.conversations.length} listed)` : ''}`,
   ];
-  const shown = list.conversations.slice(0, 20);
+  const shown = list.conversations.slice(0, 10);
   for (const c of shown) {
     lines.push(
       `  ${c.conversationId} (${c.orchestrator}): recorded ${c.recorded.dispatchCount} ${c.recorded.reason}, candidate ${candidateText(c.candidate)}`,
     );
   }
-  if (list.conversations.length > shown.length)
-    lines.push(`  … ${list.count - shown.length} more in --json`);
+  if (list.count > shown.length) {
+    lines.push(
+      `  … ${list.count - shown.length} more (--json lists the first ${list.conversations.length})`,
+    );
+  }
   return lines;
 }
 
@@ -189,7 +192,7 @@ export function renderHtml(report: ReplayReport): string {
 <html lang="en"><head><meta charset="utf-8"><title>Replay against ${escapeHtml(report.policy)}</title>
 <meta http-equiv="Content-Security-Policy" content="default-src 'none'; style-src 'unsafe-inline'">
 <style>
-body{font:14px system-ui,sans-serif;margin:2em;color:#212529}
+body{font:14px system-ui,sans-serif;margin:2em;color:#212529}h1{overflow-wrap:anywhere}
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .8em;border-bottom:1px solid #dee2e6;text-align:right}
 td:first-child,th:first-child{text-align:left}
 svg text{font-size:11px;fill:#495057}.label{font-size:12px}.grid{stroke:#f1f3f5}.diagonal{stroke:#adb5bd;stroke-dasharray:4 3}

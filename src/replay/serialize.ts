@@ -19,6 +19,12 @@ class Failure {
 
 /** JSON text of `value` in at most `budget` characters, or why not. `json` is undefined where `JSON.stringify` gives undefined. */
 export function serializeBounded(value: unknown, budget: number): Serialized {
+  // The common small cases (a number, a flag) without a writer.
+  if (typeof value === 'number')
+    return { ok: true, json: Number.isFinite(value) ? String(value) : 'null' };
+  if (typeof value === 'boolean') return { ok: true, json: value ? 'true' : 'false' };
+  if (value === null) return { ok: true, json: 'null' };
+  if (value === undefined) return { ok: true, json: undefined };
   const writer = new Writer(budget);
   try {
     const written = writer.value(value, '', 0);
