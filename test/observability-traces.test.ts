@@ -57,8 +57,14 @@ describe('the conversation span', () => {
       'conversation.responders': ['a', 'b', 'c'],
       'conversation.dispatch_count': 24,
       'conversation.end.reason': 'converged',
-      // The anyOf member that decided.
+      // The anyOf member that decided, and what it says it measured against what limit.
       'conversation.end.policy': 'converged',
+      ...(result.decision.observed === undefined
+        ? {}
+        : { 'conversation.end.observed': result.decision.observed }),
+      ...(result.decision.limit === undefined
+        ? {}
+        : { 'conversation.end.limit': result.decision.limit }),
       'conversation.elapsed_ms': result.elapsedMs,
       'conversation.dispatch_events.dropped': 0,
     });
