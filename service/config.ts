@@ -4,6 +4,7 @@
  */
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
+import { defaultAllowedHosts, parseAllowedHost } from './hosts.ts';
 
 export const SCENARIOS = ['converge', 'slow', 'never', 'timeout', 'fail', 'abort'] as const;
 export type Scenario = (typeof SCENARIOS)[number];
@@ -25,6 +26,12 @@ export interface ServiceConfig {
   readonly mix: Readonly<Record<Scenario, number>>;
   /** Seconds between progress lines. */
   readonly progressSeconds: number;
+  /** The share of the conversations that went well whose traces are kept (0-1). */
+  readonly sampleRatio: number;
+  /** Keep the trace of every conversation slower than this, ms; 0: no such rule. */
+  readonly sampleSlowMs: number;
+  /** Keep the trace of every conversation with more dispatches than this; 0: no such rule. */
+  readonly sampleLongDispatches: number;
   /** Most WebSocket clients at once; past it an upgrade is refused with 503. */
   readonly maxClients: number;
   /** Most WebSocket clients from one remote address; past it an upgrade is refused with 503. */
@@ -39,6 +46,16 @@ export interface ServiceConfig {
   readonly keepAliveTimeoutMs: number;
   /** Longest wait at shutdown for spans to reach the OTLP endpoint, ms. */
   readonly flushTimeoutMs: number;
+  /**
+   * The host names the service answers for (Host, and a WebSocket's Origin); IP-literal hosts
+   * always pass. Entries are names, `.suffix` names (the name and every name under it) or IPs.
+   */
+  readonly allowedHosts: readonly string[];
+  /**
+   * A trace UI's URL with `{traceId}` where the trace id goes, for the live page's links; none:
+   * no links.
+   */
+  readonly traceUrl: string | undefined;
 }
 
 interface Knob {
@@ -46,6 +63,8 @@ interface Knob {
   readonly env: string;
   readonly fallback: string;
   readonly help: string;
+  /** What --help says the default is, when `fallback` alone does not say it. */
+  readonly shown?: string;
 }
 
 const KNOBS = {
@@ -98,6 +117,24 @@ const KNOBS = {
     fallback: '2',
     help: 'seconds between progress lines',
   },
+  sampleRatio: {
+    flag: 'sample-ratio',
+    env: 'SAMPLE_RATIO',
+    fallback: '0.05',
+    help: 'traces kept of conversations that converged (failed, unconverged, slow ones: all)',
+  },
+  sampleSlowMs: {
+    flag: 'sample-slow-ms',
+    env: 'SAMPLE_SLOW_MS',
+    fallback: '5000',
+    help: 'keep every trace of a conversation slower than this (0: no such rule)',
+  },
+  sampleLongDispatches: {
+    flag: 'sample-long-dispatches',
+    env: 'SAMPLE_LONG_DISPATCHES',
+    fallback: '0',
+    help: 'keep every trace of a conversation with more dispatches (0: no such rule)',
+  },
   maxClients: {
     flag: 'max-clients',
     env: 'MAX_CLIENTS',
@@ -140,7 +177,28 @@ const KNOBS = {
     fallback: '3000',
     help: 'longest wait for the span flush at shutdown',
   },
+  allowedHosts: {
+    flag: 'allowed-hosts',
+    env: 'ALLOWED_HOSTS',
+    fallback: '',
+    shown: 'the --host name, localhost, 127.0.0.1, [::1]',
+    help: 'host names answered, comma-separated (.example.com: and below; other Host: 421)',
+  },
+  traceUrl: {
+    flag: 'trace-url',
+    env: 'TRACE_URL',
+    fallback: '',
+    shown: 'none (no trace links)',
+    help: 'trace UI URL for the live page, {traceId} replaced (http://localhost:16686/trace/{traceId})',
+  },
 } as const satisfies Record<keyof ServiceConfig, Knob>;
+
+/** A knob's value and where it came from (the flag, the variable, or the default). */
+interface Raw {
+  readonly value: string;
+  readonly from: string;
+  readonly defaulted?: true;
+}
 
 export class ConfigError extends Error {
   override name = 'ConfigError';
@@ -149,7 +207,7 @@ export class ConfigError extends Error {
 export function usage(): string {
   const rows = Object.values(KNOBS).map(
     (k) =>
-      `  --${k.flag.padEnd(22)} ${k.help}\n  ${''.padEnd(24)} env ${k.env}, default ${k.fallback}`,
+      `  --${k.flag.padEnd(22)} ${k.help}\n  ${''.padEnd(24)} env ${k.env}, default ${'shown' in k ? k.shown : k.fallback}`,
   );
   return [
     'conversation-orchestrator demo service: trading desks converging on prices, instrumented.',
@@ -195,7 +253,7 @@ export function parseConfig(
     if (times > 1) throw new ConfigError(`Expected --${name} at most once, got it ${times} times`);
   }
   if (values.help === true) return 'help';
-  const raw = (key: keyof typeof KNOBS): { value: string; from: string } => {
+  const raw = (key: keyof typeof KNOBS): Raw => {
     const knob: Knob = KNOBS[key];
     const flag = values[knob.flag];
     if (typeof flag === 'string') return { value: flag, from: `--${knob.flag}` };
@@ -204,7 +262,7 @@ export function parseConfig(
     if (fromEnv === '')
       throw new ConfigError(`Expected ${knob.env} to be unset or a value, got an empty string`);
     if (fromEnv !== undefined) return { value: fromEnv, from: knob.env };
-    return { value: knob.fallback, from: `--${knob.flag}` };
+    return { value: knob.fallback, from: `--${knob.flag}`, defaulted: true };
   };
   const number = (key: keyof typeof KNOBS, min: number, max: number, integer: boolean): number => {
     const { value, from } = raw(key);
@@ -229,8 +287,9 @@ export function parseConfig(
       `Expected ${raw('requestTimeoutMs').from} to be at least ${raw('headersTimeoutMs').from} (${headersTimeoutMs}), got \`${requestTimeoutMs}\``,
     );
   }
+  const host = parseHost(raw('host'));
   return {
-    host: parseHost(raw('host')),
+    host,
     port: number('port', 0, 65535, true),
     concurrency: number('concurrency', 1, 10_000, true),
     rate: number('rate', 0.01, 100_000, false),
@@ -239,6 +298,9 @@ export function parseConfig(
     latencyMs: number('latencyMs', 0, 60_000, false),
     mix: parseMix(raw('mix')),
     progressSeconds: number('progressSeconds', 0.1, 3600, false),
+    sampleRatio: number('sampleRatio', 0, 1, false),
+    sampleSlowMs: number('sampleSlowMs', 0, 86_400_000, false),
+    sampleLongDispatches: number('sampleLongDispatches', 0, 1_000_000_000, true),
     maxClients: number('maxClients', 0, 100_000, true),
     maxClientsPerAddress: number('maxClientsPerAddress', 1, 100_000, true),
     wsPingSeconds: number('wsPingSeconds', 0.1, 3600, false),
@@ -246,7 +308,48 @@ export function parseConfig(
     requestTimeoutMs,
     keepAliveTimeoutMs: number('keepAliveTimeoutMs', 100, 600_000, true),
     flushTimeoutMs: number('flushTimeoutMs', 0, 60_000, true),
+    allowedHosts: parseAllowedHosts(raw('allowedHosts'), host),
+    traceUrl: parseTraceUrl(raw('traceUrl')),
   };
+}
+
+function parseAllowedHosts({ value, from, defaulted }: Raw, host: string): readonly string[] {
+  if (defaulted === true) return defaultAllowedHosts(host);
+  const entries = value.split(',').map((entry) => parseAllowedHost(entry));
+  if (entries.length > 1000 || entries.some((e) => e === undefined)) {
+    throw new ConfigError(
+      `Expected ${from} to be comma-separated host names (desks, demo.example.com, .example.com) or IP addresses, got \`${clip(value)}\``,
+    );
+  }
+  return entries as string[];
+}
+
+/** The placeholder a trace URL template must hold, once. */
+export const TRACE_ID_PLACEHOLDER = '{traceId}';
+
+function parseTraceUrl({ value, from, defaulted }: Raw): string | undefined {
+  if (defaulted === true) return undefined;
+  const parts = value.split(TRACE_ID_PLACEHOLDER);
+  let ok = parts.length === 2 && value.length <= 2000;
+  if (ok) {
+    try {
+      const url = new URL(parts.join('0123456789abcdef0123456789abcdef'));
+      ok = url.protocol === 'http:' || url.protocol === 'https:';
+    } catch {
+      ok = false;
+    }
+  }
+  if (!ok) {
+    throw new ConfigError(
+      `Expected ${from} to be an http(s) URL holding ${TRACE_ID_PLACEHOLDER} once (http://localhost:16686/trace/${TRACE_ID_PLACEHOLDER}), got \`${clip(value)}\``,
+    );
+  }
+  return value;
+}
+
+/** A bad value is shown in an error, but not 10,000 characters of it. */
+function clip(value: string): string {
+  return value.length <= 200 ? value : `${value.slice(0, 200)}… (${value.length} characters)`;
 }
 
 /**

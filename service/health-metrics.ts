@@ -12,6 +12,7 @@ export const METRIC_LIVE_UPDATES_DROPPED = 'demo_live_updates_dropped_total';
 export const METRIC_SPAN_EXPORT_FAILURES = 'demo_span_export_failures_total';
 export const METRIC_SPANS_DROPPED = 'demo_spans_dropped_total';
 export const METRIC_EVENT_LOOP_DELAY = 'demo_event_loop_delay_max_seconds';
+export const METRIC_HTTP_REFUSED = 'demo_http_refused_total';
 /** The event loop delay is the longest in this window and the one before. */
 const EVENT_LOOP_WINDOW_MS = 10_000;
 
@@ -20,14 +21,22 @@ export type RefusalReason =
   | 'over_capacity'
   | 'address_over_capacity'
   | 'cross_origin'
+  | 'host_not_allowed'
+  | 'bad_host'
+  | 'bad_handshake'
   | 'bad_target'
   | 'bad_subscription'
   | 'client_sent_data'
   | 'no_pong'
-  | 'ping_flood';
+  | 'ping_flood'
+  | 'frame_flood';
+
+/** Why a plain HTTP request was refused before any route saw it (a bounded label). */
+export type HttpRefusalReason = 'host_not_allowed' | 'bad_host';
 
 export interface ServiceMetrics {
   readonly refused: Counter<'reason'>;
+  readonly httpRefused: Counter<'reason'>;
   readonly dropped: Counter;
   readonly exportFailures: Counter;
   readonly spansDropped: Counter;
@@ -37,12 +46,17 @@ const REFUSAL_REASONS: readonly RefusalReason[] = [
   'over_capacity',
   'address_over_capacity',
   'cross_origin',
+  'host_not_allowed',
+  'bad_host',
+  'bad_handshake',
   'bad_target',
   'bad_subscription',
   'client_sent_data',
   'no_pong',
   'ping_flood',
+  'frame_flood',
 ];
+const HTTP_REFUSAL_REASONS: readonly HttpRefusalReason[] = ['host_not_allowed', 'bad_host'];
 
 export function createServiceMetrics(
   registry: Registry<OpenMetricsContentType>,
@@ -79,10 +93,18 @@ export function createServiceMetrics(
       this.set(Math.max(previousWindowMax, delay.max) / 1e9);
     },
   });
+  const httpRefused = new Counter({
+    name: METRIC_HTTP_REFUSED,
+    help: 'HTTP requests refused for their Host header (421 another name, 400 malformed or repeated)',
+    labelNames: ['reason'] as const,
+    registers: [registry],
+  });
   // Every reason shows from the first scrape, so a rate() over it never starts from nothing.
   for (const reason of REFUSAL_REASONS) refused.inc({ reason }, 0);
+  for (const reason of HTTP_REFUSAL_REASONS) httpRefused.inc({ reason }, 0);
   return {
     refused,
+    httpRefused,
     dropped: new Counter({
       name: METRIC_LIVE_UPDATES_DROPPED,
       help: 'live updates not sent to a client because it was too slow to read them',

@@ -7,6 +7,8 @@ import { createServer, type IncomingMessage, type Server, ServerResponse } from 
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
 import type { ServiceConfig } from './config.ts';
+import type { HttpRefusalReason } from './health-metrics.ts';
+import type { HostAllowlist } from './hosts.ts';
 import { type RequestTarget, requestTarget } from './target.ts';
 
 export type Route = (target: RequestTarget, req: IncomingMessage, res: ServerResponse) => void;
@@ -26,16 +28,23 @@ const MAX_PIPELINED = 64;
 /** Then the connection is closed after its answer (Connection: close) and the client reconnects. */
 const MAX_REQUESTS_PER_SOCKET = 1000;
 
-export function createHttpServer(timeouts: HttpTimeouts, route: Route): Server {
+export interface HttpServerOptions extends HttpTimeouts {
+  /** Requests whose Host is not on it get 421 (400 for a malformed or repeated Host). */
+  readonly hosts: HostAllowlist;
+  /** Called for each request refused for its Host. */
+  readonly onRefused?: (reason: HttpRefusalReason) => void;
+}
+
+export function createHttpServer(options: HttpServerOptions, route: Route): Server {
   const waiting = new WeakMap<Socket, number>();
   const server = createServer(
     {
-      headersTimeout: timeouts.headersTimeoutMs,
-      requestTimeout: timeouts.requestTimeoutMs,
-      keepAliveTimeout: timeouts.keepAliveTimeoutMs,
+      headersTimeout: options.headersTimeoutMs,
+      requestTimeout: options.requestTimeoutMs,
+      keepAliveTimeout: options.keepAliveTimeoutMs,
       // Node checks the two timeouts above on this interval (30 s by default, which let a silent
       // connection live 90 s): check often enough to cut it close to its timeout.
-      connectionsCheckingInterval: Math.min(1000, Math.ceil(timeouts.headersTimeoutMs / 4)),
+      connectionsCheckingInterval: Math.min(1000, Math.ceil(options.headersTimeoutMs / 4)),
     },
     (req, res) => {
       const socket = req.socket;
@@ -57,6 +66,14 @@ export function createHttpServer(timeouts: HttpTimeouts, route: Route): Server {
           .end('bad request target\n');
         return;
       }
+      const refusal = options.hosts.refusal(req);
+      if (refusal !== undefined) {
+        options.onRefused?.(refusal.reason);
+        res
+          .writeHead(refusal.status, { 'content-type': 'text/plain', connection: 'close' })
+          .end(`${refusal.why}\n`);
+        return;
+      }
       try {
         route(target, req, res);
       } catch (error) {
@@ -67,7 +84,7 @@ export function createHttpServer(timeouts: HttpTimeouts, route: Route): Server {
     },
   );
   // A client that stops reading a response is cut after this long without progress.
-  server.setTimeout(timeouts.requestTimeoutMs);
+  server.setTimeout(options.requestTimeoutMs);
   server.maxRequestsPerSocket = MAX_REQUESTS_PER_SOCKET;
   return server;
 }

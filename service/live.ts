@@ -12,7 +12,9 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
+import { addressKey } from './address-key.ts';
 import type { RefusalReason, ServiceMetrics } from './health-metrics.ts';
+import type { HostAllowlist } from './hosts.ts';
 import { serveIgnoringUpgrade } from './http.ts';
 import { type RequestTarget, requestTarget } from './target.ts';
 import type { LiveMessage } from './updates.ts';
@@ -26,6 +28,8 @@ export interface LiveUpdatesOptions {
   readonly maxClientsPerAddress: number;
   /** Between pings; a client that has not answered the previous ping is dropped. */
   readonly pingIntervalMs: number;
+  /** The host names the service answers for (Host and Origin are checked against it). */
+  readonly hosts: HostAllowlist;
   /** Where refusals and dropped updates are counted. */
   readonly metrics: ServiceMetrics;
   /** What the hello message tells a client besides its subscription (the page's settings). */
@@ -45,6 +49,20 @@ const MAX_BUFFERED = 256 * 1024;
  * smaller data message is read whole, and its sender is then closed with 1008.
  */
 const MAX_PAYLOAD = 1024;
+/**
+ * What a client may send, whatever the frame kind (pings, pongs, fragments, close): a budget
+ * refilled over time, and a client past it is cut off (`frame_flood`). The page sends one
+ * 14-byte pong per ping and a close frame; a script's keep-alive pings fit many times over. A
+ * flood of 125-byte pongs or empty frames spends the burst in well under a second.
+ */
+export const INBOUND_LIMITS = {
+  /** Bytes a client may send at once, and per second after that. */
+  burstBytes: 8 * 1024,
+  bytesPerSecond: 1024,
+  /** Control frames (pings and unsolicited pongs) a client may send at once, and per second. */
+  burstFrames: 32,
+  framesPerSecond: 2,
+} as const;
 /** A WebSocket close reason is at most 123 bytes. */
 const MAX_REASON_BYTES = 123;
 /**
@@ -64,6 +82,8 @@ export class LiveUpdates {
    */
   readonly #unanswered = new Map<WebSocket, Buffer>();
   readonly #perAddress = new Map<string, number>();
+  /** Clients already cut off (each is counted once). */
+  readonly #cut = new WeakSet<WebSocket>();
   readonly #heartbeat: NodeJS.Timeout;
   #closing = false;
 
@@ -125,12 +145,32 @@ export class LiveUpdates {
     const subscription = this.#subscription(target.searchParams.getAll('orchestrator'));
     // Without verifyClient, ws completes the handshake synchronously: the cap above holds.
     this.#wss.handleUpgrade(req, socket, head, (ws) => {
+      const budget = new InboundBudget();
+      // Past the budget the client is cut once ws has dealt with what it read: ws reports a
+      // frame too big a tick later, and cutting at once would lose the close frame (1009) the
+      // client is owed. A client being closed is cut by its goodbye's grace instead.
+      let cutting = false;
+      const spend = (bytes: number, frames: number) => {
+        if (budget.take(bytes, frames) || cutting) return;
+        cutting = true;
+        setImmediate(() => {
+          if (ws.readyState === WebSocket.OPEN) this.#cutOff(ws, 'frame_flood');
+        });
+      };
+      // Every byte the client sends, after ws has read it: whatever frames they make.
+      if (head.length > 0) spend(head.length, 0);
+      socket.on('data', (chunk: Buffer) => spend(chunk.length, 0));
+      ws.on('ping', () => spend(0, 1));
+      // An answer to the service's own ping is not the client's doing; any other pong is.
+      ws.on('pong', (data) => {
+        if (this.#unanswered.get(ws)?.equals(data) !== true) spend(0, 1);
+      });
       if ('refused' in subscription) {
         this.#options.metrics.refused.inc({ reason: 'bad_subscription' });
         this.#goodbye(ws, 1008, subscription.refused);
         return;
       }
-      this.#accept(ws, subscription.filter, address(req));
+      this.#accept(ws, subscription.filter, addressKey(req.socket.remoteAddress));
     });
   }
 
@@ -138,6 +178,7 @@ export class LiveUpdates {
     this.#subscribers.set(ws, filter);
     this.#perAddress.set(from, (this.#perAddress.get(from) ?? 0) + 1);
     ws.on('ping', (data) => {
+      if (this.#cut.has(ws)) return;
       if (ws.bufferedAmount > MAX_BUFFERED) this.#cutOff(ws, 'ping_flood');
       else ws.pong(data);
     });
@@ -205,7 +246,9 @@ export class LiveUpdates {
   }
 
   #cutOff(ws: WebSocket, reason: RefusalReason): void {
-    if (!this.#subscribers.delete(ws)) return;
+    if (this.#cut.has(ws) || ws.readyState === WebSocket.CLOSED) return;
+    this.#cut.add(ws);
+    this.#subscribers.delete(ws);
     this.#options.metrics.refused.inc({ reason });
     ws.terminate();
   }
@@ -213,8 +256,25 @@ export class LiveUpdates {
   #refusal(target: RequestTarget | undefined, req: IncomingMessage): Refusal | undefined {
     if (target === undefined)
       return { status: 400, why: 'bad request target', reason: 'bad_target' };
+    const host = this.#options.hosts.refusal(req);
+    if (host !== undefined) return host;
     if (target.pathname !== '/ws') return { status: 404, why: 'WebSocket only at /ws' };
-    if (!sameOrigin(req))
+    // RFC 6455 4.1: the opening handshake is an HTTP/1.1 (or later) GET.
+    if (req.httpVersion === '1.0' || req.httpVersion === '0.9')
+      return { status: 400, why: 'a WebSocket upgrade needs HTTP/1.1', reason: 'bad_handshake' };
+    const version = req.headers['sec-websocket-version'];
+    if (version === undefined)
+      return { status: 400, why: 'no Sec-WebSocket-Version header', reason: 'bad_handshake' };
+    // RFC 6455 4.4: another version is answered 426 with the versions this server speaks.
+    if (version.trim() !== '13') {
+      return {
+        status: 426,
+        why: 'only WebSocket version 13 is supported',
+        reason: 'bad_handshake',
+        headers: 'Sec-WebSocket-Version: 13\r\n',
+      };
+    }
+    if (!this.#options.hosts.originAllowed(req))
       return { status: 403, why: 'cross-site WebSocket upgrade', reason: 'cross_origin' };
     if (this.#closing) return { status: 503, why: 'shutting down' };
     const max = this.#options.maxClients;
@@ -222,10 +282,10 @@ export class LiveUpdates {
       return { status: 503, why: `at most ${max} WebSocket clients`, reason: 'over_capacity' };
     }
     const perAddress = this.#options.maxClientsPerAddress;
-    if ((this.#perAddress.get(address(req)) ?? 0) >= perAddress) {
+    if ((this.#perAddress.get(addressKey(req.socket.remoteAddress)) ?? 0) >= perAddress) {
       return {
         status: 503,
-        why: `at most ${perAddress} WebSocket clients from one address`,
+        why: `at most ${perAddress} WebSocket clients from one address (an IPv6 client: one /64)`,
         reason: 'address_over_capacity',
       };
     }
@@ -233,12 +293,12 @@ export class LiveUpdates {
   }
 
   /** Answers in HTTP and closes: the upgrade never happened. */
-  #refuse(socket: Duplex, { status, why, reason }: Refusal): void {
+  #refuse(socket: Duplex, { status, why, reason, headers = '' }: Refusal): void {
     if (reason !== undefined) this.#options.metrics.refused.inc({ reason });
     const text = STATUS_TEXT[status] ?? 'Error';
     // Written, then destroyed: a client that never reads or closes must not hold the socket.
     socket.end(
-      `HTTP/1.1 ${status} ${text}\r\nConnection: close\r\nContent-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(why) + 1}\r\n\r\n${why}\n`,
+      `HTTP/1.1 ${status} ${text}\r\nConnection: close\r\n${headers}Content-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(why) + 1}\r\n\r\n${why}\n`,
       () => socket.destroy(),
     );
   }
@@ -249,12 +309,41 @@ interface Refusal {
   readonly why: string;
   /** Counted on /metrics when set (a wrong path is not worth a series). */
   readonly reason?: RefusalReason;
+  /** Header lines to add, each ending in CRLF. */
+  readonly headers?: string;
+}
+
+/** A token bucket over bytes and control frames, refilled on use. */
+class InboundBudget {
+  #bytes: number = INBOUND_LIMITS.burstBytes;
+  #frames: number = INBOUND_LIMITS.burstFrames;
+  #at = performance.now();
+
+  /** Spends what came; false once the client is past its budget. */
+  take(bytes: number, frames: number): boolean {
+    const now = performance.now();
+    const seconds = (now - this.#at) / 1000;
+    this.#at = now;
+    this.#bytes = Math.min(
+      INBOUND_LIMITS.burstBytes,
+      this.#bytes + seconds * INBOUND_LIMITS.bytesPerSecond,
+    );
+    this.#frames = Math.min(
+      INBOUND_LIMITS.burstFrames,
+      this.#frames + seconds * INBOUND_LIMITS.framesPerSecond,
+    );
+    this.#bytes -= bytes;
+    this.#frames -= frames;
+    return this.#bytes >= 0 && this.#frames >= 0;
+  }
 }
 
 const STATUS_TEXT: Record<number, string> = {
   400: 'Bad Request',
   403: 'Forbidden',
   404: 'Not Found',
+  421: 'Misdirected Request',
+  426: 'Upgrade Required',
   503: 'Service Unavailable',
 };
 
@@ -264,25 +353,4 @@ function clip(reason: string): string {
     .subarray(0, MAX_REASON_BYTES - 3)
     .toString()
     .replace(/\uFFFD$/, '')}...`;
-}
-
-function address(req: IncomingMessage): string {
-  return req.socket.remoteAddress ?? 'unknown';
-}
-
-/**
- * A browser always sends `Origin` on a WebSocket upgrade, and the server must check it (any page
- * may open a socket to any host, with the user's network position): it must name the host the
- * client asked for. A client without `Origin` is not a browser (curl, a script) and may connect.
- */
-function sameOrigin(req: IncomingMessage): boolean {
-  const origin = req.headers.origin;
-  if (origin === undefined) return true;
-  try {
-    const from = new URL(origin);
-    // Through URL on both sides: `example.com:80` and `http://example.com` are the same host.
-    return new URL(`${from.protocol}//${req.headers.host}`).host === from.host;
-  } catch {
-    return false;
-  }
 }

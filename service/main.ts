@@ -14,6 +14,7 @@ import { createConversationTelemetry } from '../src/observability/index.ts';
 import { ConfigError, parseConfig, usage } from './config.ts';
 import { SharedExposition } from './exposition.ts';
 import { createServiceMetrics } from './health-metrics.ts';
+import { HostAllowlist } from './hosts.ts';
 import { createHttpServer, ListenError, listen } from './http.ts';
 import { LiveUpdates } from './live.ts';
 import {
@@ -62,6 +63,10 @@ async function main(): Promise<number> {
       `span export queue full: ${spans} spans dropped since the last report (the OTLP endpoint is slower than the spans come)\n`,
     ),
   );
+  // OpenMetrics (for exemplars) must be set before the metrics are created; the sampler counts
+  // its decisions on it too.
+  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
+  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
   const tracing = startTracing(process.env, {
     maxDispatchEvents: MAX_DISPATCH_EVENTS,
     flushTimeoutMs: cfg.flushTimeoutMs,
@@ -73,10 +78,13 @@ async function main(): Promise<number> {
       health.spansDropped.inc();
       drops.record(1, 'export queue full');
     },
+    sampling: {
+      ratio: cfg.sampleRatio,
+      slowMs: cfg.sampleSlowMs,
+      longDispatches: cfg.sampleLongDispatches,
+      registry,
+    },
   });
-  // OpenMetrics (for exemplars) must be set before the metrics are created.
-  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
-  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
   const telemetry = createConversationTelemetry<Book, DeskMessage>({
     registry,
     maxDispatchEvents: MAX_DISPATCH_EVENTS,
@@ -84,7 +92,9 @@ async function main(): Promise<number> {
   });
   const health = createServiceMetrics(registry, () => live.subscribers);
   const names = ['fx_desks', 'rates_desks'] as const;
+  const hosts = new HostAllowlist(cfg.allowedHosts);
   const live = new LiveUpdates({
+    hosts,
     orchestrators: names,
     maxClients: cfg.maxClients,
     maxClientsPerAddress: cfg.maxClientsPerAddress,
@@ -115,33 +125,36 @@ async function main(): Promise<number> {
 
   const page = new Page();
   const metrics = new SharedExposition(registry);
-  const server = createHttpServer(cfg, (target, req, res) => {
-    if (page.serve(target.pathname, req, res)) return;
-    const known = target.pathname === '/metrics' || target.pathname === '/healthz';
-    if (known && req.method !== 'GET' && req.method !== 'HEAD') {
-      res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('read only\n');
-    } else if (target.pathname === '/metrics') {
-      metrics.get(req.headers).then(
-        ({ contentType, body }) => res.writeHead(200, { 'content-type': contentType }).end(body),
-        (error: unknown) => res.writeHead(500).end(String(error)),
-      );
-    } else if (target.pathname === '/healthz') {
-      res.writeHead(stopping ? 503 : 200, { 'content-type': 'application/json' });
-      res.end(JSON.stringify({ status: stopping ? 'stopping' : 'ok', inFlight: inFlight.size }));
-    } else if (target.pathname === '/ws') {
-      // A plain request (or an upgrade to something else) at the WebSocket endpoint.
-      res
-        .writeHead(426, {
-          upgrade: 'websocket',
-          'content-type': 'text/plain',
-        })
-        .end('/ws speaks WebSocket only (Upgrade: websocket)\n');
-    } else {
-      res
-        .writeHead(404, { 'content-type': 'text/plain' })
-        .end('not found: try /, /metrics, /healthz or /ws\n');
-    }
-  });
+  const server = createHttpServer(
+    { ...cfg, hosts, onRefused: (reason) => health.httpRefused.inc({ reason }) },
+    (target, req, res) => {
+      if (page.serve(target.pathname, req, res)) return;
+      const known = target.pathname === '/metrics' || target.pathname === '/healthz';
+      if (known && req.method !== 'GET' && req.method !== 'HEAD') {
+        res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('read only\n');
+      } else if (target.pathname === '/metrics') {
+        metrics.get(req.headers).then(
+          ({ contentType, body }) => res.writeHead(200, { 'content-type': contentType }).end(body),
+          (error: unknown) => res.writeHead(500).end(String(error)),
+        );
+      } else if (target.pathname === '/healthz') {
+        res.writeHead(stopping ? 503 : 200, { 'content-type': 'application/json' });
+        res.end(JSON.stringify({ status: stopping ? 'stopping' : 'ok', inFlight: inFlight.size }));
+      } else if (target.pathname === '/ws') {
+        // A plain request (or an upgrade to something else) at the WebSocket endpoint.
+        res
+          .writeHead(426, {
+            upgrade: 'websocket',
+            'content-type': 'text/plain',
+          })
+          .end('/ws speaks WebSocket only (Upgrade: websocket)\n');
+      } else {
+        res
+          .writeHead(404, { 'content-type': 'text/plain' })
+          .end('not found: try /, /metrics, /healthz or /ws\n');
+      }
+    },
+  );
   live.attach(server);
   let port: number;
   try {
@@ -154,7 +167,7 @@ async function main(): Promise<number> {
   // An IPv6 address is bracketed in a URL: http://[::1]:9464, not http://::1:9464.
   const authority = `${isIPv6(cfg.host) ? `[${cfg.host}]` : cfg.host}:${port}`;
   process.stdout.write(
-    `conversation-orchestrator demo listening on http://${authority} (the live page at /, /metrics, /healthz, ws://${authority}/ws)\n${tracing.description}\n`,
+    `conversation-orchestrator demo listening on http://${authority} (the live page at /, /metrics, /healthz, ws://${authority}/ws)\n${tracing.description}\nanswering Host: ${cfg.allowedHosts.join(', ')} and any IP address (--allowed-hosts)\n`,
   );
 
   // The workload: start conversations at `rate` per second, at most `concurrency` at once.

@@ -18,6 +18,7 @@ import {
   type SpanExporter,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
+import { createConversationSampler, type PrometheusRegistry } from '../src/observability/index.ts';
 
 export interface TracingOptions {
   /** The plugin keeps this many dispatch events per conversation span; the SDK keeps as many. */
@@ -28,6 +29,18 @@ export interface TracingOptions {
   readonly onExportFailure: (spans: number, error: Error | undefined) => void;
   /** Called for each span the batch processor drops because its queue is full. */
   readonly onDrop: () => void;
+  /**
+   * Which conversations' traces are kept (the conversation sampler, in front of the batch
+   * processor): every failed or unconverged one, every one slower than `slowMs` or longer than
+   * `longDispatches` (0: no such rule), and the share `ratio` of the rest. Its decisions are
+   * counted on `registry`, whose exemplars then point only at kept traces.
+   */
+  readonly sampling: {
+    readonly ratio: number;
+    readonly slowMs: number;
+    readonly longDispatches: number;
+    readonly registry: PrometheusRegistry;
+  };
 }
 
 /** What became of the spans that ended, as far as the exporter knows. */
@@ -72,15 +85,28 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
     }),
   };
   const processor = new BatchSpanProcessor(exporter, config);
+  const { ratio, slowMs, longDispatches, registry } = options.sampling;
+  const sampler = createConversationSampler({
+    next: new EndedSpans(counts, processor),
+    registry,
+    ratio,
+    ...(slowMs > 0 ? { slowMs } : {}),
+    ...(longDispatches > 0 ? { longDispatches } : {}),
+  });
+  const rules = [
+    'every failed or unconverged conversation',
+    ...(slowMs > 0 ? [`slower than ${slowMs} ms`] : []),
+    ...(longDispatches > 0 ? [`longer than ${longDispatches} dispatches`] : []),
+  ];
   const sdk = new NodeSDK({
     serviceName: env.OTEL_SERVICE_NAME || 'conversation-orchestrator-demo',
-    spanProcessors: [new EndedSpans(counts), processor],
+    spanProcessors: [sampler],
     instrumentations: [],
     spanLimits: { eventCountLimit: options.maxDispatchEvents },
   });
   sdk.start();
   return {
-    description: `tracing on: OTLP/HTTP to ${endpoint}`,
+    description: `tracing on: OTLP/HTTP to ${endpoint}; traces kept: ${rules.join(', ')}, and ${Number((ratio * 100).toFixed(4))}% of the rest (--sample-ratio)`,
     shutdown: async () => {
       let timer: NodeJS.Timeout | undefined;
       const gaveUp = new Promise<'timeout'>((resolve) => {
@@ -143,21 +169,29 @@ function droppedSpans(onDrop: (spans: number) => void): MeterProvider {
   return { getMeter: () => meter };
 }
 
-/** Counts the sampled spans that end: those the batch processor is given to export. */
+/**
+ * The batch processor, counting the sampled spans that end and are kept: those it is given to
+ * export (the conversation sampler in front of it drops the rest).
+ */
 class EndedSpans implements SpanProcessor {
   readonly #counts: { ended: number };
-  constructor(counts: { ended: number }) {
+  readonly #next: SpanProcessor;
+  constructor(counts: { ended: number }, next: SpanProcessor) {
     this.#counts = counts;
+    this.#next = next;
   }
-  onStart(): void {}
+  onStart(...args: Parameters<SpanProcessor['onStart']>): void {
+    this.#next.onStart(...args);
+  }
   onEnd(span: ReadableSpan): void {
     if ((span.spanContext().traceFlags & 1) === 1) this.#counts.ended++;
+    this.#next.onEnd(span);
   }
   forceFlush(): Promise<void> {
-    return Promise.resolve();
+    return this.#next.forceFlush();
   }
   shutdown(): Promise<void> {
-    return Promise.resolve();
+    return this.#next.shutdown();
   }
 }
 

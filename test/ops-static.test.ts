@@ -360,6 +360,7 @@ describe('docker-compose.yml', () => {
     );
     expect(published.sort()).toEqual([
       'alertmanager 127.0.0.1:9093',
+      'desks 127.0.0.1:9464-9465',
       'grafana 127.0.0.1:3000',
       'jaeger 127.0.0.1:16686',
       'jaeger 127.0.0.1:4318',

@@ -1,9 +1,10 @@
 import { spawnSync } from 'node:child_process';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
-import { usage } from '../service/config.ts';
+import { ConfigError, parseConfig, usage } from '../service/config.ts';
 import {
   METRIC_EVENT_LOOP_DELAY,
+  METRIC_HTTP_REFUSED,
   METRIC_LIVE_UPDATES_DROPPED,
   METRIC_SPAN_EXPORT_FAILURES,
   METRIC_SPANS_DROPPED,
@@ -274,6 +275,60 @@ describe('the demo service (npm start)', () => {
     );
   });
 
+  it('rejects bad --allowed-hosts and --trace-url values with what was expected and what came', () => {
+    const cases: [string[], NodeJS.ProcessEnv, string][] = [
+      ...['evil example', '1.2.3', 'a..b', '.', '*', 'x:80', 'a,'].map(
+        (hosts): [string[], NodeJS.ProcessEnv, string] => [
+          ['--allowed-hosts', hosts],
+          {},
+          `Expected --allowed-hosts to be comma-separated host names (desks, demo.example.com, .example.com) or IP addresses, got \`${hosts}\``,
+        ],
+      ),
+      [
+        [],
+        { ALLOWED_HOSTS: '' },
+        'Expected ALLOWED_HOSTS to be unset or a value, got an empty string',
+      ],
+      ...[
+        'http://localhost:16686/trace/',
+        'http://localhost:16686/trace/{traceId}/{traceId}',
+        'javascript:alert(1)//{traceId}',
+        'file:///{traceId}',
+        '/trace/{traceId}',
+      ].map((url): [string[], NodeJS.ProcessEnv, string] => [
+        [],
+        { TRACE_URL: url },
+        `Expected TRACE_URL to be an http(s) URL holding {traceId} once (http://localhost:16686/trace/{traceId}), got \`${url}\``,
+      ]),
+    ];
+    for (const [args, env, message] of cases) {
+      expect(() => parseConfig(args, env)).toThrow(new ConfigError(message));
+    }
+    // And the good ones: the default list follows --host, a list replaces it, IPs come unbracketed.
+    const config = (args: string[], env: NodeJS.ProcessEnv = {}) => {
+      const c = parseConfig(args, env);
+      if (c === 'help') throw new Error('help');
+      return c;
+    };
+    expect(config([]).allowedHosts).toEqual(['localhost', '127.0.0.1', '::1']);
+    expect(config(['--host', 'demo.internal']).allowedHosts).toEqual([
+      'demo.internal',
+      'localhost',
+      '127.0.0.1',
+      '::1',
+    ]);
+    expect(config(['--allowed-hosts', 'Desks, .Example.COM,[::1],10.0.0.1']).allowedHosts).toEqual([
+      'desks',
+      '.example.com',
+      '::1',
+      '10.0.0.1',
+    ]);
+    expect(config([]).traceUrl).toBeUndefined();
+    expect(config([], { TRACE_URL: 'http://localhost:16686/trace/{traceId}' }).traceUrl).toBe(
+      'http://localhost:16686/trace/{traceId}',
+    );
+  });
+
   it('takes plain decimals and host names, and brackets an IPv6 host in the URLs it prints', async () => {
     running = await startService([...FAST, '--host', '::1', '--tolerance', '.05']);
     expect(running.stdout()).toContain(
@@ -298,6 +353,7 @@ describe('the demo service (npm start)', () => {
     expect(docsTableNames('## Demo service metrics', 'docs/service.md').sort()).toEqual(exposed);
     expect(exposed).toEqual([
       METRIC_EVENT_LOOP_DELAY,
+      METRIC_HTTP_REFUSED,
       METRIC_LIVE_UPDATES_DROPPED,
       METRIC_SPAN_EXPORT_FAILURES,
       METRIC_SPANS_DROPPED,
@@ -306,7 +362,7 @@ describe('the demo service (npm start)', () => {
     ]);
     const page = docText('docs/service.md');
     const flags = [...usage().matchAll(/^ {2}(--[a-z-]+)/gm)].map((m) => m[1] as string);
-    expect(flags.length).toBe(17);
+    expect(flags.length).toBe(22);
     for (const flag of flags.filter((f) => f !== '--help')) expect(page).toContain(`| \`${flag}\``);
   });
 });

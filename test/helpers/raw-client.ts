@@ -11,9 +11,9 @@ export interface RawConnection {
   readonly closed: Promise<void>;
 }
 
-/** Opens a plain TCP connection (for bytes no HTTP client would send). */
-export async function rawConnect(port: number): Promise<RawConnection> {
-  const socket = connect(port, '127.0.0.1');
+/** Opens a plain TCP connection (for bytes no HTTP client would send), from `localAddress`. */
+export async function rawConnect(port: number, localAddress?: string): Promise<RawConnection> {
+  const socket = connect({ port, host: '127.0.0.1', ...(localAddress ? { localAddress } : {}) });
   const started = performance.now();
   let text = '';
   let closedAfter: number | undefined;
@@ -43,8 +43,12 @@ export async function rawStatusLine(port: number, request: string): Promise<stri
 }
 
 /** A WebSocket handshake by hand; resolves with the socket once the server answered 101. */
-export async function rawWebSocket(port: number, path: string): Promise<RawConnection> {
-  const c = await rawConnect(port);
+export async function rawWebSocket(
+  port: number,
+  path: string,
+  localAddress?: string,
+): Promise<RawConnection> {
+  const c = await rawConnect(port, localAddress);
   c.socket.write(
     `GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\nConnection: Upgrade\r\nUpgrade: websocket\r\n` +
       `Sec-WebSocket-Version: 13\r\nSec-WebSocket-Key: ${randomBytes(16).toString('base64')}\r\n\r\n`,
@@ -67,4 +71,26 @@ export function frameHeader(length: number): Buffer {
   header.writeBigUInt64BE(BigInt(length), 2);
   randomBytes(4).copy(header, 10);
   return header;
+}
+
+/** A masked client frame: `opcode` (0x9 ping, 0xA pong, 0x1 text, 0x0 continuation) and FIN. */
+export function clientFrame(opcode: number, payload: Buffer, fin = true): Buffer {
+  if (payload.length > 125) throw new Error('only short frames here');
+  // A zero mask: the payload goes as is.
+  return Buffer.concat([
+    Buffer.from([(fin ? 0x80 : 0) | opcode, 0x80 | payload.length, 0, 0, 0, 0]),
+    payload,
+  ]);
+}
+
+/** Writes `bytes` again and again, as fast as the socket takes them, until it closes. */
+export async function flood(c: RawConnection, bytes: Buffer): Promise<void> {
+  const chunk = Buffer.concat(
+    Array.from({ length: Math.ceil(16_384 / bytes.length) }, () => bytes),
+  );
+  while (c.closedAfterMs() === undefined && !c.socket.destroyed) {
+    if (!c.socket.write(chunk)) {
+      await Promise.race([new Promise((r) => c.socket.once('drain', r)), c.closed]);
+    }
+  }
 }

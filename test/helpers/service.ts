@@ -1,5 +1,6 @@
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
+import { WebSocket } from 'ws';
 
 export interface RunningService {
   readonly child: ChildProcessWithoutNullStreams;
@@ -58,8 +59,9 @@ export function spawnService(
 export async function startService(
   args: string[] = [],
   env: NodeJS.ProcessEnv = {},
+  preload: readonly string[] = [],
 ): Promise<RunningService> {
-  const spawned = spawnService(args, env);
+  const spawned = spawnService(args, env, preload);
   const { child } = spawned;
   const out = spawned.stdout;
   const err = spawned.stderr;
@@ -143,4 +145,29 @@ export function rssBytes(pid: number): number {
 /** The service's /metrics as Prometheus text. */
 export async function scrape(service: RunningService): Promise<string> {
   return (await fetch(`${service.url}/metrics`)).text();
+}
+
+export interface LiveClientOptions {
+  readonly autoPong?: boolean;
+  readonly origin?: string;
+  readonly localAddress?: string;
+  readonly headers?: Record<string, string>;
+}
+
+/** A WebSocket client that records what it got and how it was closed (or refused). */
+export function liveClient(url: string, options: LiveClientOptions = {}) {
+  const ws = new WebSocket(url, options);
+  const messages: { type: string; [key: string]: unknown }[] = [];
+  const state: { code?: number; reason?: string; status?: number | undefined } = {};
+  ws.on('message', (data) => messages.push(JSON.parse(String(data))));
+  ws.on('close', (code, reason) => {
+    state.code = code;
+    state.reason = reason.toString();
+  });
+  ws.on('unexpected-response', (_req, res) => {
+    state.status = res.statusCode;
+    ws.terminate();
+  });
+  ws.on('error', () => {});
+  return { ws, messages, state };
 }

@@ -1,0 +1,79 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { attrs, startOtlpReceiver } from './helpers/otlp-receiver.ts';
+import {
+  type RunningService,
+  runServiceCommand,
+  startService,
+  stopService,
+  sumSamples,
+} from './helpers/service.ts';
+
+let receiver: Awaited<ReturnType<typeof startOtlpReceiver>>;
+let service: RunningService | undefined;
+let metrics = '';
+let exitCode: number | null = null;
+
+beforeAll(async () => {
+  receiver = await startOtlpReceiver();
+  // Ratio 0: of the conversations that converged, none is kept (none runs 5 s in this window).
+  service = await startService(
+    ['--rate', '60', '--concurrency', '16', '--latency-ms', '1', '--sample-ratio', '0'],
+    { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url },
+  );
+  await new Promise((resolve) => setTimeout(resolve, 3000));
+  const res = await fetch(`${service.url}/metrics`, {
+    headers: { accept: 'application/openmetrics-text' },
+  });
+  metrics = await res.text();
+  service.child.kill('SIGTERM');
+  exitCode = await service.exited;
+}, 60_000);
+
+afterAll(async () => {
+  await stopService(service);
+  await receiver.close();
+});
+
+describe('the demo service samples its traces', () => {
+  it('says what it keeps when it starts', () => {
+    expect(service?.stdout()).toContain(
+      'traces kept: every failed or unconverged conversation, slower than 5000 ms, and 0% of the rest (--sample-ratio)',
+    );
+    expect(exitCode).toBe(0);
+  });
+
+  it('counts its decisions on /metrics: converged conversations dropped, the others kept', () => {
+    const dropped = sumSamples(metrics, 'orchestrator_sampler_decisions_total', {
+      decision: 'drop',
+    });
+    const kept = sumSamples(metrics, 'orchestrator_sampler_decisions_total', { decision: 'keep' });
+    expect(dropped).toBeGreaterThan(0);
+    expect(kept).toBeGreaterThan(0);
+    const converged = sumSamples(metrics, 'orchestrator_conversations_ended_total', {
+      reason: 'converged',
+    });
+    // Every converged conversation was dropped (ratio 0, none slow), and only those.
+    expect(dropped).toBe(converged);
+    expect(metrics).toContain('orchestrator_sampler_spans_lost_total{limit="total"} 0');
+  });
+
+  it('exports no converged conversation and every other one, their exemplars only of exported traces', () => {
+    const conversations = receiver.spans.filter((s) => s.name.startsWith('invoke_workflow '));
+    expect(conversations.length).toBeGreaterThan(0);
+    const reasons = new Set(
+      conversations.map((s) => attrs(s.attributes)['conversation.end.reason']),
+    );
+    expect(reasons.has('converged')).toBe(false);
+    expect(reasons.size).toBeGreaterThan(1);
+    const exported = new Set(receiver.spans.map((s) => s.traceId));
+    const exemplars = [...metrics.matchAll(/# \{trace_id="([0-9a-f]{32})"\}/g)].map((m) => m[1]);
+    expect(exemplars.length).toBeGreaterThan(0);
+    for (const id of exemplars) expect(exported.has(id as string)).toBe(true);
+  });
+
+  it('refuses a ratio outside 0-1', async () => {
+    const r = await runServiceCommand(['--sample-ratio', '1.5']);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('Expected --sample-ratio to be a number from 0 to 1, got `1.5`');
+  });
+});
