@@ -7,18 +7,23 @@ import type { ConversationState, ConversationUsage } from './types.ts';
 
 /** Thrown at construction for an invalid option: names it, says what was expected and what came. */
 export class OrchestratorConfigError extends TypeError {
+  /** The class's name, so that logs and `error.type` show which error it is. */
   override name = 'OrchestratorConfigError';
 }
 
 /** Base class of every failure of a running conversation. */
 export class ConversationError<S = unknown, C = unknown> extends Error {
+  /** The class's name (`ResponderError`, `PolicyError` …): what the telemetry records as `error.type`. */
   override name = 'ConversationError';
   /** The ending's reason: `error`, `aborted`, `deadline` or `queue_overflow`. */
   readonly reason: string;
+  /** The id of the conversation that failed (the one `run()` was given, or the generated one). */
   readonly conversationId: string;
   /** The state the conversation reached: everything folded before the failure. */
   readonly state: ConversationState<S, C>;
+  /** Dispatches completed before the failure (a dispatch counts once its decision is made). */
   readonly dispatchCount: number;
+  /** Milliseconds from the start of the conversation to the failure. */
   readonly elapsedMs: number;
   /**
    * Tokens reported until the failure, in total and per responder (tokens of the invocation that
@@ -67,6 +72,7 @@ export function settleUsage<S, C>(error: ConversationError<S, C>, usage: Convers
 /** A responder threw, rejected or returned something that is not a message. */
 export class ResponderError<S = unknown, C = unknown> extends ConversationError<S, C> {
   override name = 'ResponderError';
+  /** The name of the responder that failed. */
   readonly responder: string;
   constructor(
     message: string,
@@ -118,6 +124,7 @@ export class DispatchDeadlineError<S = unknown, C = unknown> extends Conversatio
   constructor(
     /** The responder that did not answer; undefined when it was the turn policy. */
     readonly responder: string | undefined,
+    /** The deadline it ran past: the orchestrator's `dispatchTimeoutMs`. */
     readonly deadlineMs: number,
     state: ConversationState<S, C>,
     elapsedMs: number,

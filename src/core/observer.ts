@@ -16,8 +16,11 @@ import type {
 
 /** What an observer learns when a conversation starts. */
 export interface ConversationStart<C = unknown> {
+  /** The orchestrator's `name`. */
   readonly orchestrator: string;
+  /** The conversation's id: the one `run()` was given, or the generated one. */
   readonly conversationId: string;
+  /** The message the conversation started with. */
   readonly input: Message<C>;
   /** Responder names in construction order; `DispatchInfo.responderIndex` indexes into it. */
   readonly responders: readonly string[];
@@ -29,11 +32,15 @@ export interface ConversationStart<C = unknown> {
 
 /** One successful dispatch, as an observer sees it. */
 export interface DispatchInfo<S, C = unknown> {
+  /** The state after this dispatch's answer was folded in. */
   readonly state: ConversationState<S, C>;
+  /** The termination policy's decision after this dispatch. */
   readonly decision: TerminationDecision;
+  /** This dispatch's number: 1, 2, 3 … */
   readonly dispatchCount: number;
   /** Milliseconds since the conversation started. */
   readonly elapsedMs: number;
+  /** Which responder answered: an index into `ConversationStart.responders`. */
   readonly responderIndex: number;
   /**
    * Milliseconds of this dispatch: from the end of the previous dispatch (or the conversation's
@@ -51,11 +58,22 @@ export interface DispatchInfo<S, C = unknown> {
 
 /** How a conversation ended: `result` on success, `error` on failure or abort. */
 export type ConversationEnd<S, C = unknown> =
-  | { readonly ok: true; readonly result: ConversationResult<S, C> }
-  | { readonly ok: false; readonly error: ConversationError<S, C> };
+  | {
+      /** The run resolved. */
+      readonly ok: true;
+      /** What `run()` resolved with. */
+      readonly result: ConversationResult<S, C>;
+    }
+  | {
+      /** The run rejected. */
+      readonly ok: false;
+      /** What `run()` rejected with. */
+      readonly error: ConversationError<S, C>;
+    };
 
 /** Why a responder invocation failed (a wrapper, so that even `throw undefined` is a failure). */
 export interface ResponderFailure {
+  /** What the responder threw or rejected with, whatever it is. */
   readonly error: unknown;
 }
 
@@ -108,5 +126,9 @@ export interface ConversationObservation<S, C = unknown> {
 
 /** A plugin of the lifecycle SPI. */
 export interface ConversationObserver<S = unknown, C = unknown> {
+  /**
+   * Called once per run, before anything else of it: returns the hooks for that conversation,
+   * or `undefined` to sit this one out. A throw or anything else is reported and set aside.
+   */
   startConversation(start: ConversationStart<C>): ConversationObservation<S, C> | undefined;
 }

@@ -27,6 +27,11 @@ import {
 } from './validate.ts';
 import { rateLimitedWarning } from './warnings.ts';
 
+/**
+ * What `new ConversationOrchestrator(options)` takes. `S` is the projection's state, `C` the
+ * messages' content. Every option is checked at construction; a bad one throws an
+ * `OrchestratorConfigError` naming it, what was expected and what came.
+ */
 export interface OrchestratorOptions<S, C = unknown> {
   /**
    * A bounded name: 1-64 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a
@@ -82,7 +87,17 @@ export interface OrchestratorOptions<S, C = unknown> {
   readonly yieldIntervalMs?: number;
 }
 
+/**
+ * Runs conversations between responders: a FIFO queue of messages, a turn policy choosing who
+ * answers each, a projection folding every answer into the state, and a termination policy
+ * checked after every dispatch. One orchestrator runs any number of conversations at once, each
+ * with its own queue, state and policy state.
+ *
+ * @typeParam S - the projection's state
+ * @typeParam C - the content of the messages
+ */
 export class ConversationOrchestrator<S, C = unknown> {
+  /** The `name` it was built with: the `orchestrator` metric label. */
   readonly name: string;
   readonly #config: RunConfig<S, C>;
 

@@ -29,6 +29,7 @@ export type TurnFunction<S, C = unknown> = (
 
 /** A turn policy with per-conversation state. */
 export interface TurnPolicy<S, C = unknown> {
+  /** A short name for the policy (`round_robin`), for messages and traces. */
   readonly name: string;
   /** Called once per conversation; returns that conversation's selector. */
   start(responders: readonly Responder<S, C>[]): TurnFunction<S, C>;
@@ -43,6 +44,10 @@ export type TerminationCheck<S, C = unknown> = (
   elapsedMs: number,
 ) => TerminationDecision;
 
+/**
+ * When a conversation ends: `maxDispatches()`, `converged()`, `anyOf()` … or your own object.
+ * `start()` is called once per conversation, so counters and streaks never leak between runs.
+ */
 export interface TerminationPolicy<S, C = unknown> {
   /** Shown as the decision's `policy`. */
   readonly name: string;

@@ -18,6 +18,7 @@ export interface Message<C = unknown> {
  * A fresh snapshot is made after every dispatch, so keeping a reference to one is safe.
  */
 export interface ConversationState<S, C = unknown> {
+  /** The conversation's id: the one `run()` was given, or a generated one. */
   readonly conversationId: string;
   /** The projection: the fold of every message so far. This is what the conversation keeps. */
   readonly projection: S;
@@ -41,9 +42,13 @@ export interface ConversationState<S, C = unknown> {
 
 /** What a responder (or a turn policy) reports having spent; counts are non-negative integers. */
 export interface Usage {
+  /** Input (prompt) tokens, cache reads included. */
   readonly inputTokens?: number;
+  /** Output (completion) tokens, reasoning included. */
   readonly outputTokens?: number;
+  /** Input tokens read from a prompt cache (part of `inputTokens`). */
   readonly cacheReadInputTokens?: number;
+  /** Output tokens spent on reasoning (part of `outputTokens`). */
   readonly reasoningOutputTokens?: number;
   /** Model name: a bounded name (same rule as responder names). */
   readonly model?: string;
@@ -51,9 +56,13 @@ export interface Usage {
 
 /** Running totals. The optional kinds are present once any report had them. */
 export interface UsageTotals {
+  /** Input (prompt) tokens, cache reads included. */
   readonly inputTokens: number;
+  /** Output (completion) tokens, reasoning included. */
   readonly outputTokens: number;
+  /** Input tokens read from a prompt cache (part of `inputTokens`). */
   readonly cacheReadInputTokens?: number;
+  /** Output tokens spent on reasoning (part of `outputTokens`). */
   readonly reasoningOutputTokens?: number;
 }
 
@@ -70,6 +79,7 @@ export interface ConversationUsage extends UsageTotals {
  * `terminate: false` (and reason `continue`).
  */
 export interface TerminationDecision {
+  /** `true` ends the conversation after this dispatch; `false` lets it go on. */
   readonly terminate: boolean;
   /** Why: `continue`, `converged`, `max_dispatches`, `timeout`, `stopped`, or a user-named reason. */
   readonly reason: string;
@@ -115,6 +125,10 @@ export interface Responder<S, C = unknown> {
    * rule of `name` applies.
    */
   readonly provider?: string;
+  /**
+   * Answers `message`: nothing, a message, or an array of messages (sync or a promise). Each
+   * answer is folded into the state and queued; `context.signal` fires on abort or deadline.
+   */
   respond(
     message: Message<C>,
     state: ConversationState<S, C>,
@@ -128,7 +142,9 @@ export interface Responder<S, C = unknown> {
  * same (mutated) one: the state belongs to one conversation only.
  */
 export interface Projection<S, C = unknown> {
+  /** The state a conversation starts from, given its input message. */
   initial(input: Message<C>): S;
+  /** The state after `message`: called for every message a responder answers (not the input). */
   fold(state: S, message: Message<C>): S;
 }
 
@@ -156,11 +172,15 @@ export type EndReason =
 
 /** What `run()` resolves with. */
 export interface ConversationResult<S, C = unknown> {
+  /** The conversation's id: the one `run()` was given, or a generated one. */
   readonly conversationId: string;
+  /** The state at the end. */
   readonly state: ConversationState<S, C>;
   /** The last decision: terminating, or `{ terminate: true, reason: 'queue_exhausted' }`. */
   readonly decision: TerminationDecision;
+  /** Successful dispatches in the conversation. */
   readonly dispatchCount: number;
+  /** Milliseconds from the start to the end (high resolution). */
   readonly elapsedMs: number;
   /** Tokens the conversation's responders and turn policy reported, in total and per responder. */
   readonly usage: ConversationUsage;

@@ -16,8 +16,11 @@ export interface PrometheusRegistry {
   readonly contentType: string;
   // `never`: prom-client's typings list only its own metric classes, the plugin registers
   // collectors of the same shape (see `registerCollector`).
+  /** Adds a metric (the plugin's collectors); throws when its name is taken. */
   registerMetric(metric: never): void;
+  /** The metric registered under `name`, or `undefined`. */
   getSingleMetric(name: string): unknown;
+  /** The exposition of every metric, in `contentType`. */
   metrics(): Promise<string>;
 }
 

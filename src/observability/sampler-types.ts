@@ -16,27 +16,37 @@ import type { PrometheusRegistry } from './registry.ts';
 
 /** What the sampler reads of an ended span (the SDK's `ReadableSpan` has it). */
 export interface SampledSpan {
+  /** The span's name (`invoke_workflow {orchestrator}` for a conversation). */
   readonly name: string;
+  /** Its trace and span ids. */
   spanContext(): SpanContext;
+  /** Its attributes (the conversation span's end reason, elapsed time, dispatch count). */
   readonly attributes: Attributes;
+  /** Its status (ERROR for a failed conversation). */
   readonly status: SpanStatus;
 }
 
 /** A span as it starts (the SDK's `Span`): readable and still writable. */
 export interface StartedSpan extends SampledSpan {
+  /** Sets one attribute (the sampler marks the rule that kept a conversation). */
   setAttribute(key: string, value: AttributeValue): unknown;
 }
 
 /** An OpenTelemetry SDK span processor (`BatchSpanProcessor`, `SimpleSpanProcessor`, ...). */
 export interface SpanProcessorLike {
+  /** A span started. */
   onStart(span: StartedSpan, parentContext: Context): void;
   /** SDK 2.x: called while an ending span can still be written. */
   onEnding?(span: StartedSpan): void;
+  /** A span ended. */
   onEnd(span: SampledSpan): void;
+  /** Exports what is waiting. */
   forceFlush(): Promise<void>;
+  /** Flushes and stops. */
   shutdown(): Promise<void>;
 }
 
+/** What `createConversationSampler(options)` takes: only `next` is required. */
 export interface ConversationSamplerOptions {
   /**
    * The processor that exports (a `BatchSpanProcessor` around your exporter): kept traces' spans

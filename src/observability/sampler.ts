@@ -198,6 +198,7 @@ export class ConversationSampler implements SpanProcessorLike {
     return this.#decisions.get(traceId) === true;
   }
 
+  /** The SDK's span-start hook: passed on to `next`; a conversation span opens its trace's buffer. */
   onStart(span: StartedSpan, parentContext: Context): void {
     try {
       this.#next.onStart(span, parentContext);
@@ -236,6 +237,10 @@ export class ConversationSampler implements SpanProcessorLike {
     if (rule !== undefined) span.setAttribute(ATTR_CONVERSATION_SAMPLER_RULE, rule);
   }
 
+  /**
+   * The SDK's span-end hook: a span of an undecided trace is buffered, the conversation span's
+   * end decides its trace, and a decided trace's spans go to `next` (kept) or nowhere (dropped).
+   */
   onEnd(span: SampledSpan): void {
     if (this.#closed) {
       this.#forward(span);

@@ -1,18 +1,24 @@
 /**
- * Every span, event, attribute and metric name the plugin emits: public API. The README tables,
- * the Grafana dashboards and the Prometheus rules use these names, and a test fails when they
- * drift apart. GenAI names are copied from the OpenTelemetry GenAI conventions ("development"
+ * Every span, event, attribute and metric name the plugin emits: public API. The tables of
+ * docs/telemetry.md, the Grafana dashboards and the Prometheus rules use these names, and a test
+ * fails when they drift apart. GenAI names are copied from the OpenTelemetry GenAI conventions ("development"
  * status) rather than imported from the incubating entry point at run time.
  */
 
 // --- GenAI semantic conventions (copied) ---
+/** `invoke_workflow` on the conversation span, `invoke_agent` on a responder span. */
 export const ATTR_GEN_AI_OPERATION_NAME = 'gen_ai.operation.name';
+/** The conversation id, on the conversation span and every responder span. */
 export const ATTR_GEN_AI_CONVERSATION_ID = 'gen_ai.conversation.id';
+/** The responder: on its `invoke_agent` span and on each dispatch event. */
 export const ATTR_GEN_AI_AGENT_NAME = 'gen_ai.agent.name';
+/** The orchestrator's `name`, on the conversation span. */
 export const ATTR_GEN_AI_WORKFLOW_NAME = 'gen_ai.workflow.name';
 /** On `invoke_agent` spans, only when the responder declares `provider`. */
 export const ATTR_GEN_AI_PROVIDER_NAME = 'gen_ai.provider.name';
+/** The `gen_ai.operation.name` of a conversation span, and its name's first word. */
 export const GEN_AI_OPERATION_INVOKE_WORKFLOW = 'invoke_workflow';
+/** The `gen_ai.operation.name` of a responder span, and its name's first word. */
 export const GEN_AI_OPERATION_INVOKE_AGENT = 'invoke_agent';
 
 // --- General semantic conventions (stable) ---
@@ -28,11 +34,17 @@ export const SPAN_CONVERSATION_PREFIX = `${GEN_AI_OPERATION_INVOKE_WORKFLOW} `;
 export const SPAN_RESPONDER_PREFIX = `${GEN_AI_OPERATION_INVOKE_AGENT} `;
 
 // --- Conversation span attributes ---
+/** The orchestrator's responders, in order (string array). */
 export const ATTR_CONVERSATION_RESPONDERS = 'conversation.responders';
+/** Dispatches at the end of the conversation. */
 export const ATTR_CONVERSATION_DISPATCH_COUNT = 'conversation.dispatch_count';
+/** How the conversation ended: `converged`, `max_dispatches`, `aborted`, `error` … */
 export const ATTR_CONVERSATION_END_REASON = 'conversation.end.reason';
+/** Elapsed time at the end, in milliseconds. */
 export const ATTR_CONVERSATION_ELAPSED_MS = 'conversation.elapsed_ms';
+/** Dispatch events not kept (past `maxDispatchEvents`): kept events + this = dispatches. */
 export const ATTR_CONVERSATION_EVENTS_DROPPED = 'conversation.dispatch_events.dropped';
+/** The input message's content (only with `captureContent`, truncated). */
 export const ATTR_CONVERSATION_INPUT_CONTENT = 'conversation.input.content';
 /**
  * On an aborted conversation's span (and on the responder span the abort cut short): the class
@@ -47,26 +59,43 @@ export const ATTR_CONVERSATION_SAMPLER_RULE = 'conversation.sampler.rule';
 export const ATTR_CONVERSATION_SAMPLER_SPANS_LOST = 'conversation.sampler.spans_lost';
 
 // --- The per-dispatch span event ---
+/** The span event recorded on the conversation span for each kept dispatch. */
 export const EVENT_DISPATCH = 'conversation.dispatch';
+/** The dispatch count on a dispatch event: 1, 2, 3 … */
 export const ATTR_DISPATCH_COUNT = 'conversation.dispatch.count';
+/** Time since the conversation started at that dispatch, in milliseconds. */
 export const ATTR_DISPATCH_ELAPSED_MS = 'conversation.dispatch.elapsed_ms';
+/** Duration of that dispatch, in milliseconds. */
 export const ATTR_DISPATCH_DURATION_MS = 'conversation.dispatch.duration_ms';
+/** The termination decision after that dispatch. */
 export const ATTR_DECISION_TERMINATE = 'conversation.decision.terminate';
+/** The decision's reason (`continue` while the conversation goes on). */
 export const ATTR_DECISION_REASON = 'conversation.decision.reason';
+/** The new message's content (only with `captureContent`, truncated). */
 export const ATTR_DISPATCH_CONTENT = 'conversation.dispatch.content';
 
 // --- Responder span attributes ---
+/** On a responder span: the dispatch that invocation would be if it succeeds. */
 export const ATTR_RESPONDER_DISPATCH_NUMBER = 'conversation.dispatch.number';
 
 // --- Metrics (prom-client) ---
+/** Counter of conversations started, by `orchestrator`. */
 export const METRIC_CONVERSATIONS_STARTED = 'orchestrator_conversations_started_total';
+/** Counter of conversations ended, by `orchestrator` and `reason`. */
 export const METRIC_CONVERSATIONS_ENDED = 'orchestrator_conversations_ended_total';
+/** Gauge of conversations running now, by `orchestrator`. */
 export const METRIC_CONVERSATIONS_IN_PROGRESS = 'orchestrator_conversations_in_progress';
+/** Histogram of conversation elapsed time at the end (seconds), by `orchestrator` and `reason`. */
 export const METRIC_CONVERSATION_DURATION = 'orchestrator_conversation_duration_seconds';
+/** Histogram of dispatches per conversation, by `orchestrator` and `reason`. */
 export const METRIC_CONVERSATION_DISPATCHES = 'orchestrator_conversation_dispatches';
+/** Counter of successful dispatches, by `orchestrator` and `responder`. */
 export const METRIC_DISPATCHES = 'orchestrator_dispatches_total';
+/** Histogram of one dispatch's duration (seconds), by `orchestrator` and `responder`. */
 export const METRIC_DISPATCH_DURATION = 'orchestrator_dispatch_duration_seconds';
+/** Counter of responder invocations that threw or rejected, by `orchestrator` and `responder`. */
 export const METRIC_RESPONDER_ERRORS = 'orchestrator_responder_errors_total';
+/** Counter of listener calls that threw or rejected, by `orchestrator`. */
 export const METRIC_LISTENER_ERRORS = 'orchestrator_listener_errors_total';
 /** Conversations ended by `dispatchTimeoutMs` while this responder had not answered. */
 export const METRIC_RESPONDER_DEADLINES = 'orchestrator_responder_deadlines_total';
@@ -80,8 +109,11 @@ export const METRIC_SAMPLER_BUFFERED_SPANS = 'orchestrator_sampler_buffered_span
 export const METRIC_SAMPLER_PENDING_TRACES = 'orchestrator_sampler_pending_traces';
 
 // --- Metric labels ---
+/** The metric label holding the orchestrator's `name`. */
 export const LABEL_ORCHESTRATOR = 'orchestrator';
+/** The metric label holding a responder's `name`. */
 export const LABEL_RESPONDER = 'responder';
+/** The metric label holding a conversation's ending reason. */
 export const LABEL_REASON = 'reason';
 /** The sampler's decision: `keep` or `drop`. */
 export const LABEL_DECISION = 'decision';
@@ -102,7 +134,9 @@ export const REASON_OTHER = 'other';
 export const OVERFLOW_LABEL_VALUE = '~overflow';
 
 // --- Sampler decisions and rules (label values of orchestrator_sampler_decisions_total) ---
+/** The `decision` label of a kept trace. */
 export const SAMPLER_DECISION_KEEP = 'keep';
+/** The `decision` label of a dropped trace. */
 export const SAMPLER_DECISION_DROP = 'drop';
 /** The conversation failed: `error`, `deadline`, `queue_overflow` (status ERROR). */
 export const SAMPLER_RULE_FAILED = 'failed';
@@ -122,8 +156,9 @@ export const SAMPLER_RULE_MAX_AGE = 'max_age';
 export const SAMPLER_RULE_FORCE_FLUSH = 'force_flush';
 /** Still running at `shutdown()`: kept. */
 export const SAMPLER_RULE_SHUTDOWN = 'shutdown';
-/** The `limit` label values of orchestrator_sampler_spans_lost_total. */
+/** The `limit` label (of orchestrator_sampler_spans_lost_total) of spans lost to `maxSpansPerTrace`. */
 export const SAMPLER_LIMIT_TRACE = 'trace';
+/** The `limit` label of spans lost to `maxBufferedSpans` (all traces together). */
 export const SAMPLER_LIMIT_TOTAL = 'total';
 
 /** Environment variable that switches content capture on (`true`). */

@@ -98,6 +98,7 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
     };
   }
 
+  /** The observer SPI's entry: one observation (a span and its records) per conversation. */
   startConversation(start: ConversationStart<C>): ConversationObservation<S, C> {
     return new ObservedConversation<S, C>(this.#settings, start);
   }

@@ -3,6 +3,10 @@ import type { Attributes, DiagLogger, Tracer, TracerProvider } from '@openteleme
 import type { ConversationState } from '../core/types.ts';
 import type { PrometheusRegistry } from './registry.ts';
 
+/**
+ * What `createConversationTelemetry(options)` takes; every option is optional. `S` and `C` type
+ * the state `stateAttributes` receives.
+ */
 export interface TelemetryOptions<S = unknown, C = unknown> {
   /**
    * The prom-client registry the metrics are registered on (any prom-client 15 copy: it is

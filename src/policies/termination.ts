@@ -117,6 +117,7 @@ export function tokenBudget<S, C = unknown>(options: TokenBudgetOptions): Termin
   };
 }
 
+/** What `converged(options)` takes: a measure, how close it must come, and for how long. */
 export interface ConvergedOptions<S, C = unknown> {
   /** A number measured on the state: the spread of the desks' quotes, say. */
   readonly measure: (state: ConversationState<S, C>) => number;

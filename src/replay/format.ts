@@ -9,9 +9,13 @@ export const RECORDING_FORMAT_VERSION = 1;
 
 /** Token counts, as the core's `UsageTotals`: non-negative integers. */
 export interface RecordedUsage {
+  /** Input (prompt) tokens. */
   readonly inputTokens: number;
+  /** Output (completion) tokens. */
   readonly outputTokens: number;
+  /** Input tokens read from a prompt cache, when any report had them. */
   readonly cacheReadInputTokens?: number;
+  /** Output tokens spent on reasoning, when any report had them. */
   readonly reasoningOutputTokens?: number;
 }
 
@@ -27,6 +31,7 @@ export interface RecordedEnding {
   readonly limit?: number;
   /** Successful dispatches of the conversation (all of them, even when `truncated`). */
   readonly dispatchCount: number;
+  /** Milliseconds from the start to the end. */
   readonly elapsedMs: number;
   /** The error's class name (`ResponderError`, `PolicyError`, …) when `run()` rejected. */
   readonly error?: string;
@@ -61,11 +66,15 @@ export interface RecordedDispatch {
 
 /** One line of a recording. */
 export interface RecordedConversation {
+  /** The format's version: `RECORDING_FORMAT_VERSION` when written. */
   readonly version: number;
+  /** The conversation's id. */
   readonly conversationId: string;
+  /** The orchestrator's `name`. */
   readonly orchestrator: string;
   /** Epoch milliseconds (`performance.timeOrigin + performance.now()`) at the start. */
   readonly startTimeMs: number;
+  /** How it ended. */
   readonly ending: RecordedEnding;
   /** The conversation's usage totals (`result.usage` / `error.usage`), when anything was reported. */
   readonly usage?: RecordedUsage;

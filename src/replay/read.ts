@@ -10,6 +10,7 @@ import { RECORDING_FORMAT_VERSION, type RecordedConversation } from './format.ts
 
 /** A line of a recording that is not a recorded conversation: where, and why. */
 export class RecordingFormatError extends Error {
+  /** The class's name. */
   override name = 'RecordingFormatError';
   /** The file, or `<input>` for an array or iterable. */
   readonly file: string;
@@ -28,6 +29,7 @@ export type RecordingSource =
   | Iterable<RecordedConversation | string>
   | AsyncIterable<RecordedConversation | string>;
 
+/** How recordings are read: strictly, or skipping (and counting) the lines that are not recordings. */
 export interface ReadOptions {
   /**
    * Count and skip lines that are not recorded conversations instead of failing.

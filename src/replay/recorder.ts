@@ -23,6 +23,7 @@ import {
   SinkQueue,
 } from './sink.ts';
 
+/** What `createConversationRecorder(options)` takes: only `sink` is required. */
 export interface ConversationRecorderOptions<S, C = unknown> {
   /** Where lines go: a `Writable` (it is written to, never ended) or a function taking one line. */
   readonly sink: RecordingSink;
@@ -71,6 +72,7 @@ export interface RecorderStats {
   readonly conversations: number;
   /** Lines the sink accepted (a `Writable`'s write callback, a function's return or resolution). */
   readonly written: number;
+  /** Conversations whose line was dropped, by why. */
   readonly dropped: DroppedCounts;
   /** Lines marked `truncated`. */
   readonly truncated: number;
@@ -85,6 +87,7 @@ export interface ConversationRecorder<S = unknown, C = unknown> extends Conversa
    * as `closed`). Does not end a `Writable` sink: it is yours.
    */
   close(options?: { readonly timeoutMs?: number }): Promise<RecorderStats>;
+  /** What the recorder did so far, at once (a snapshot). */
   stats(): RecorderStats;
 }
 

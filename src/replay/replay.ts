@@ -13,9 +13,13 @@ import { describeThrown } from './serialize.ts';
 
 /** Token totals as the state carries them (`state.usage`): zeros until something is reported. */
 export interface ReplayedUsage {
+  /** Input (prompt) tokens. */
   readonly inputTokens: number;
+  /** Output (completion) tokens. */
   readonly outputTokens: number;
+  /** Input tokens read from a prompt cache, when any report had them. */
   readonly cacheReadInputTokens?: number;
+  /** Output tokens spent on reasoning, when any report had them. */
   readonly reasoningOutputTokens?: number;
 }
 
@@ -25,6 +29,7 @@ export interface ReplayedUsage {
  * content, `history` is empty, `usage` the running totals.
  */
 export interface ReplayedState<R = unknown> extends ConversationState<R, undefined> {
+  /** The running token totals at that dispatch, as recorded. */
   readonly usage: ReplayedUsage;
 }
 
@@ -33,11 +38,17 @@ export type CandidateEnding =
   | {
       /** It said terminate after dispatch `dispatchCount`. */
       readonly outcome: 'stopped';
+      /** The dispatch after which it said terminate. */
       readonly dispatchCount: number;
+      /** Its decision's reason. */
       readonly reason: string;
+      /** Its decision's deciding policy, when it named one. */
       readonly policy?: string;
+      /** What the deciding policy measured, when the decision said. */
       readonly observed?: number;
+      /** The limit it compared that with, when the decision said. */
       readonly limit?: number;
+      /** The recorded elapsed time at that dispatch, in milliseconds. */
       readonly elapsedMs: number;
     }
   | {
@@ -47,7 +58,9 @@ export type CandidateEnding =
   | {
       /** It threw, or answered what is not a decision (the run would have failed there). */
       readonly outcome: 'failed';
+      /** The dispatch whose check failed. */
       readonly dispatchCount: number;
+      /** What it threw or answered, as text. */
       readonly error: string;
     };
 
@@ -63,24 +76,42 @@ export type CandidateEnding =
  */
 export type Comparison = 'earlier' | 'same' | 'later' | 'unknown';
 
+/** One recorded conversation replayed: how it ended, what the candidate did, and the difference. */
 export interface ReplayedConversation {
+  /** The recorded conversation's id. */
   readonly conversationId: string;
+  /** The recorded orchestrator's name. */
   readonly orchestrator: string;
+  /** How the recorded conversation ended. */
   readonly recorded: {
+    /** The recorded ending's reason. */
     readonly reason: string;
+    /** The recorded deciding policy, when a decision ended it. */
     readonly policy?: string;
+    /** Dispatches of the recorded conversation. */
     readonly dispatchCount: number;
+    /** Its elapsed time at the end, in milliseconds. */
     readonly elapsedMs: number;
     /** Input plus output tokens of the whole conversation (0 when none were reported). */
     readonly tokens: number;
+    /** Whether dispatches past the recorder's cap were left out. */
     readonly truncated: boolean;
     /** Whether the recorded conversation ended converged (its ending's policy or reason). */
     readonly converged: boolean;
   };
+  /** What the candidate did with it. */
   readonly candidate: CandidateEnding;
+  /** The candidate's ending against the recorded one. */
   readonly comparison: Comparison;
   /** What stopping earlier saves; zeros unless `earlier`. */
-  readonly saved: { readonly dispatches: number; readonly tokens: number; readonly timeMs: number };
+  readonly saved: {
+    /** Recorded dispatches after the candidate's stop. */
+    readonly dispatches: number;
+    /** Tokens reported after the candidate's stop (the recorded total minus those at the stop). */
+    readonly tokens: number;
+    /** Recorded time after the candidate's stop, in milliseconds. */
+    readonly timeMs: number;
+  };
 }
 
 const NO_HISTORY: readonly never[] = Object.freeze([]);
@@ -230,7 +261,9 @@ export function replayConversation<R = unknown>(
 
 /** A recorded total, what the candidate saves of it, and the share. */
 export interface Saving {
+  /** The total over the recorded conversations. */
   readonly recorded: number;
+  /** How much of it the candidate's earlier stops save. */
   readonly saved: number;
   /** `saved / recorded`, 0 when nothing was recorded. */
   readonly share: number;
@@ -238,37 +271,60 @@ export interface Saving {
 
 /** A conversation in one of the report's lists. */
 export interface ListedConversation {
+  /** The recorded conversation's id. */
   readonly conversationId: string;
+  /** The recorded orchestrator's name. */
   readonly orchestrator: string;
-  readonly recorded: { readonly dispatchCount: number; readonly reason: string };
+  /** How the recorded conversation ended. */
+  readonly recorded: {
+    /** Dispatches of the recorded conversation. */
+    readonly dispatchCount: number;
+    /** The recorded ending's reason. */
+    readonly reason: string;
+  };
+  /** What the candidate did with it. */
   readonly candidate: CandidateEnding;
 }
 
 /** A bounded list: the first `maxListed` conversations and how many there were. */
 export interface ConversationList {
+  /** How many conversations belong in the list (also those past `maxListed`). */
   readonly count: number;
+  /** The first `maxListed` of them. */
   readonly conversations: readonly ListedConversation[];
 }
 
 /** One point of the report's chart: recorded dispatches against the candidate's. */
 export interface ChartPoint {
+  /** The recorded conversation's id. */
   readonly conversationId: string;
+  /** Its recorded dispatches. */
   readonly recorded: number;
   /** The candidate's stopping dispatch; null when it ran past the recording or failed. */
   readonly candidate: number | null;
+  /** The candidate's ending against the recorded one. */
   readonly comparison: Comparison;
 }
 
+/** What `replay()` found: counts by comparison, what the candidate saves, bounded lists, a chart. */
 export interface ReplayReport {
   /** The candidate's name. */
   readonly policy: string;
+  /** Recorded conversations replayed. */
   readonly conversations: number;
+  /** Conversations the candidate stopped earlier than recorded. */
   readonly earlier: number;
+  /** Conversations it ended where they ended. */
   readonly same: number;
+  /** Conversations it would have let run on. */
   readonly later: number;
+  /** Conversations where the comparison is unknown (truncated recording, failed candidate). */
   readonly unknown: number;
+  /** Dispatches recorded and saved. */
   readonly dispatches: Saving;
+  /** Tokens (input plus output) recorded and saved. */
   readonly tokens: Saving;
+  /** Conversation time recorded and saved, in milliseconds. */
   readonly timeMs: Saving;
   /** Conversations the candidate cut, with a reason other than converging, before they converged. */
   readonly risk: ConversationList;
@@ -286,6 +342,7 @@ export interface ReplayReport {
   readonly chart: readonly ChartPoint[];
 }
 
+/** What `replay(recordings, termination, options)` takes besides the recordings and the candidate. */
 export interface ReplayOptions extends ReadOptions {
   /**
    * Conversations kept in each of the report's lists (`risk`, `convergedEarlier`, `failed`).

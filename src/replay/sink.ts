@@ -23,6 +23,7 @@ export interface DroppedCounts {
 
 /** A diagnostics logger, as the recorder reports drops (rate-limited) through it. */
 export interface RecorderLogger {
+  /** Receives one line of text; a logger that throws is ignored. */
   warn(message: string): void;
 }
 
