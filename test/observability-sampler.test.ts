@@ -502,6 +502,95 @@ describe('createConversationSampler: bounds', () => {
   });
 });
 
+describe('createConversationSampler: rules and edges', () => {
+  it('keeps exactly the reasons given in keepReasons (failures always)', async () => {
+    const { exporter, app } = sampledTracing({ ratio: 0, keepReasons: ['queue_exhausted'] });
+    const o = orchestrators([createConversationTelemetry()]);
+    const ids = new Map<Kind, string>();
+    for (const kind of ['converged', 'queue_exhausted', 'error', 'max_dispatches'] as const) {
+      ids.set(
+        kind,
+        (await inRequest(app, () => o[kind].run({ sender: 'user', content: 0 }))).traceId,
+      );
+    }
+    expect(new Set(byTrace(exporter.getFinishedSpans()).keys())).toEqual(
+      new Set([ids.get('queue_exhausted'), ids.get('error')]),
+    );
+  });
+
+  it('decides a trace with nested conversations when the last one ends, kept if any of them is', async () => {
+    const { exporter, sampler } = sampledTracing({ ratio: 0 });
+    const telemetry = createConversationTelemetry();
+    const inner = orchestrators([telemetry]).error;
+    let innerTrace = '';
+    const outer = new ConversationOrchestrator<number, number>({
+      name: 'outer',
+      responders: [
+        {
+          name: 'a',
+          // The responder runs a conversation of its own, which fails; the outer one converges.
+          respond: async (m) => {
+            innerTrace = trace.getActiveSpan()?.spanContext().traceId ?? '';
+            await inner.run({ sender: 'a', content: 0 }).catch(() => {});
+            expect(sampler.pendingTraces).toBe(1);
+            return { sender: 'a', content: m.content + 1 };
+          },
+        },
+      ],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (s) => s + 1 },
+      termination: stopWhen((s) => s.projection > 0, 'converged'),
+      observers: [telemetry],
+    });
+    await outer.run({ sender: 'user', content: 0 });
+    const names = exporter.getFinishedSpans().map((s) => [s.name, s.spanContext().traceId]);
+    expect(names).toEqual([
+      ['llm.call', innerTrace],
+      ['invoke_workflow error', innerTrace],
+      ['invoke_workflow outer', innerTrace],
+    ]);
+    expect(sampler.pendingTraces).toBe(0);
+  });
+
+  it('reports a next processor that throws, and goes on', async () => {
+    const warnings: string[] = [];
+    const ignore = () => {};
+    const exporter = new InMemorySpanExporter();
+    const simple = new SimpleSpanProcessor(exporter);
+    let fail = true;
+    const { sampler, app } = sampledTracing({
+      ratio: 1,
+      logger: {
+        warn: (message: string) => warnings.push(message),
+        error: ignore,
+        info: ignore,
+        debug: ignore,
+        verbose: ignore,
+      },
+      next: {
+        onStart: (span, ctx) => simple.onStart(span as never, ctx),
+        onEnd: (span) => {
+          if (fail) throw new Error('exporter gone');
+          simple.onEnd(span as never);
+        },
+        forceFlush: () => simple.forceFlush(),
+        shutdown: () => simple.shutdown(),
+      },
+    });
+    const o = orchestrators([createConversationTelemetry()]);
+    await inRequest(app, () => o.converged.run({ sender: 'user', content: 0 }));
+    expect(warnings).toEqual([
+      'conversation-orchestrator: the sampler’s next span processor threw; the span is lost',
+    ]);
+    fail = false;
+    const { traceId } = await inRequest(app, () => o.converged.run({ sender: 'user', content: 0 }));
+    expect(new Set(exporter.getFinishedSpans().map((s) => s.spanContext().traceId))).toEqual(
+      new Set([traceId]),
+    );
+    expect(sampler.bufferedSpans).toBe(0);
+  });
+});
+
 describe('createConversationSampler: flush and shutdown', () => {
   it('shutdown() keeps and exports every buffered conversation, then shuts next down', async () => {
     const registry = new Registry();
