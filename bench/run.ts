@@ -304,7 +304,9 @@ async function leanTable(): Promise<void> {
           const i = (k + round) % slices.length;
           perRound[i] = await (slices[i] as (d: number) => Promise<number>)(DISPATCHES_PER_ROUND);
         }
-        perRound.forEach((x, i) => ns[i]?.push(x));
+        perRound.forEach((x, i) => {
+          ns[i]?.push(x);
+        });
         ratios.push((perRound[0] as number) / (perRound[1] as number));
       }
       console.log(
