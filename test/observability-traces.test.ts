@@ -57,8 +57,10 @@ describe('the conversation span', () => {
       'conversation.responders': ['a', 'b', 'c'],
       'conversation.dispatch_count': 24,
       'conversation.end.reason': 'converged',
-      // The anyOf member that decided.
+      // The anyOf member that decided, what it measured (the spread) and its tolerance.
       'conversation.end.policy': 'converged',
+      'conversation.end.observed': result.decision.observed,
+      'conversation.end.limit': 0.01,
       'conversation.elapsed_ms': result.elapsedMs,
       'conversation.dispatch_events.dropped': 0,
     });
