@@ -6,6 +6,7 @@
  * Conversations are long (10,000 dispatches) so per-conversation costs are amortised the way they
  * are for fast agents; a separate line measures short (50-dispatch) conversations.
  */
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { spawnSync } from 'node:child_process';
 import { cpus, loadavg } from 'node:os';
 import { performance } from 'node:perf_hooks';
@@ -25,6 +26,7 @@ import {
   type ConversationListener,
   type ConversationObserver,
   ConversationOrchestrator,
+  type ConversationState,
   converged,
   type Message,
   maxDispatches,
@@ -238,6 +240,199 @@ function bareLoop(async: boolean, length: number): Variant['time'] {
   };
 }
 const NEVER = new AbortController().signal;
+
+/**
+ * Issue 23's reference: the leanest honest hand-written loop doing the orchestrator's steps, per
+ * dispatch: shift the next message from an array-backed FIFO, pick the responder round robin,
+ * await its answer (a sync answer is used as it is), fold it into the projection, push it, read
+ * the clock once, evaluate `spread <= tolerance || n >= max` inline, and give the event loop a
+ * turn every 5 ms as the orchestrator does (without it a sync loop would starve timers). No
+ * listener, no snapshot, no policy objects.
+ */
+function leanLoop(async: boolean, length: number): Variant['time'] {
+  const responders = desks(async);
+  const context = { signal: NEVER, dispatchNumber: 0, reportUsage: ignoreUsage };
+  const conversation = async (): Promise<number> => {
+    const projection: Desks = { quotes: Float64Array.of(100, 110, 90) };
+    const state = { projection } as unknown as ConversationState<Desks, number>;
+    const queue: Message<number>[] = [{ sender: 'user', content: 0 }];
+    let lastYield = performance.now();
+    let next = 0;
+    for (let n = 1; ; n++) {
+      const message = queue.shift() as Message<number>;
+      const responder = responders[next] as Responder<Desks, number>;
+      next = next === 2 ? 0 : next + 1;
+      let answer = responder.respond(message, state, context);
+      if (answer instanceof Promise) answer = await answer;
+      const out = answer as Message<number>;
+      projection.quotes[INDEX[out.sender] as number] = out.content;
+      queue.push(out);
+      const now = performance.now();
+      if (spreadOf(projection.quotes) <= 1e-9 || n >= length) return n;
+      if (now - lastYield >= 5) {
+        lastYield = now;
+        await new Promise((resolve) => setImmediate(resolve));
+      }
+    }
+  };
+  return async (dispatches) => {
+    let done = 0;
+    const start = clock();
+    while (done < dispatches) done += await conversation();
+    return ((clock() - start) * 1e6) / done;
+  };
+}
+
+/**
+ * Issue 23's comparison: the core loop (no listener) against the lean hand loop, side by side in
+ * one process, rounds alternating the order; the ratio is the median of each round's own.
+ */
+async function leanTable(): Promise<void> {
+  for (const async of [true, false]) {
+    for (const length of [1_000, LONG]) {
+      const core = orchestrator({ async, length });
+      const slices = [
+        (dispatches: number) => timeDispatches(core, dispatches),
+        leanLoop(async, length),
+      ];
+      for (const slice of slices) await slice(DISPATCHES_PER_ROUND / 4); // warm-up
+      const ns = slices.map(() => [] as number[]);
+      const ratios: number[] = [];
+      for (let round = 0; round < ROUNDS; round++) {
+        const perRound: number[] = [];
+        for (let k = 0; k < slices.length; k++) {
+          const i = (k + round) % slices.length;
+          perRound[i] = await (slices[i] as (d: number) => Promise<number>)(DISPATCHES_PER_ROUND);
+        }
+        perRound.forEach((x, i) => {
+          ns[i]?.push(x);
+        });
+        ratios.push((perRound[0] as number) / (perRound[1] as number));
+      }
+      console.log(
+        `| ${async ? 'async' : 'sync'} | ${length.toLocaleString('en')} | ${median(ns[1] as number[]).toFixed(0)} | ${median(ns[0] as number[]).toFixed(0)} | **${median(ratios).toFixed(2)}** |`,
+      );
+    }
+  }
+}
+
+/** The lean table in a child process per context regime (AsyncLocalStorage cannot be undone). */
+function leanTables(): void {
+  console.log('\n### The core loop against a lean hand-written loop (ns / dispatch)\n');
+  console.log(
+    '| regime | responders | dispatches per conversation | lean loop | core loop (no listener) | core × lean |',
+  );
+  console.log('|---|---|---:|---:|---:|---:|');
+  for (const regime of ['none', 'als'] as const) {
+    const child = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url)], {
+      env: { ...process.env, BENCH_ONLY: 'lean', BENCH_CONTEXT: regime },
+      encoding: 'utf8',
+    });
+    if (child.status !== 0) throw new Error(`lean bench failed: ${child.stderr}`);
+    const label = regime === 'none' ? 'clean' : 'AsyncLocalStorage on';
+    process.stdout.write(
+      child.stdout
+        .split('\n')
+        .filter((l) => l.startsWith('| '))
+        .map((l) => `| ${label} ${l}`)
+        .join('\n')
+        .concat('\n'),
+    );
+  }
+}
+
+/**
+ * Heap per waiting conversation: 20,000 conversations of async desks in flight, each parked on a
+ * pending promise at its 11th invocation (after 10 dispatches), heap after a full GC, against the
+ * heap before they started (everything warmed up). Counts what a waiting LLM conversation holds:
+ * the run, its promise, its state, its policies' state, the pending answer's promise.
+ */
+async function waitingMemory(telemetry: boolean): Promise<number> {
+  const conversations = 20_000;
+  let parking = true;
+  const parked: ((m: Message<number>) => void)[] = [];
+  const responders = ['london', 'new_york', 'tokyo'].map(
+    (name, i): Responder<Desks, number> => ({
+      name,
+      respond: async (_m, state) => {
+        if (parking && state.dispatchCount === 10) {
+          return new Promise<Message<number>>((resolve) => parked.push(resolve));
+        }
+        const q = state.projection.quotes;
+        const mine = q[i] as number;
+        const mean = ((q[0] as number) + (q[1] as number) + (q[2] as number) - mine) / 2;
+        return { sender: name, content: mine + (mean - mine) * 0.01 };
+      },
+    }),
+  );
+  const o = new ConversationOrchestrator<Desks, number>({
+    name: 'desks',
+    responders,
+    turnPolicy: roundRobin(),
+    projection: {
+      initial: () => ({ quotes: Float64Array.of(100, 110, 90) }),
+      fold: (s, m) => {
+        s.quotes[INDEX[m.sender] as number] = m.content;
+        return s;
+      },
+    },
+    termination: anyOf(
+      converged({ measure: (s) => spreadOf(s.projection.quotes), tolerance: 1e-9 }),
+      maxDispatches(1_000),
+    ),
+    ...(telemetry
+      ? {
+          observers: [
+            createConversationTelemetry<Desks, number>({
+              registry: new Registry(),
+              tracer: sdkTracer('simple'),
+            }),
+          ],
+        }
+      : {}),
+  });
+  const park = async (n: number) => {
+    const runs = Array.from({ length: n }, () => o.run({ sender: 'user', content: 0 }));
+    while (parked.length < n) await new Promise((r) => setImmediate(r));
+    return runs;
+  };
+  const release = async (runs: Promise<unknown>[]) => {
+    parking = false;
+    for (const resolve of parked.splice(0)) resolve({ sender: 'london', content: 100 });
+    await Promise.allSettled(runs);
+    parking = true;
+  };
+  await release(await park(200)); // warm-up: compiled code, the metrics' series
+  gc();
+  gc();
+  const before = process.memoryUsage().heapUsed;
+  const runs = await park(conversations);
+  gc();
+  gc();
+  const perConversation = (process.memoryUsage().heapUsed - before) / conversations;
+  await release(runs);
+  return perConversation;
+}
+
+/** Each memory row in a process of its own, so that one configuration's heap does not colour another's. */
+function waitingMemoryTable(): void {
+  console.log(
+    '\n### Heap per waiting conversation (20,000 parked after 10 dispatches, after a full GC)\n',
+  );
+  console.log('| configuration | heap per conversation |');
+  console.log('|---|---:|');
+  for (const telemetry of [false, true]) {
+    const child = spawnSync(process.execPath, ['--expose-gc', fileURLToPath(import.meta.url)], {
+      env: { ...process.env, BENCH_ONLY: 'memory', BENCH_TELEMETRY: telemetry ? '1' : '0' },
+      encoding: 'utf8',
+    });
+    const bytes = Number(child.stdout.trim().split('\n').at(-1));
+    if (!Number.isFinite(bytes)) throw new Error(`memory bench failed: ${child.stderr}`);
+    console.log(
+      `| ${telemetry ? 'metrics + span events' : 'no telemetry'} | ${(bytes / 1024).toFixed(2)} KiB |`,
+    );
+  }
+}
 const NO_USAGE = Object.freeze({ inputTokens: 0, outputTokens: 0 });
 const ignoreUsage = (): void => {};
 
@@ -252,6 +447,10 @@ function variants(async: boolean, length: number): Variant[] {
     {
       label: 'reference: hand-written awaited loop, no orchestrator',
       time: bareLoop(async, length),
+    },
+    {
+      label: 'reference: lean hand-written loop (issue 23)',
+      time: leanLoop(async, length),
     },
     v('no listener', {}),
     v('no-op listener', { listener: noop }),
@@ -615,6 +814,38 @@ async function main(): Promise<void> {
     await floorTable();
     return;
   }
+  if (only === 'lean') {
+    if (process.env.BENCH_CONTEXT === 'als') {
+      // As under NodeSDK with a span active: the manager on and a context entered, so that
+      // AsyncLocalStorage's promise hooks run for every await of the process, both loops alike.
+      context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+      new AsyncLocalStorage().enterWith({ active: true });
+    }
+    await leanTable();
+    return;
+  }
+  if (only === 'memory') {
+    process.stdout.write(`${await waitingMemory(process.env.BENCH_TELEMETRY === '1')}\n`);
+    return;
+  }
+  if (only === 'tables') {
+    await sideBySide(
+      `Sync responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
+      false,
+      LONG,
+    );
+    await sideBySide(
+      `Async responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
+      true,
+      LONG,
+    );
+    return;
+  }
+  if (only === 'leans') {
+    leanTables();
+    waitingMemoryTable();
+    return;
+  }
   if (only === 'core') {
     // One variant in a process of its own, as an application with one orchestrator and one
     // telemetry configuration runs it: nothing else shares its call sites. Prints the median ns.
@@ -641,6 +872,8 @@ async function main(): Promise<void> {
     await samplerTable(ROUNDS, clock);
     return;
   }
+  leanTables();
+  waitingMemoryTable();
   floorTables();
   await sideBySide(
     `Sync responders, ${LONG.toLocaleString('en')}-dispatch conversations`,

@@ -57,14 +57,10 @@ describe('the conversation span', () => {
       'conversation.responders': ['a', 'b', 'c'],
       'conversation.dispatch_count': 24,
       'conversation.end.reason': 'converged',
-      // The anyOf member that decided, and what it says it measured against what limit.
+      // The anyOf member that decided, what it measured (the spread) and its tolerance.
       'conversation.end.policy': 'converged',
-      ...(result.decision.observed === undefined
-        ? {}
-        : { 'conversation.end.observed': result.decision.observed }),
-      ...(result.decision.limit === undefined
-        ? {}
-        : { 'conversation.end.limit': result.decision.limit }),
+      'conversation.end.observed': result.decision.observed,
+      'conversation.end.limit': 0.01,
       'conversation.elapsed_ms': result.elapsedMs,
       'conversation.dispatch_events.dropped': 0,
     });

@@ -24,7 +24,13 @@ describe('ConversationOrchestrator.run', () => {
       { conversationId: 'c-1' },
     );
     expect(result.conversationId).toBe('c-1');
-    expect(result.decision).toEqual({ terminate: true, reason: 'converged', policy: 'converged' });
+    expect(result.decision).toEqual({
+      terminate: true,
+      reason: 'converged',
+      policy: 'converged',
+      observed: spread(result.state.projection),
+      limit: 0.01,
+    });
     expect(result.dispatchCount).toBe(24);
     expect(result.state.dispatchCount).toBe(24);
     expect(spread(result.state.projection)).toBeLessThanOrEqual(0.01);

@@ -3,9 +3,11 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import {
   anyOf,
+  CONTINUE,
   ConversationAbortedError,
   type ConversationError,
   ConversationOrchestrator,
+  converged,
   type Message,
   maxDispatches,
   stopWhen,
@@ -458,6 +460,58 @@ describe('usage invariants (property-based)', () => {
         expect(states).toEqual([...states].sort((x, y) => x - y));
       }),
       { numRuns: 300 },
+    );
+  });
+});
+
+describe('decisions explain themselves (property-based)', () => {
+  it('converged() terminates exactly when its last `consecutive` decisions had observed <= limit; anyOf passes on that explanation', () => {
+    fc.assert(
+      fc.property(
+        fc.array(fc.oneof(fc.double({ min: -5, max: 5, noNaN: true }), fc.constant(Number.NaN)), {
+          minLength: 1,
+          maxLength: 40,
+        }),
+        fc.double({ min: 0, max: 2, noNaN: true }),
+        fc.integer({ min: 1, max: 4 }),
+        (values, tolerance, consecutive) => {
+          const check = anyOf(
+            converged<number>({ measure: (s) => s.projection, tolerance, consecutive, target: 1 }),
+            maxDispatches<number>(1_000),
+          ).start();
+          const decisions: TerminationDecision[] = [];
+          for (const [i, value] of values.entries()) {
+            const decision = check(
+              {
+                conversationId: 'p',
+                projection: value,
+                lastMessage: { sender: 'x', content: 0 },
+                queueDepth: 0,
+                dispatchCount: i + 1,
+                history: [],
+                usage: { inputTokens: 0, outputTokens: 0 },
+              },
+              0,
+            );
+            decisions.push(decision);
+            if (Number.isFinite(value)) {
+              expect(decision).toMatchObject({
+                policy: 'converged',
+                observed: Math.abs(value - 1),
+                limit: tolerance,
+              });
+            } else expect(decision).toBe(CONTINUE);
+            const streak = decisions
+              .slice(-consecutive)
+              .filter((d) => d.observed !== undefined && (d.limit ?? -1) >= d.observed);
+            expect(decision.terminate).toBe(
+              decisions.length >= consecutive && streak.length === consecutive,
+            );
+            if (decision.terminate) break;
+          }
+        },
+      ),
+      { numRuns: 500 },
     );
   });
 });

@@ -72,7 +72,8 @@ describe('createConversationRecorder', () => {
       { n: 1, responder: 'alice', queueDepth: 1, record: { total: 1 } },
       { n: 2, responder: 'bob', queueDepth: 1, record: { total: 3 } },
       { n: 3, responder: 'alice', queueDepth: 1, record: { total: 6 } },
-      { n: 4, responder: 'bob', queueDepth: 1, record: { total: 10 } },
+      // The terminating decision explains itself: maxDispatches counted 4.
+      { n: 4, responder: 'bob', queueDepth: 1, record: { total: 10 }, observed: 4 },
     ]);
     const elapsed = line?.dispatches.map((d) => d.elapsedMs) ?? [];
     expect([...elapsed].sort((a, b) => a - b)).toEqual(elapsed);

@@ -135,6 +135,8 @@ describe('replayConversation', () => {
       reason: 'converged',
       policy: 'converged',
       elapsedMs: 30,
+      observed: 0.5,
+      limit: 1,
     });
     expect(r.comparison).toBe('earlier');
     expect(r.saved).toEqual({ dispatches: 2, tokens: 220, timeMs: 20 });
@@ -222,6 +224,8 @@ describe('replay', () => {
             reason: 'max_dispatches',
             policy: 'max_dispatches',
             elapsedMs: 30,
+            observed: 3,
+            limit: 3,
           },
         },
       ],

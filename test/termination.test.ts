@@ -36,14 +36,28 @@ describe('termination policies', () => {
     expect([1, 2, 3].map((n) => check(at(n), 0))).toEqual([
       CONTINUE,
       CONTINUE,
-      { terminate: true, reason: 'max_dispatches', policy: 'max_dispatches' },
+      {
+        terminate: true,
+        reason: 'max_dispatches',
+        policy: 'max_dispatches',
+        observed: 3,
+        limit: 3,
+      },
     ]);
+    // Asked past its limit (a composite, a replay), it says what it counted.
+    expect(check(at(5), 0)).toMatchObject({ observed: 5, limit: 3 });
   });
 
   it('timeout(ms) terminates at the first dispatch at or past ms', () => {
     const check = timeout<number>(100).start();
     expect(check(at(1), 99.9)).toBe(CONTINUE);
-    expect(check(at(2), 100)).toEqual({ terminate: true, reason: 'timeout', policy: 'timeout' });
+    expect(check(at(2), 100.25)).toEqual({
+      terminate: true,
+      reason: 'timeout',
+      policy: 'timeout',
+      observed: 100.25,
+      limit: 100,
+    });
   });
 
   it('converged() needs k consecutive dispatches within tolerance, and a miss resets the streak', () => {
@@ -67,10 +81,12 @@ describe('termination policies', () => {
     expect(check(at(1, Number.POSITIVE_INFINITY), 0)).toBe(CONTINUE);
     // A measure that is not a number (a bug in the measure) never counts as converged.
     expect(check(at(1, '10' as unknown as number), 0)).toBe(CONTINUE);
-    expect(check(at(2, 10.4), 0)).toEqual({
+    expect(check(at(2, 10.25), 0)).toEqual({
       terminate: true,
       reason: 'agreed',
       policy: 'converged',
+      observed: 0.25,
+      limit: 0.5,
     });
   });
 
@@ -87,6 +103,29 @@ describe('termination policies', () => {
     const second = await o.run({ sender: 'user', content: 0 });
     expect([first.dispatchCount, second.dispatchCount]).toEqual([5, 5]);
     expect(second.decision.reason).toBe('max_dispatches');
+  });
+
+  it('converged() explains every decision: the distance to target and the tolerance, the streak as the run of observed <= limit', () => {
+    const check = converged<number>({
+      measure: (s) => s.projection,
+      tolerance: 1,
+      consecutive: 2,
+      target: 3,
+    }).start();
+    const decisions = [7, 3.5, 1, 2.5].map((v, i) => check(at(i + 1, v), 0));
+    expect(decisions).toEqual([
+      { terminate: false, reason: 'continue', policy: 'converged', observed: 4, limit: 1 },
+      { terminate: false, reason: 'continue', policy: 'converged', observed: 0.5, limit: 1 },
+      { terminate: false, reason: 'continue', policy: 'converged', observed: 2, limit: 1 },
+      { terminate: false, reason: 'continue', policy: 'converged', observed: 0.5, limit: 1 },
+    ]);
+    expect(check(at(5, 3), 0)).toEqual({
+      terminate: true,
+      reason: 'converged',
+      policy: 'converged',
+      observed: 0,
+      limit: 1,
+    });
   });
 
   it('stopWhen(predicate, reason) terminates with that reason', () => {
@@ -107,8 +146,64 @@ describe('termination policies', () => {
       terminate: true,
       reason: 'max_dispatches',
       policy: 'max_dispatches',
+      observed: 2,
+      limit: 2,
     });
     expect(calls).toBe(2);
+  });
+
+  it("anyOf() passes on the first explaining member's continuing decision, and the decider's when one terminates", () => {
+    const check = anyOf(
+      maxDispatches<number>(3),
+      converged<number>({ measure: (s) => s.projection, tolerance: 0.1 }),
+      timeout<number>(1_000),
+    ).start();
+    const first = check(at(1, 5), 0);
+    expect(first).toEqual({
+      terminate: false,
+      reason: 'continue',
+      policy: 'converged',
+      observed: 5,
+      limit: 0.1,
+    });
+    expect(check(at(2, 0.05), 0)).toEqual({
+      terminate: true,
+      reason: 'converged',
+      policy: 'converged',
+      observed: 0.05,
+      limit: 0.1,
+    });
+    expect(check(at(3, 9), 2_000)).toEqual({
+      terminate: true,
+      reason: 'max_dispatches',
+      policy: 'max_dispatches',
+      observed: 3,
+      limit: 3,
+    });
+    // A composite of members that never explain themselves continues with the shared CONTINUE.
+    expect(anyOf(maxDispatches<number>(5), timeout<number>(10)).start()(at(1), 0)).toBe(CONTINUE);
+  });
+
+  it("allOf() passes on the first member's observed and limit when all terminate, else what holds it back", () => {
+    const check = allOf(
+      maxDispatches<number>(2),
+      converged<number>({ measure: (s) => s.projection, tolerance: 1 }),
+    ).start();
+    expect(check(at(1, 0), 0)).toBe(CONTINUE);
+    expect(check(at(2, 4), 0)).toEqual({
+      terminate: false,
+      reason: 'continue',
+      policy: 'converged',
+      observed: 4,
+      limit: 1,
+    });
+    expect(check(at(3, 0.5), 0)).toEqual({
+      terminate: true,
+      reason: 'max_dispatches',
+      policy: 'all_of(max_dispatches,converged)',
+      observed: 3,
+      limit: 2,
+    });
   });
 
   it('allOf() terminates only when every member does, naming all members', () => {
@@ -124,6 +219,8 @@ describe('termination policies', () => {
       terminate: true,
       reason: 'max_dispatches',
       policy: 'all_of(max_dispatches,stop_when)',
+      observed: 3,
+      limit: 2,
     });
   });
 

@@ -8,7 +8,7 @@ export class MessageQueue<T> {
   #length = 0;
   #mask: number;
 
-  constructor(initialCapacity = 16) {
+  constructor(initialCapacity = 4) {
     this.#items = new Array(initialCapacity);
     this.#mask = initialCapacity - 1;
   }

@@ -15,17 +15,29 @@ import {
 import type { ConversationState, TerminationDecision } from '../core/types.ts';
 import { fail, nonNegativeNumber, positiveInteger, positiveNumber } from '../core/validate.ts';
 
-/** Ends the conversation after `n` dispatches, with reason `max_dispatches`. */
+/**
+ * Ends the conversation after `n` dispatches, with reason `max_dispatches`; the decision's
+ * `observed` is the dispatch count and `limit` is `n`.
+ */
 export function maxDispatches<S, C = unknown>(n: number): TerminationPolicy<S, C> {
   positiveInteger('maxDispatches(n)', n);
-  const stop = Object.freeze({
-    terminate: true,
-    reason: 'max_dispatches',
-    policy: 'max_dispatches',
-  });
+  const stop = (count: number): TerminationDecision =>
+    Object.freeze({
+      terminate: true,
+      reason: 'max_dispatches',
+      policy: 'max_dispatches',
+      observed: count,
+      limit: n,
+    });
+  // In a run the count reaches n exactly: that decision is made once, not per conversation.
+  const atLimit = stop(n);
   return {
     name: 'max_dispatches',
-    start: () => (state) => (state.dispatchCount >= n ? stop : CONTINUE),
+    start: () => (state) => {
+      const count = state.dispatchCount;
+      if (count < n) return CONTINUE;
+      return count === n ? atLimit : stop(count);
+    },
   };
 }
 
@@ -35,10 +47,18 @@ export function maxDispatches<S, C = unknown>(n: number): TerminationPolicy<S, C
  */
 export function timeout<S, C = unknown>(ms: number): TerminationPolicy<S, C> {
   positiveNumber('timeout(ms)', ms);
-  const stop = Object.freeze({ terminate: true, reason: 'timeout', policy: 'timeout' });
   return {
     name: 'timeout',
-    start: () => (_state, elapsedMs) => (elapsedMs >= ms ? stop : CONTINUE),
+    start: () => (_state, elapsedMs) =>
+      elapsedMs >= ms
+        ? Object.freeze({
+            terminate: true,
+            reason: 'timeout',
+            policy: 'timeout',
+            observed: elapsedMs,
+            limit: ms,
+          })
+        : CONTINUE,
   };
 }
 
@@ -118,6 +138,13 @@ export interface ConvergedOptions<S, C = unknown> {
  * Ends the conversation once a numeric measure of the state stays within `tolerance` of `target`
  * for `consecutive` dispatches in a row. A measure that is not a finite number (NaN, ±Infinity, a
  * string) counts as not converged: it breaks the streak.
+ *
+ * Every decision explains itself: `observed` is the distance `|measure - target|` (the measure
+ * itself with the default target 0 and a non-negative measure) and `limit` the tolerance, on
+ * continuing decisions too (policy `converged`), so the decisions trace the convergence curve. The
+ * streak is not a third number: it is the run of consecutive decisions whose `observed <= limit`,
+ * and the terminating decision is the `consecutive`-th of them. A measure that is not a finite
+ * number gives a plain continue (no `observed`).
  * @example converged({ measure: (s) => s.projection.spread, tolerance: 0.01, consecutive: 3 })
  */
 export function converged<S, C = unknown>(
@@ -133,16 +160,27 @@ export function converged<S, C = unknown>(
   if (!Number.isFinite(target)) fail('converged({ target })', 'a finite number', target);
   const reason = reasonName('converged({ reason })', options.reason ?? 'converged');
   const measure = options.measure;
-  const stop = Object.freeze({ terminate: true, reason, policy: 'converged' });
   return {
     name: 'converged',
     start() {
       let streak = 0;
       return (state) => {
         const value: unknown = measure(state);
-        streak =
-          typeof value === 'number' && Math.abs(value - target) <= tolerance ? streak + 1 : 0;
-        return streak >= consecutive ? stop : CONTINUE;
+        if (typeof value !== 'number' || !Number.isFinite(value)) {
+          streak = 0;
+          return CONTINUE;
+        }
+        const distance = Math.abs(value - target);
+        streak = distance <= tolerance ? streak + 1 : 0;
+        return streak >= consecutive
+          ? { terminate: true, reason, policy: 'converged', observed: distance, limit: tolerance }
+          : {
+              terminate: false,
+              reason: 'continue',
+              policy: 'converged',
+              observed: distance,
+              limit: tolerance,
+            };
       };
     },
   };
@@ -163,8 +201,10 @@ export function stopWhen<S, C = unknown>(
 }
 
 /**
- * Terminates as soon as any member does; the decision is that member's (its reason and policy).
- * Every member is evaluated after every dispatch, so stateful members keep counting.
+ * Terminates as soon as any member does; the decision is that member's (its reason, policy,
+ * observed and limit). Every member is evaluated after every dispatch, so stateful members keep
+ * counting. While none terminates, the decision is the first member's continuing decision that
+ * explains itself (has `observed`, e.g. `converged`'s), else `CONTINUE`: no new object either way.
  */
 export function anyOf<S, C = unknown>(
   ...policies: readonly TerminationPolicy<S, C>[]
@@ -176,15 +216,17 @@ export function anyOf<S, C = unknown>(
       const checks = policies.map((p) => p.start());
       return (state, elapsedMs) => {
         let decided: TerminationDecision | undefined;
+        let explained: TerminationDecision | undefined;
         for (let i = 0; i < checks.length; i++) {
           const decision = memberDecision(
             policies,
             i,
             (checks[i] as Check<S, C>)(state, elapsedMs),
           );
-          if (decided === undefined && decision.terminate) decided = decision;
+          if (decision.terminate) decided ??= decision;
+          else if (explained === undefined && decision.observed !== undefined) explained = decision;
         }
-        return decided ?? CONTINUE;
+        return decided ?? explained ?? CONTINUE;
       };
     },
   };
@@ -192,7 +234,9 @@ export function anyOf<S, C = unknown>(
 
 /**
  * Terminates when every member says terminate after the same dispatch. The decision carries the
- * first member's reason; `policy` lists every member.
+ * first member's reason, observed and limit; `policy` lists every member. While some member
+ * continues, the decision is the first continuing member's if it explains itself (has
+ * `observed`: what still holds the conversation back), else `CONTINUE`.
  */
 export function allOf<S, C = unknown>(
   ...policies: readonly TerminationPolicy<S, C>[]
@@ -205,6 +249,7 @@ export function allOf<S, C = unknown>(
       const checks = policies.map((p) => p.start());
       return (state, elapsedMs) => {
         let first: TerminationDecision | undefined;
+        let holding: TerminationDecision | undefined;
         let all = true;
         for (let i = 0; i < checks.length; i++) {
           const decision = memberDecision(
@@ -212,12 +257,21 @@ export function allOf<S, C = unknown>(
             i,
             (checks[i] as Check<S, C>)(state, elapsedMs),
           );
-          if (!decision.terminate) all = false;
-          else first ??= decision;
+          if (decision.terminate) first ??= decision;
+          else {
+            if (all && decision.observed !== undefined) holding = decision;
+            all = false;
+          }
         }
-        return all && first !== undefined
-          ? { terminate: true, reason: first.reason, policy: name }
-          : CONTINUE;
+        if (!all || first === undefined) return holding ?? CONTINUE;
+        const ending: { -readonly [K in keyof TerminationDecision]: TerminationDecision[K] } = {
+          terminate: true,
+          reason: first.reason,
+          policy: name,
+        };
+        if (first.observed !== undefined) ending.observed = first.observed;
+        if (first.limit !== undefined) ending.limit = first.limit;
+        return ending;
       };
     },
   };

@@ -11,10 +11,18 @@ import type { Responder } from '../core/types.ts';
  * @example roundRobin() // a, b, c, a, b, c ...
  */
 export function roundRobin<S, C = unknown>(): TurnPolicy<S, C> {
+  // The one-responder selections, made once per responders array (an orchestrator passes the
+  // same one to every run), not once per conversation.
+  let madeFor: readonly Responder<S, C>[] | undefined;
+  let selections: readonly TurnSelection<S, C>[] = [];
   return {
     name: 'round_robin',
     start(responders) {
-      const single = responders.map((r) => [r] as const);
+      if (responders !== madeFor) {
+        selections = responders.map((r) => [r] as const);
+        madeFor = responders;
+      }
+      const single = selections;
       let next = 0;
       return () => {
         const selection = single[next] as TurnSelection<S, C>;
