@@ -13,6 +13,7 @@ import {
   unreachableMatcher,
 } from './selector.ts';
 import { checkSlos } from './slo-config.ts';
+import { checkUsage } from './usage-config.ts';
 
 export { OpsConfigError };
 
@@ -92,6 +93,16 @@ export interface BurnRateAlertConfig {
   readonly for: Duration;
 }
 
+/** What tokens cost, per model (the `model` label of `orchestrator_tokens_total`). */
+export interface PriceTable {
+  /** The one currency of every price, an ISO 4217 code such as `USD` (a label on cost series). */
+  readonly currency: string;
+  /** Per model name: the price of a million input tokens and of a million output tokens. */
+  readonly models: Readonly<
+    Record<string, { readonly inputPerMillion: number; readonly outputPerMillion: number }>
+  >;
+}
+
 export interface OpsConfig {
   /**
    * PromQL label matchers that select the service's series, as they appear inside `{...}`. Every
@@ -163,6 +174,32 @@ export interface OpsConfig {
    * finds none; it inhibits the job's other alerts.
    */
   readonly jobDown: AlertConfig;
+  /** `OrchestratorTokenBurn` (warning): an orchestrator spends tokens faster than a rate. */
+  readonly tokenBurn: AlertConfig & {
+    /**
+     * Tokens per second (input and output, every responder and model of an orchestrator, over
+     * `rateWindow`) above which the spending is too fast: set it from your budget.
+     * @default 10000
+     */
+    readonly tokensPerSecond: number;
+  };
+  /** `OrchestratorRunawayConversations` (warning): conversations spend too many tokens each. */
+  readonly runawayConversations: AlertConfig & {
+    /**
+     * Tokens per conversation (`orchestrator_conversation_tokens`) that 95% of the conversations
+     * ending over `rateWindow` must stay under. Quiet below `minTraffic` conversations a second.
+     * @default 200000
+     */
+    readonly p95Tokens: number;
+  };
+  /**
+   * Prices per model, to turn token rates into cost rates in recording rules
+   * (`job_orchestrator_responder:orchestrator_cost:rate5m` …) and cost panels. Prices change
+   * more often than deployments: they live here, not in the app. `null`: no cost rules.
+   * @default null
+   * @example { currency: 'USD', models: { 'gpt-4o': { inputPerMillion: 2.5, outputPerMillion: 10 } } }
+   */
+  readonly prices: PriceTable | null;
   /**
    * Where `runbook.md` lives; each alert's `runbook_url` is this plus `#alertname` in lower case.
    * The default is a placeholder nobody hosts for you: set it to where you publish
@@ -247,6 +284,9 @@ export const DEFAULT_OPS_CONFIG: OpsConfig = {
   listenerErrors: { for: '5m' },
   targetDown: { for: '2m' },
   jobDown: { for: '2m' },
+  tokenBurn: { tokensPerSecond: 10_000, for: '15m' },
+  runawayConversations: { p95Tokens: 200_000, for: '15m' },
+  prices: null,
   runbookUrl:
     'https://github.com/conversation-orchestrator/conversation-orchestrator/blob/main/prometheus/runbook.md',
   kubernetes: {
@@ -262,7 +302,14 @@ export const DEFAULT_OPS_CONFIG: OpsConfig = {
 const RULE_LABELS = ['orchestrator', 'responder', 'reason', 'le', 'quantile'];
 
 /** The options of one alert each. */
-const ALERTS = ['stalledConversations', 'listenerErrors', 'targetDown', 'jobDown'] as const;
+const ALERTS = [
+  'stalledConversations',
+  'listenerErrors',
+  'targetDown',
+  'jobDown',
+  'tokenBurn',
+  'runawayConversations',
+] as const;
 
 /** The options that are objects of their own. */
 const NESTED = [...ALERTS, 'slos', 'kubernetes'] as const;
@@ -368,6 +415,9 @@ export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
     listenerErrors: { ...d.listenerErrors, ...input.listenerErrors },
     targetDown: { ...d.targetDown, ...input.targetDown },
     jobDown: { ...d.jobDown, ...input.jobDown },
+    tokenBurn: { ...d.tokenBurn, ...input.tokenBurn },
+    runawayConversations: { ...d.runawayConversations, ...input.runawayConversations },
+    prices: input.prices === undefined ? d.prices : input.prices,
     kubernetes: { ...d.kubernetes, ...input.kubernetes },
   };
   expect(
@@ -404,6 +454,7 @@ export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
     config.minTraffic,
   );
   checkSlos(config);
+  checkUsage(config);
   for (const alert of ALERTS) duration(`${alert}.for`, config[alert].for);
   let url: URL | undefined;
   try {

@@ -37,3 +37,6 @@ export function humanDuration(duration: string): string {
   const n = Number(m[1]);
   return `${n} ${UNITS[m[2] as string]}${n === 1 ? '' : 's'}`;
 }
+
+/** Responder and model names as the core accepts them (`src/core/validate.ts`). */
+export const boundedNamePattern = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$/;

@@ -8,6 +8,7 @@ import type { OpsConfig } from './config.ts';
 import { overviewDashboard } from './dashboards/overview.ts';
 import { respondersDashboard } from './dashboards/responders.ts';
 import { sloDashboard } from './dashboards/slo.ts';
+import { usageDashboard } from './dashboards/usage.ts';
 import { kubernetesManifests, kustomization } from './kubernetes.ts';
 import { rules } from './rules.ts';
 
@@ -37,6 +38,7 @@ export function renderOps(config: OpsConfig): Map<string, string> {
     'overview.json': overviewDashboard(config),
     'responders.json': respondersDashboard(config),
     'slo.json': sloDashboard(config),
+    'usage.json': usageDashboard(config),
   };
   const files = new Map<string, string>([
     ['prometheus/rules/orchestrator.rules.yml', RULES_HEADER + yaml(groups)],

@@ -16,6 +16,7 @@ import {
 import type { Duration, OpsConfig } from './config.ts';
 import { byOrchestrator, byResponder, humanDuration, recordName } from './names.ts';
 import { sloAlerts, sloRecordingRules } from './slo.ts';
+import { usageAlerts, usageRecordingRules } from './usage.ts';
 
 export { humanDuration };
 
@@ -228,6 +229,10 @@ export function rules(config: OpsConfig): Rules {
       // One group: rules of a group run in order at each evaluation, so the alerts read the
       // ratios recorded at the same instant (across groups they may read the previous ones).
       { name: 'orchestrator.slo', rules: [...sloRecordingRules(config), ...sloAlerts(config)] },
+      {
+        name: 'orchestrator.usage',
+        rules: [...usageRecordingRules(config), ...usageAlerts(config)],
+      },
       { name: 'orchestrator.alerts', rules: alerts },
     ],
   };

@@ -34,6 +34,8 @@ export interface LiveUpdatesOptions {
   readonly metrics: ServiceMetrics;
   /** What the hello message tells a client besides its subscription (the page's settings). */
   readonly hello: Readonly<Record<string, unknown>>;
+  /** Messages sent right after the hello (the history), for a client subscribed to `filter`. */
+  readonly greeting?: (filter: string | undefined) => readonly object[];
   /**
    * How long a client gets to answer the close handshake at shutdown before it is cut off.
    * @default 1000
@@ -203,6 +205,7 @@ export class LiveUpdates {
       this.#goodbye(ws, 1008, 'this endpoint only sends; it reads nothing');
     });
     ws.send(JSON.stringify({ type: 'hello', subscribed: filter ?? '*', ...this.#options.hello }));
+    for (const message of this.#options.greeting?.(filter) ?? []) ws.send(JSON.stringify(message));
   }
 
   #subscription(

@@ -8,12 +8,14 @@
 import './signals.ts';
 import { isIPv6 } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
+import { context, trace } from '@opentelemetry/api';
 import { type OpenMetricsContentType, Registry } from 'prom-client';
 import { ConversationError, type ConversationOrchestrator } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { ConfigError, parseConfig, usage } from './config.ts';
 import { SharedExposition } from './exposition.ts';
 import { createServiceMetrics } from './health-metrics.ts';
+import { ConversationHistory } from './history.ts';
 import { HostAllowlist } from './hosts.ts';
 import { createHttpServer, ListenError, listen } from './http.ts';
 import { LiveUpdates } from './live.ts';
@@ -32,6 +34,11 @@ import { onStopSignal } from './signals.ts';
 import { describeFlush, startTracing } from './tracing.ts';
 
 const MAX_DISPATCH_EVENTS = 128;
+/**
+ * The conversations' tails sent to a page on connect take at most this many bytes: at 400
+ * dispatches of ~7 bytes each, some 20 whole conversations, more of the usual short ones.
+ */
+const MAX_HISTORY_BYTES = 64 * 1024;
 /** At most one "span export failing" line per this many ms (with the count since the last). */
 const EXPORT_FAILURE_REPORT_MS = 10_000;
 const SERVER_CLOSE_GRACE_MS = 500;
@@ -101,7 +108,19 @@ async function main(): Promise<number> {
     pingIntervalMs: cfg.wsPingSeconds * 1000,
     metrics: health,
     // What the page needs to draw: the orchestrators to filter by and the tolerance band.
-    hello: { orchestrators: names, tolerance: cfg.tolerance, maxDispatches: MAX_DISPATCHES },
+    hello: {
+      orchestrators: names,
+      tolerance: cfg.tolerance,
+      maxDispatches: MAX_DISPATCHES,
+      ...(cfg.traceUrl === undefined ? {} : { traceUrl: cfg.traceUrl }),
+      // The sampler's slow rule: the page lists those conversations as slow (their traces kept).
+      slowMs: cfg.sampleSlowMs,
+    },
+    greeting: (filter) => [history.snapshot(filter)],
+  });
+  const history = new ConversationHistory({
+    tailPoints: MAX_DISPATCHES,
+    maxBytes: MAX_HISTORY_BYTES,
   });
 
   const orchestrators: ConversationOrchestrator<Book, DeskMessage>[] = names.map((name, i) =>
@@ -110,7 +129,15 @@ async function main(): Promise<number> {
       Math.min(cfg.desks + i, 8),
       cfg,
       [telemetry],
-      (state, decision, dispatchCount, elapsedMs) =>
+      (state, decision, dispatchCount, elapsedMs) => {
+        // The listener runs in the conversation's trace context: its span is the active one.
+        history.dispatched(
+          name,
+          state.conversationId,
+          dispatchCount,
+          state.projection.spread,
+          trace.getSpanContext(context.active()),
+        );
         live.publish({
           type: 'dispatch',
           orchestrator: name,
@@ -119,7 +146,8 @@ async function main(): Promise<number> {
           spread: state.projection.spread,
           decision,
           elapsedMs,
-        }),
+        });
+      },
     ),
   );
 
@@ -214,8 +242,16 @@ async function main(): Promise<number> {
     orchestrator: string,
     conversationId: string,
     reason: string,
-    end: { state: { projection: Book }; dispatchCount: number; elapsedMs: number },
-  ) =>
+    end: {
+      state: { projection: Book };
+      dispatchCount: number;
+      elapsedMs: number;
+      usage: { inputTokens: number; outputTokens: number };
+    },
+  ) => {
+    // The trace is linked only when the sampler kept it (it decided as the conversation ended).
+    const seen = history.ended(orchestrator, conversationId, reason);
+    const traceId = seen !== undefined && tracing.kept(seen) ? seen : undefined;
     live.publish({
       type: 'end',
       orchestrator,
@@ -224,7 +260,10 @@ async function main(): Promise<number> {
       dispatchCount: end.dispatchCount,
       spread: end.state.projection.spread,
       elapsedMs: end.elapsedMs,
+      tokens: { input: end.usage.inputTokens, output: end.usage.outputTokens },
+      ...(traceId === undefined ? {} : { traceId }),
     });
+  };
   const intervalMs = 1000 / cfg.rate;
   let due = performance.now();
   const ticker = setInterval(

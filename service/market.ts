@@ -53,6 +53,52 @@ export interface Book {
 }
 
 export const MAX_DISPATCHES = 400;
+
+/**
+ * The simulated model behind each desk, by desk index (a bounded set: the model label on
+ * /metrics). Sizes differ so that the token panels have something to compare.
+ */
+export const DESK_MODELS = ['sim-large', 'sim-medium', 'sim-small'] as const;
+
+/** A desk's prompt: instructions and the market, the same for every quote (so cached). */
+const PROMPT_TOKENS = 420;
+/** Each earlier quote in the transcript the desk reads. */
+const TOKENS_PER_QUOTE = 18;
+/** The context window: the transcript is cut to the newest quotes that fit. */
+const CONTEXT_TOKENS = 8_000;
+
+/**
+ * What one quote costs a desk's simulated model: it reads its prompt and the transcript so far
+ * (growing by one quote per dispatch, up to its context window; the prompt is a cached prefix
+ * after the desk's first quote) and writes a price with a short rationale. The large model also
+ * reasons before answering.
+ */
+export function quoteUsage(
+  deskIndex: number,
+  dispatchNumber: number,
+  desks: number,
+): {
+  inputTokens: number;
+  outputTokens: number;
+  cacheReadInputTokens: number;
+  reasoningOutputTokens?: number;
+  model: string;
+} {
+  const model = DESK_MODELS[deskIndex % DESK_MODELS.length] as string;
+  const transcript = Math.min(
+    (dispatchNumber - 1) * TOKENS_PER_QUOTE,
+    CONTEXT_TOKENS - PROMPT_TOKENS,
+  );
+  const outputTokens = 24 + Math.floor(Math.random() * 40);
+  const large = model === 'sim-large';
+  return {
+    inputTokens: PROMPT_TOKENS + transcript,
+    outputTokens: large ? outputTokens + 120 : outputTokens,
+    cacheReadInputTokens: dispatchNumber > desks ? PROMPT_TOKENS : 0,
+    ...(large ? { reasoningOutputTokens: 120 } : {}),
+    model,
+  };
+}
 export const TIMEOUT_MS = 3_000;
 
 function spreadOf(quotes: readonly number[]): number {
@@ -68,10 +114,12 @@ function spreadOf(quotes: readonly number[]): number {
 function desk(index: number, name: string): Responder<Book, DeskMessage> {
   return {
     name,
-    async respond(_message, state, { signal, dispatchNumber }) {
+    async respond(_message, state, { signal, dispatchNumber, reportUsage }) {
       const { market, quotes } = state.projection;
       // Latency: exponential-ish around the mean, never negative.
       await sleep(market.latencyMs * (0.5 + Math.random()), undefined, { signal });
+      // The model call happened (and is paid for) even when the feed then fails.
+      reportUsage(quoteUsage(index, dispatchNumber, quotes.length));
       if (market.failAt === dispatchNumber) throw new Error(`${name}: pricing feed unavailable`);
       let sum = 0;
       for (let i = 0; i < quotes.length; i++) if (i !== index) sum += quotes[i] as number;

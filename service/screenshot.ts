@@ -41,7 +41,7 @@ async function main(): Promise<void> {
       child.once('exit', (code) => reject(new Error(`the service exited (${code}): ${out}`)));
     });
     browser = await launchChromium();
-    const page = await browser.newPage({ viewport: { width: 1200, height: 740 } });
+    const page = await browser.newPage({ viewport: { width: 1200, height: 940 } });
     await page.goto(url);
     // Polled from here: the page's CSP (rightly) forbids the eval behind waitForFunction.
     const deadline = performance.now() + DEADLINE_MS;

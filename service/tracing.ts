@@ -58,6 +58,11 @@ export interface FlushReport {
 export interface Tracing {
   /** A one-line description for the terminal. */
   readonly description: string;
+  /**
+   * Whether the trace was kept by the sampler and so exported (it decides as the conversation
+   * ends); false with tracing off. The live page links only kept traces.
+   */
+  kept(traceId: string): boolean;
   /** Flushes (within `flushTimeoutMs`) and stops the exporter; never rejects. */
   shutdown(): Promise<FlushReport | undefined>;
 }
@@ -68,6 +73,7 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
     return {
       description:
         'tracing off: set OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 (and OTEL_SERVICE_NAME) to export traces over OTLP/HTTP',
+      kept: () => false,
       shutdown: () => Promise.resolve(undefined),
     };
   }
@@ -106,6 +112,7 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
   });
   sdk.start();
   return {
+    kept: (traceId) => sampler.kept(traceId),
     description: `tracing on: OTLP/HTTP to ${endpoint}; traces kept: ${rules.join(', ')}, and ${Number((ratio * 100).toFixed(4))}% of the rest (--sample-ratio)`,
     shutdown: async () => {
       let timer: NodeJS.Timeout | undefined;

@@ -29,7 +29,16 @@ export interface EndUpdate {
   /** The spread reached at the end. */
   readonly spread: number;
   readonly elapsedMs: number;
+  /** Tokens the desks' simulated models spent in the conversation (`result.usage`). */
+  readonly tokens: { readonly input: number; readonly output: number };
+  /**
+   * The conversation's trace (32 hex digits), when tracing is on and the trace was sampled; the
+   * page links it through `--trace-url`.
+   */
+  readonly traceId?: string;
 }
 
-/** Every message sent after the hello, each with the orchestrator it concerns. */
+/** Every message sent after the hello and the history, each with the orchestrator it concerns. */
 export type LiveMessage = DispatchUpdate | EndUpdate;
+
+export type { HistoryMessage } from './history.ts';

@@ -47,6 +47,24 @@ const PRINTS: Readonly<Record<string, RegExp | string>> = {
     '  turn policy: 300 in, 10 out',
     '',
   ].join('\n'),
+  // Deterministic desks and replay: the same recording and report every run.
+  'record-replay': [
+    'recorded 30 conversations, dropped 0',
+    'looser: 20 earlier, 10 same, 0 later; 500 of 4720 dispatches saved; 0 cut before they converged',
+    'capped: 20 earlier, 10 same, 0 later; 2480 of 4720 dispatches saved; 10 cut before they converged',
+    'production: 0 earlier, 30 same, 0 later; 0 of 4720 dispatches saved; 0 cut before they converged',
+    '',
+  ].join('\n'),
+  // Ratio 0: only the failed and the capped conversation are kept (5 + 10 spans).
+  'tail-sampling': [
+    'kept invoke_workflow capped_desks: max_dispatches (rule reason)',
+    'kept invoke_workflow broken_desks: error (rule failed)',
+    'spans exported: 15',
+    'orchestrator_sampler_decisions_total{decision="keep",rule="failed"} 1',
+    'orchestrator_sampler_decisions_total{decision="keep",rule="reason"} 1',
+    'orchestrator_sampler_decisions_total{decision="drop",rule="ratio"} 8',
+    '',
+  ].join('\n'),
   'many-tenants': new RegExp(
     [
       '^warning: conversation-orchestrator: more than maxOrchestrators \\(3\\) distinct orchestrator names[^\\n]*',
@@ -70,7 +88,14 @@ afterEach(() => {
 describe('examples/', () => {
   it('has the examples the README lists, each with a main.ts and a README', () => {
     expect(examples).toEqual(
-      expect.arrayContaining(['quickstart', 'instrumented-service', 'llm-agents', 'many-tenants']),
+      expect.arrayContaining([
+        'quickstart',
+        'instrumented-service',
+        'llm-agents',
+        'many-tenants',
+        'record-replay',
+        'tail-sampling',
+      ]),
     );
     for (const name of examples) {
       expect(existsSync(join(EXAMPLES, name, 'main.ts')), `${name}/main.ts`).toBe(true);

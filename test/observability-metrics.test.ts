@@ -461,11 +461,13 @@ describe('metrics stay exact and bounded on hostile input', () => {
           dispatchDuration: [1],
           conversationDuration: [1],
           conversationDispatches: [1],
+          conversationTokens: [1],
         },
         exemplars: false,
         maxReasons: 3,
         maxOrchestrators: 200,
         maxResponders: 100,
+        maxModels: 50,
       },
       warningsLogger().logger,
     );

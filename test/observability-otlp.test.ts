@@ -55,6 +55,72 @@ describe('OTLP/HTTP export, end to end', () => {
     expect(last['desks.spread']).toBeLessThanOrEqual(0.01);
   });
 
+  it('delivers the tokens: GenAI usage on invoke_agent spans, per dispatch and in total on the conversation', async () => {
+    const receiver = await startOtlpReceiver();
+    const provider = new BasicTracerProvider({
+      spanProcessors: [
+        new BatchSpanProcessor(new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` })),
+      ],
+    });
+    const telemetry = createConversationTelemetry<number, number>({
+      tracer: provider.getTracer('e2e'),
+      responderSpans: true,
+    });
+    const model = (name: string, provider?: string) => ({
+      name,
+      ...(provider === undefined ? {} : { provider }),
+      respond: async (
+        m: Message<number>,
+        _s: unknown,
+        context: { reportUsage(u: object): void },
+      ) => {
+        context.reportUsage({ inputTokens: 120, outputTokens: 30, model: 'gpt-4o-mini' });
+        context.reportUsage({
+          inputTokens: 80,
+          cacheReadInputTokens: 64,
+          reasoningOutputTokens: 9,
+        });
+        return { sender: name, content: m.content + 1 };
+      },
+    });
+    await counterOrchestrator({
+      observers: [telemetry],
+      responders: [model('writer', 'openai'), model('critic')],
+      termination: maxDispatches(2),
+    }).run({ sender: 'user', content: 0 });
+    await provider.forceFlush();
+    await provider.shutdown();
+    await receiver.close();
+
+    const writer = receiver.spans.find((s) => s.name === 'invoke_agent writer');
+    expect(attrs(writer?.attributes)).toMatchObject({
+      'gen_ai.operation.name': 'invoke_agent',
+      'gen_ai.agent.name': 'writer',
+      'gen_ai.provider.name': 'openai',
+      'gen_ai.request.model': 'gpt-4o-mini',
+      'gen_ai.usage.input_tokens': 200,
+      'gen_ai.usage.output_tokens': 30,
+      'gen_ai.usage.cache_read.input_tokens': 64,
+      'gen_ai.usage.reasoning.output_tokens': 9,
+    });
+    const critic = receiver.spans.find((s) => s.name === 'invoke_agent critic');
+    expect(attrs(critic?.attributes)['gen_ai.provider.name']).toBe('_OTHER');
+    const conversation = receiver.spans.find((s) => s.name === 'invoke_workflow counter');
+    expect(attrs(conversation?.attributes)).toMatchObject({
+      'conversation.usage.input_tokens': 400,
+      'conversation.usage.output_tokens': 60,
+    });
+    expect(
+      conversation?.events.map((e) => [
+        attrs(e.attributes)['conversation.dispatch.usage.input_tokens'],
+        attrs(e.attributes)['conversation.dispatch.usage.output_tokens'],
+      ]),
+    ).toEqual([
+      [200, 30],
+      [200, 30],
+    ]);
+  });
+
   it('delivers a responder’s own spans as descendants of the conversation span (one trace in Jaeger)', async () => {
     const receiver = await startOtlpReceiver();
     const provider = new BasicTracerProvider({

@@ -57,6 +57,8 @@ describe('the conversation span', () => {
       'conversation.responders': ['a', 'b', 'c'],
       'conversation.dispatch_count': 24,
       'conversation.end.reason': 'converged',
+      // The anyOf member that decided.
+      'conversation.end.policy': 'converged',
       'conversation.elapsed_ms': result.elapsedMs,
       'conversation.dispatch_events.dropped': 0,
     });
@@ -362,7 +364,7 @@ describe('responder spans', () => {
     expect(diagnostics).toEqual([]);
   });
 
-  it('carry gen_ai.provider.name only when the responder declares a provider', async () => {
+  it('carry the responder’s gen_ai.provider.name, and the documented default when it declares none', async () => {
     const { exporter, tracer } = memoryTracing();
     const o = counter(createConversationTelemetry({ tracer, responderSpans: true }), {
       responders: [
@@ -379,7 +381,7 @@ describe('responder spans', () => {
     const [gpt] = spansNamed(exporter, 'invoke_agent gpt');
     const [rules] = spansNamed(exporter, 'invoke_agent rules');
     expect(gpt?.attributes['gen_ai.provider.name']).toBe('openai');
-    expect(rules?.attributes).not.toHaveProperty('gen_ai.provider.name');
+    expect(rules?.attributes['gen_ai.provider.name']).toBe('_OTHER');
   });
 });
 

@@ -207,6 +207,47 @@ describe('defineOpsConfig', () => {
       'Unknown option `burnRateAlerts[0].four`; expected one of `burnRateAlerts[0].severity`, `burnRateAlerts[0].burnRate`, `burnRateAlerts[0].longWindow`, `burnRateAlerts[0].shortWindow`, `burnRateAlerts[0].for`',
     ],
     [
+      { tokenBurn: { tokensPerSecond: 0 } },
+      'Expected `tokenBurn.tokensPerSecond` to be a positive number, got `0` (number)',
+    ],
+    [
+      {
+        prices: {
+          currency: 'dollars',
+          models: { 'gpt-4o': { inputPerMillion: 2.5, outputPerMillion: 10 } },
+        },
+      },
+      'Expected `prices.currency` to be an ISO 4217 currency code such as `USD`, got `dollars` (string)',
+    ],
+    [
+      { prices: { currency: 'USD', models: {} } },
+      'Expected `prices.models` to be an object with at least one model, got `{}` (object)',
+    ],
+    [
+      {
+        prices: {
+          currency: 'USD',
+          models: { 'gpt 4o': { inputPerMillion: 2.5, outputPerMillion: 10 } },
+        },
+      },
+      'Expected `prices.models` to be keyed by model names as the telemetry reports them (1-64 letters, digits, `_`, `.`, `:` or `-`), got `gpt 4o` (string)',
+    ],
+    [
+      {
+        prices: { currency: 'USD', models: { 'gpt-4o': { inputPerMillion: 2.5 } } },
+      } as unknown as OpsConfigInput,
+      'Expected `prices.models["gpt-4o"]` to have exactly `inputPerMillion` and `outputPerMillion`, got `{"inputPerMillion":2.5}` (object)',
+    ],
+    [
+      {
+        prices: {
+          currency: 'USD',
+          models: { 'gpt-4o': { inputPerMillion: -1, outputPerMillion: 10 } },
+        },
+      },
+      'Expected `prices.models["gpt-4o"].inputPerMillion` to be a non-negative number (the price of a million tokens), got `-1` (number)',
+    ],
+    [
       { burnRateAlerts: [] },
       'Expected `burnRateAlerts` to be a non-empty array, got `[]` (object)',
     ],
@@ -249,7 +290,7 @@ describe('defineOpsConfig', () => {
       const file = join(dir, 'rules.yml');
       writeFileSync(file, renderOps(config).get('prometheus/rules/orchestrator.rules.yml') ?? '');
       const check = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
-      expect(check.stdout + check.stderr).toContain('SUCCESS: 59 rules found');
+      expect(check.stdout + check.stderr).toContain('SUCCESS: 63 rules found');
       expect(check.status).toBe(0);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -316,7 +357,7 @@ describe('a variant for your own config, with one command', () => {
   it('writes rules promtool accepts, where every selection carries the selector and the thresholds are the config', () => {
     const file = join(out, 'prometheus/rules/orchestrator.rules.yml');
     const check = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
-    expect(check.stdout).toMatch(/SUCCESS: 63 rules found/);
+    expect(check.stdout).toMatch(/SUCCESS: 67 rules found/);
     const rules = rulesOf(read('prometheus/rules/orchestrator.rules.yml'));
     for (const rule of rules.filter((r) => r.record)) {
       expect(rule.record).toMatch(/^namespace_job_orchestrator(_\w+)?:/);

@@ -4,6 +4,8 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { DEFAULT_OPS_CONFIG } from '../ops/config.ts';
 import { renderOps } from '../ops/render.ts';
+import { METRIC_CONVERSATION_TOKENS, METRIC_TOKENS } from '../ops/usage.ts';
+import { semconv } from '../src/observability/index.ts';
 import {
   dashboardFiles,
   dashboardQueries,
@@ -37,6 +39,7 @@ describe('prometheus rules', () => {
       'prometheus/tests/orchestrator.test.yml',
       'prometheus/tests/slo-long.test.yml',
       'prometheus/tests/slo.test.yml',
+      'prometheus/tests/usage.test.yml',
     ]);
     const r = spawnSync('promtool', ['test', 'rules', ...TEST_FILES], { encoding: 'utf8' });
     expect(r.stdout + r.stderr).not.toContain('FAILED');
@@ -146,7 +149,24 @@ describe('prometheus rules', () => {
 });
 
 describe('names in dashboards and rules', () => {
-  const exposed = exposedSeriesNames();
+  // The usage metrics (issue 19) are named by CONTRACT.md and emitted by the telemetry; ops/usage.ts
+  // holds their names until semconv.ts does (the test below keeps the two equal).
+  const exposed = new Set([
+    ...exposedSeriesNames(),
+    METRIC_TOKENS,
+    ...['_bucket', '_sum', '_count'].map((s) => `${METRIC_CONVERSATION_TOKENS}${s}`),
+  ]);
+
+  it("use the usage metric names the contract fixes, the telemetry's once semconv.ts has them", () => {
+    expect([METRIC_TOKENS, METRIC_CONVERSATION_TOKENS]).toEqual([
+      'orchestrator_tokens_total',
+      'orchestrator_conversation_tokens',
+    ]);
+    const names = semconv as Record<string, unknown>;
+    if (names.METRIC_TOKENS !== undefined) expect(names.METRIC_TOKENS).toBe(METRIC_TOKENS);
+    if (names.METRIC_CONVERSATION_TOKENS !== undefined)
+      expect(names.METRIC_CONVERSATION_TOKENS).toBe(METRIC_CONVERSATION_TOKENS);
+  });
   const recorded = new Set(rules().flatMap((r) => (r.record ? [r.record] : [])));
   const builtIn = new Set(['up', 'ALERTS']);
 
@@ -222,6 +242,7 @@ describe('grafana', () => {
       'orchestrator-overview',
       'orchestrator-responders',
       'orchestrator-slo',
+      'orchestrator-usage',
     ]);
   });
 

@@ -95,7 +95,7 @@ describe('the live page at /', () => {
     const png = readFileSync(image?.[1] as string);
     expect(png.subarray(0, 8).toString('hex')).toBe('89504e470d0a1a0a');
     // The IHDR chunk: the viewport the screenshot script uses.
-    expect([png.readUInt32BE(16), png.readUInt32BE(20)]).toEqual([1200, 740]);
+    expect([png.readUInt32BE(16), png.readUInt32BE(20)]).toEqual([1200, 940]);
   });
 
   it('is served with a strict CSP, nosniff, and uPlot from node_modules', async () => {

@@ -105,8 +105,25 @@ describe('the demo service (npm start)', () => {
       orchestrators: ['fx_desks', 'rates_desks'],
       tolerance: 0.05,
       maxDispatches: 400,
+      slowMs: 5000,
     });
-    const updates = messages.slice(1);
+    // Then the history: the conversations in flight, whose dispatches continue it exactly.
+    const history = messages[1] as unknown as {
+      type: string;
+      conversations: { conversationId: string; fromDispatch: number; spreads: number[] }[];
+      omitted: number;
+      totals: Record<string, Record<string, number>>;
+    };
+    expect(history.type).toBe('history');
+    expect(history.omitted).toBe(0);
+    expect(Object.keys(history.totals).every((o) => o === 'fx_desks')).toBe(true);
+    const updates = messages.slice(2);
+    for (const tail of history.conversations) {
+      expect(tail.fromDispatch).toBe(1);
+      const next = updates.find((u) => u.conversationId === tail.conversationId);
+      if (next?.type === 'dispatch')
+        expect(next.dispatchCount).toBe(tail.fromDispatch + tail.spreads.length);
+    }
     const seen = new Map<
       string,
       { counts: number[]; last?: { terminate: boolean; reason: string } }
@@ -120,6 +137,12 @@ describe('the demo service (npm start)', () => {
       seen.set(id, conversation);
       if (u.type === 'end') {
         ends.push(u);
+        // The desks' simulated models: a converged conversation read 420 prompt tokens and
+        // 18 per earlier quote at each dispatch (output varies).
+        const tokens = (u as { tokens?: { input: number; output: number } }).tokens;
+        const n = u.dispatchCount as number;
+        if (u.reason === 'converged') expect(tokens?.input).toBe(420 * n + 9 * n * (n - 1));
+        expect(Number.isSafeInteger(tokens?.output)).toBe(true);
         expect(['converged', 'max_dispatches', 'timeout', 'error', 'aborted']).toContain(u.reason);
         // No dispatch after the end; the end counts the dispatches that were pushed.
         conversation.counts.push(Number.NaN);
@@ -149,6 +172,30 @@ describe('the demo service (npm start)', () => {
     const finished = updates.filter((u) => u.decision?.terminate);
     expect(finished.length).toBeGreaterThan(0);
     expect(finished.every((u) => u.decision?.reason !== 'continue')).toBe(true);
+  });
+
+  it('bounds the history sent on connect in bytes, counting the conversations left out', async () => {
+    running = await startService([
+      ...['--rate', '2000', '--concurrency', '1500', '--latency-ms', '500', '--mix', 'never=1'],
+    ]);
+    const url = `ws://127.0.0.1:${running.port}/ws`;
+    await new Promise((r) => setTimeout(r, 2_000));
+    const frames: string[] = [];
+    const ws = new WebSocket(url);
+    ws.on('message', (data) => frames.push(String(data)));
+    try {
+      await vi.waitFor(() => expect(frames.length).toBeGreaterThanOrEqual(2), { timeout: 20_000 });
+    } finally {
+      ws.close();
+    }
+    const history = JSON.parse(frames[1] as string);
+    expect(history.type).toBe('history');
+    // 64 KiB of tails, and a little for the totals around them.
+    expect(Buffer.byteLength(frames[1] as string)).toBeLessThan(64 * 1024 + 1024);
+    expect(history.conversations.length).toBeGreaterThan(100);
+    // Conversations time out after 3 s and new ones start: some 1,500 are in flight at any time.
+    expect(history.conversations.length + history.omitted).toBeGreaterThan(1000);
+    expect(history.omitted).toBeGreaterThan(0);
   });
 
   it('on SIGTERM aborts in-flight conversations, flushes their spans and exits 0', async () => {

@@ -2,7 +2,7 @@ import { readFileSync } from 'node:fs';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Message, maxDispatches } from '../src/index.ts';
+import { type Message, maxDispatches, tokenBudget } from '../src/index.ts';
 import {
   createConversationSampler,
   createConversationTelemetry,
@@ -61,6 +61,27 @@ async function exercise() {
     termination: maxDispatches(1),
     responders: [
       { name: 'gpt', provider: 'openai', respond: () => ({ sender: 'gpt', content: 1 }) },
+    ],
+  }).run({ sender: 'u', content: 0 });
+  // A responder that reports every kind of token usage, with its model; a token budget's
+  // decision explains itself (policy, observed, limit).
+  await counterOrchestrator({
+    observers: [telemetry],
+    termination: tokenBudget({ total: 1 }),
+    responders: [
+      {
+        name: 'llm',
+        respond: (_m, _s, context) => {
+          context.reportUsage({
+            inputTokens: 10,
+            outputTokens: 2,
+            cacheReadInputTokens: 4,
+            reasoningOutputTokens: 1,
+            model: 'gpt-4o',
+          });
+          return { sender: 'llm', content: 1 };
+        },
+      },
     ],
   }).run({ sender: 'u', content: 0 });
   // An aborted conversation (its reason's class) and a responder past the dispatch deadline.

@@ -52,6 +52,8 @@ export const UNIT = {
   seconds: 's',
   ratio: 'percentunit',
   burnRate: 'suffix: x',
+  tokensPerSecond: 'suffix: tokens/s',
+  tokens: 'short',
 } as const;
 
 /** Label matchers of the dashboard's variables, after the config's own selector. */

@@ -40,7 +40,7 @@ import {
   timeseries,
   UNIT,
 } from './common.ts';
-import { OVERVIEW_UID, RESPONDERS_UID, SLO_UID } from './uids.ts';
+import { OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
 
 function stat(title: string, unit: string, expr: string): StatPanel {
   return new StatPanel()
@@ -92,6 +92,7 @@ export function overviewDashboard(config: OpsConfig): Dashboard {
       )
       .link(linkTo('Responders', RESPONDERS_UID))
       .link(linkTo('SLOs', SLO_UID))
+      .link(linkTo('Usage', USAGE_UID))
       .withPanel(
         stat(
           'Conversations ended / s',

@@ -33,7 +33,7 @@ import {
   timeseries,
   UNIT,
 } from './common.ts';
-import { OVERVIEW_UID, RESPONDERS_UID, SLO_UID } from './uids.ts';
+import { OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
 
 function thresholds(steps: readonly [number | null, string][]): ThresholdsConfigBuilder {
   return new ThresholdsConfigBuilder()
@@ -158,7 +158,8 @@ export function sloDashboard(config: OpsConfig): Dashboard {
       ),
     )
     .link(linkTo('Overview', OVERVIEW_UID))
-    .link(linkTo('Responders', RESPONDERS_UID));
+    .link(linkTo('Responders', RESPONDERS_UID))
+    .link(linkTo('Usage', USAGE_UID));
   for (const slo of all) for (const panel of sloPanels(config, slo)) builder.withPanel(panel);
   return build(builder);
 }

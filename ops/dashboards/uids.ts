@@ -2,3 +2,4 @@
 export const OVERVIEW_UID = 'orchestrator-overview';
 export const RESPONDERS_UID = 'orchestrator-responders';
 export const SLO_UID = 'orchestrator-slo';
+export const USAGE_UID = 'orchestrator-usage';

@@ -3,10 +3,24 @@
 // updates per second costs one cheap state update each and one redraw per frame.
 import uPlot from '/vendor/uPlot.esm.js';
 
-/** Finished conversations kept on screen (the newest); older ones leave the chart. */
+/** Finished conversations kept (the newest); older ones leave the chart. */
 const MAX_FINISHED = 40;
-/** Series slots of the chart: conversations in flight first, then the newest finished. */
+/** Series slots of the chart: conversations in flight, then the newest finished. */
 const SLOTS = 64;
+/** Slots kept for finished lines however many are in flight, so endings always show. */
+const FINISHED_SLOTS = 24;
+/** Entries of the "recent slow or failed" list. */
+const MAX_RECENT = 8;
+/** A converged conversation slower than this is listed as slow, unless the service says. */
+const SLOW_MS = 1_000;
+/** Most distinct reasons taken per orchestrator from the service's totals. */
+const MAX_REASONS = 32;
+/** Mark radius and the room kept around the plot so that no mark is cut off, CSS pixels. */
+const MARK_RADIUS = 4;
+const PLOT_PADDING = 12;
+/** A trace id as W3C trace context writes it (all zeros is invalid). */
+const TRACE_ID = /^(?!0{32})[0-9a-f]{32}$/;
+const TRACE_PLACEHOLDER = '{traceId}';
 /** An in-flight conversation not heard of for this long lost its end (a dropped update). */
 const STALE_MS = 30_000;
 // Bounds on what a message can make the page hold or draw, whatever the socket says: the page
@@ -37,14 +51,33 @@ const state = {
   tolerance: 0.05,
   maxDispatches: 400,
   filter: '*',
-  /** @type {Map<string, {orchestrator: string, spreads: number[], reason?: string, seen: number}>} */
+  /** Converged slower than this is slow (the service's sampler keeps those traces); 0: never. */
+  slowMs: SLOW_MS,
+  /** The trace UI's URL template (validated), or undefined: no links. */
+  traceUrl: /** @type {string | undefined} */ (undefined),
+  /** @type {Map<string, Conversation>} */
   conversations: new Map(),
   /** Ids of finished conversations, oldest first. */
   finished: /** @type {string[]} */ ([]),
-  /** @type {Map<string, Map<string, number>>} ending counts by orchestrator, then reason */
+  /** @type {Map<string, Map<string, number>>} ending counts since this page opened */
   counts: new Map(),
+  /** @type {Map<string, Map<string, number>> | undefined} since the service started */
+  serviceCounts: undefined,
+  /** When the service started, as it said. */
+  serviceSince: '',
+  /** Endings since this page opened, of every orchestrator (for the caption). */
+  endedHere: 0,
+  /** @type {Recent[]} slow or failed conversations, newest first */
+  recent: [],
   dirty: true,
 };
+
+/**
+ * @typedef {{orchestrator: string, spreads: number[], reason?: string, seen: number,
+ *   traceId?: string, dispatchCount?: number, elapsedMs?: number, tokens?: number}} Conversation
+ * @typedef {{id: string, orchestrator: string, reason: string, dispatchCount: number,
+ *   elapsedMs: number, traceId?: string, tokens?: number}} Recent
+ */
 
 const $ = (/** @type {string} */ id) => /** @type {HTMLElement} */ (document.getElementById(id));
 const filterSelect = /** @type {HTMLSelectElement} */ ($('filter'));
@@ -66,7 +99,11 @@ function conversation(/** @type {any} */ m) {
       oldest ??= key;
     }
     if (inFlight >= MAX_IN_FLIGHT && oldest !== undefined) state.conversations.delete(oldest);
-    c = { orchestrator: m.orchestrator, spreads: [], seen: performance.now() };
+    c = {
+      orchestrator: m.orchestrator.slice(0, MAX_NAME),
+      spreads: [],
+      seen: performance.now(),
+    };
     state.conversations.set(id, c);
   }
   return c;
@@ -92,19 +129,117 @@ function onDispatch(/** @type {any} */ m) {
 function onEnd(/** @type {any} */ m) {
   const c = conversation(m);
   if (c === undefined || c.reason !== undefined) return;
-  c.reason = typeof m.reason === 'string' ? m.reason : 'other';
+  c.reason = typeof m.reason === 'string' ? m.reason.slice(0, MAX_NAME) : 'other';
   const p = point(m);
   if (p !== undefined && c.spreads[p[0]] === undefined) c.spreads[p[0]] = p[1];
+  if (typeof m.traceId === 'string' && TRACE_ID.test(m.traceId)) c.traceId = m.traceId;
+  c.dispatchCount = Number.isInteger(m.dispatchCount) && m.dispatchCount >= 0 ? m.dispatchCount : 0;
+  c.elapsedMs = Number.isFinite(m.elapsedMs) && m.elapsedMs >= 0 ? m.elapsedMs : 0;
+  const tokens = tokensOf(m.tokens);
+  if (tokens !== undefined) c.tokens = tokens;
   state.finished.push(m.conversationId);
   while (state.finished.length > MAX_FINISHED) {
     state.conversations.delete(/** @type {string} */ (state.finished.shift()));
   }
   // Counted for the orchestrators the service named only (any other is never shown).
   if (!state.orchestrators.includes(c.orchestrator)) return;
-  const byReason = state.counts.get(c.orchestrator) ?? new Map();
+  state.endedHere++;
   const reason = REASONS.includes(c.reason) ? c.reason : 'other';
-  byReason.set(reason, (byReason.get(reason) ?? 0) + 1);
-  state.counts.set(c.orchestrator, byReason);
+  count(state.counts, c.orchestrator, reason, 1);
+  if (state.serviceCounts !== undefined) count(state.serviceCounts, c.orchestrator, reason, 1);
+  if (c.reason !== 'converged' || (state.slowMs > 0 && c.elapsedMs > state.slowMs)) {
+    state.recent.unshift({
+      id: m.conversationId,
+      orchestrator: c.orchestrator,
+      reason: c.reason,
+      dispatchCount: c.dispatchCount,
+      elapsedMs: c.elapsedMs,
+      ...(c.traceId === undefined ? {} : { traceId: c.traceId }),
+      ...(c.tokens === undefined ? {} : { tokens: c.tokens }),
+    });
+    state.recent.length = Math.min(state.recent.length, MAX_RECENT);
+  }
+}
+
+/** Input plus output tokens of an end message, when both are sane counts. */
+function tokensOf(/** @type {any} */ t) {
+  if (t === null || typeof t !== 'object') return undefined;
+  const { input, output } = t;
+  if (!Number.isSafeInteger(input) || !Number.isSafeInteger(output) || input < 0 || output < 0)
+    return undefined;
+  return input + output;
+}
+
+/** 12,345 → "12.3k", as a person reads a token count. */
+function tokenText(/** @type {number} */ n) {
+  if (n < 1000) return `${n}`;
+  if (n < 1_000_000) return `${(n / 1000).toFixed(n < 10_000 ? 1 : 0)}k`;
+  return `${(n / 1_000_000).toFixed(1)}M`;
+}
+
+function count(
+  /** @type {Map<string, Map<string, number>>} */ counts,
+  /** @type {string} */ orchestrator,
+  /** @type {string} */ reason,
+  /** @type {number} */ n,
+) {
+  const byReason = counts.get(orchestrator) ?? new Map();
+  byReason.set(reason, (byReason.get(reason) ?? 0) + n);
+  counts.set(orchestrator, byReason);
+}
+
+/**
+ * The conversations in flight when the page connected, with their recent spreads, and the
+ * endings since the service started. Whatever the message holds, the page keeps its bounds.
+ */
+function onHistory(/** @type {any} */ m) {
+  if (Array.isArray(m.conversations)) {
+    for (const h of m.conversations.slice(0, MAX_IN_FLIGHT)) {
+      if (h === null || typeof h !== 'object' || !Array.isArray(h.spreads)) continue;
+      const from = h.fromDispatch;
+      if (!Number.isInteger(from) || from < 1 || from > state.maxDispatches) continue;
+      const c = conversation(h);
+      if (c === undefined || c.reason !== undefined) continue;
+      const n = Math.min(h.spreads.length, state.maxDispatches - from + 1);
+      for (let i = 0; i < n; i++) {
+        const p = point({ dispatchCount: from + i, spread: h.spreads[i] });
+        if (p !== undefined && c.spreads[p[0]] === undefined) c.spreads[p[0]] = p[1];
+      }
+    }
+  }
+  if (m.totals !== null && typeof m.totals === 'object') {
+    /** @type {Map<string, Map<string, number>>} */
+    const totals = new Map();
+    for (const o of state.orchestrators) {
+      const byReason = m.totals[o];
+      if (byReason === null || typeof byReason !== 'object') continue;
+      for (const [reason, n] of Object.entries(byReason).slice(0, MAX_REASONS)) {
+        if (!Number.isSafeInteger(n) || n < 0) continue;
+        count(totals, o, REASONS.includes(reason) ? reason : 'other', n);
+      }
+    }
+    state.serviceCounts = totals;
+    const since = new Date(typeof m.since === 'string' ? m.since : Number.NaN);
+    state.serviceSince = Number.isNaN(since.getTime()) ? '' : since.toLocaleTimeString();
+  }
+}
+
+/** The template with `{traceId}` once, http(s) once filled in; anything else: no links. */
+function traceTemplate(/** @type {unknown} */ value) {
+  if (typeof value !== 'string' || value.length > 2000) return undefined;
+  if (value.split(TRACE_PLACEHOLDER).length !== 2) return undefined;
+  try {
+    const url = new URL(value.replace(TRACE_PLACEHOLDER, '0123456789abcdef0123456789abcdef'));
+    return url.protocol === 'http:' || url.protocol === 'https:' ? value : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The trace's URL, or undefined without a template or a valid id. */
+function traceLink(/** @type {string | undefined} */ traceId) {
+  if (state.traceUrl === undefined || traceId === undefined || !TRACE_ID.test(traceId)) return;
+  return state.traceUrl.replace(TRACE_PLACEHOLDER, traceId);
 }
 
 function onHello(/** @type {any} */ m) {
@@ -121,6 +256,16 @@ function onHello(/** @type {any} */ m) {
   if (Number.isInteger(m.maxDispatches) && m.maxDispatches > 0) {
     state.maxDispatches = Math.min(m.maxDispatches, MAX_POINTS);
   }
+  state.traceUrl = traceTemplate(m.traceUrl);
+  // The service's slow rule, so that every conversation listed as slow has its trace kept.
+  if (Number.isFinite(m.slowMs) && m.slowMs >= 0 && m.slowMs <= 86_400_000) state.slowMs = m.slowMs;
+  $('recent-note').textContent =
+    state.slowMs > 0
+      ? `not converged, or converged after more than ${state.slowMs / 1000} s; newest first`
+      : 'not converged; newest first';
+  $('trace-hint').hidden = state.traceUrl === undefined;
+  // Totals since the service started come with the history; until then they are unknown.
+  state.serviceCounts = undefined;
   const options = ['*', ...state.orchestrators];
   const shown = [...filterSelect.options].map((o) => o.value);
   if (shown.join() !== options.join()) {
@@ -142,6 +287,7 @@ function receive(/** @type {MessageEvent} */ event) {
   if (m === null || typeof m !== 'object') return;
   if (m.type === 'dispatch') onDispatch(m);
   else if (m.type === 'end') onEnd(m);
+  else if (m.type === 'history') onHistory(m);
   else if (m.type === 'hello') {
     onHello(m);
     setConnection('live', 'live');
@@ -188,10 +334,15 @@ function connect() {
 // --- drawing, once per animation frame ------------------------------------------------------
 
 /** The conversation drawn in each series slot (index 0 is uPlot's x series). */
-let slotted =
-  /** @type {({orchestrator: string, spreads: number[], reason?: string} | undefined)[]} */ ([]);
+let slotted = /** @type {(Conversation | undefined)[]} */ ([]);
 let chart = /** @type {uPlot | undefined} */ (undefined);
 let frame = 0;
+/**
+ * The end marks as drawn in the last frame, in CSS pixels of the plotting area (uPlot's `over`
+ * element): for clicks, and for the tests on `#chart[data-marks]`.
+ * @type {{x: number, y: number, reason: string, id: string, traceId?: string}[]}
+ */
+let marks = [];
 
 function schedule() {
   state.dirty = true;
@@ -218,10 +369,12 @@ function createChart() {
       spanGaps: true,
     });
   }
-  return new uPlot(
+  const u = new uPlot(
     {
       width: el.clientWidth,
-      height: 420,
+      height: 380,
+      // Room on every side for the half of a mark that lies past the last point or the top.
+      padding: [PLOT_PADDING, PLOT_PADDING + MARK_RADIUS, 0, 0],
       legend: { show: false },
       cursor: { show: false },
       scales: {
@@ -236,7 +389,7 @@ function createChart() {
         },
       },
       axes: [
-        { label: 'dispatch', stroke: '#59636e' },
+        { label: 'dispatch (one desk quoting once)', stroke: '#59636e' },
         { label: 'spread (highest − lowest quote)', stroke: '#59636e', size: 70 },
       ],
       series,
@@ -245,6 +398,28 @@ function createChart() {
     [[1], ...Array.from({ length: SLOTS }, () => [null])],
     el,
   );
+  u.over.addEventListener('click', (event) => {
+    const link = traceLink(markAt(event)?.traceId);
+    if (link !== undefined) window.open(link, '_blank', 'noopener,noreferrer');
+  });
+  u.over.addEventListener('mousemove', (event) => {
+    u.over.style.cursor = traceLink(markAt(event)?.traceId) === undefined ? '' : 'pointer';
+  });
+  return u;
+}
+
+/** The end mark under the pointer (within a few pixels), the newest first. */
+function markAt(/** @type {MouseEvent} */ event) {
+  let best;
+  let bestDistance = (MARK_RADIUS + 4) ** 2;
+  for (const m of marks) {
+    const d = (m.x - event.offsetX) ** 2 + (m.y - event.offsetY) ** 2;
+    if (d <= bestDistance) {
+      best = m;
+      bestDistance = d;
+    }
+  }
+  return best;
 }
 
 /** The tolerance band: spreads below it count as agreement. */
@@ -266,15 +441,25 @@ function drawBand(/** @type {uPlot} */ u) {
 /** A mark at the last point of every finished line, shaped and coloured by how it ended. */
 function drawMarks(/** @type {uPlot} */ u) {
   const { ctx } = u;
-  const r = 4 * devicePixelRatio;
+  const r = MARK_RADIUS * devicePixelRatio;
+  const drawn = [];
   ctx.save();
-  for (let si = 1; si < slotted.length; si++) {
+  // Oldest first, so the newest ending is on top (and found first by a click).
+  for (let si = slotted.length - 1; si >= 1; si--) {
     const c = slotted[si];
     if (c?.reason === undefined || c.spreads.length === 0) continue;
     const last = c.spreads.length;
+    const value = c.spreads[last - 1] ?? FLOOR;
     const x = u.valToPos(last, 'x', true);
-    const y = u.valToPos(c.spreads[last - 1] ?? FLOOR, 'y', true);
+    const y = u.valToPos(value, 'y', true);
     const reason = REASONS.includes(c.reason) ? c.reason : 'other';
+    drawn.push({
+      x: u.valToPos(last, 'x'),
+      y: u.valToPos(value, 'y'),
+      reason,
+      id: /** @type {string} */ (idOf(c)),
+      ...(c.traceId === undefined ? {} : { traceId: c.traceId }),
+    });
     ctx.fillStyle = MARK_COLORS[/** @type {keyof typeof MARK_COLORS} */ (reason)];
     ctx.strokeStyle = ctx.fillStyle;
     ctx.lineWidth = 2 * devicePixelRatio;
@@ -301,8 +486,25 @@ function drawMarks(/** @type {uPlot} */ u) {
       continue;
     }
     ctx.fill();
+    // A white rim: early failures and timeouts end at nearly the same point, and each of a pile
+    // of marks stays visible as one.
+    ctx.strokeStyle = '#ffffff';
+    ctx.lineWidth = devicePixelRatio;
+    ctx.stroke();
   }
   ctx.restore();
+  marks = drawn.reverse();
+  const el = $('chart');
+  el.dataset.marks = JSON.stringify(
+    marks.map(({ x, y, reason, id, traceId }) => [x, y, reason, id, traceLink(traceId) ?? '']),
+  );
+  el.dataset.markRadius = String(MARK_RADIUS);
+}
+
+/** A conversation's id (kept out of the object to keep it small). */
+const ids = new WeakMap();
+function idOf(/** @type {Conversation} */ c) {
+  return ids.get(c);
 }
 
 function render() {
@@ -314,10 +516,18 @@ function render() {
   const inFlight = [];
   const done = [];
   for (const [id, c] of state.conversations) {
-    if (c.reason === undefined && now - c.seen > STALE_MS) state.conversations.delete(id);
-    else if (shown(c.orchestrator)) (c.reason === undefined ? inFlight : done).push(c);
+    if (c.reason === undefined && now - c.seen > STALE_MS) {
+      state.conversations.delete(id);
+      continue;
+    }
+    ids.set(c, id);
+    if (shown(c.orchestrator)) (c.reason === undefined ? inFlight : done).push(c);
   }
-  const visible = [...inFlight, ...done.reverse()].slice(0, SLOTS);
+  done.reverse(); // newest first
+  // Finished lines keep their slots however many are in flight; in flight take the rest.
+  const inFlightDrawn = inFlight.slice(0, SLOTS - Math.min(done.length, FINISHED_SLOTS));
+  const doneDrawn = done.slice(0, SLOTS - inFlightDrawn.length);
+  const visible = [...inFlightDrawn, ...doneDrawn];
   slotted = [undefined, ...visible];
   let width = 10;
   for (const c of visible) width = Math.max(width, c.spreads.length);
@@ -329,17 +539,36 @@ function render() {
   }
   chart ??= createChart();
   chart.setData(/** @type {uPlot.AlignedData} */ (data));
-  renderLines(visible, inFlight.length);
+  // Where each drawn line starts and ends (dispatch numbers), for the tests.
+  $('chart').dataset.spans = JSON.stringify(
+    visible.map((c) => [
+      c.reason === undefined ? 1 : 0,
+      c.spreads.findIndex((v) => v !== undefined) + 1,
+      c.spreads.length,
+    ]),
+  );
+  renderLines(visible, inFlightDrawn.length, inFlight.length, doneDrawn.length);
+  renderTokens(doneDrawn);
   renderCounts();
+  renderRecent();
 }
 
+/** The caption: every number in it is counted from the lines just drawn. */
 function renderLines(
-  /** @type {{orchestrator: string}[]} */ visible,
-  /** @type {number} */ inFlight,
+  /** @type {Conversation[]} */ visible,
+  /** @type {number} */ inFlightDrawn,
+  /** @type {number} */ inFlightKnown,
+  /** @type {number} */ finishedDrawn,
 ) {
   const el = $('lines');
-  const parts = [];
   el.dataset.total = String(visible.length);
+  el.dataset.inFlight = String(inFlightDrawn);
+  el.dataset.finished = String(finishedDrawn);
+  if (visible.length === 0) {
+    el.replaceChildren('no conversations yet');
+    return;
+  }
+  const parts = [];
   // Names are data, never keys: an orchestrator may be called `fx-desks` or `a.b:c`, which no
   // dataset key or selector built from it would survive. Each count is an element of its own
   // whose attributes hold the name and the count as values.
@@ -351,34 +580,67 @@ function renderLines(
     count.className = 'line-count';
     count.dataset.orchestrator = o;
     count.dataset.lines = String(n);
-    count.textContent = `${o} ${n}  `;
+    count.textContent = `${o}: ${n} ${n === 1 ? 'line' : 'lines'}`;
     parts.push(key, count);
   });
+  const cut = inFlightKnown > inFlightDrawn ? ` of ${inFlightKnown}` : '';
   el.replaceChildren(
-    visible.length === 0
-      ? 'no conversations yet'
-      : `${visible.length} conversations on screen (${inFlight} in flight, the newest ${MAX_FINISHED} finished, faded): `,
-    ...(visible.length === 0 ? [] : parts),
+    `${plural(visible.length, 'line')} drawn: ${inFlightDrawn}${cut} in flight (solid), ` +
+      `${finishedDrawn} finished (faded, the newest). By orchestrator:`,
+    ...parts,
   );
 }
 
+/** Tokens per finished conversation drawn: the median and the most, from the end messages. */
+function renderTokens(/** @type {Conversation[]} */ finished) {
+  const el = $('tokens');
+  const counts = finished.flatMap((c) => (c.tokens === undefined ? [] : [c.tokens]));
+  counts.sort((a, b) => a - b);
+  el.dataset.conversations = String(counts.length);
+  el.dataset.median = counts.length === 0 ? '' : String(counts[(counts.length - 1) >> 1]);
+  el.dataset.max = counts.length === 0 ? '' : String(counts[counts.length - 1]);
+  el.textContent =
+    counts.length === 0
+      ? ''
+      : `Tokens per finished conversation drawn (input + output, ${plural(counts.length, 'conversation')}): ` +
+        `median ${tokenText(counts[(counts.length - 1) >> 1] ?? 0)}, most ${tokenText(counts[counts.length - 1] ?? 0)}.`;
+}
+
+const plural = (/** @type {number} */ n, /** @type {string} */ word) =>
+  `${n} ${word}${n === 1 ? '' : 's'}`;
+
 function renderCounts() {
+  fillCounts($('counts-service'), state.serviceCounts);
+  fillCounts($('counts'), state.counts);
+  $('counts-service-since').textContent =
+    state.serviceCounts === undefined
+      ? '(not known yet)'
+      : state.serviceSince === ''
+        ? ''
+        : `(at ${state.serviceSince})`;
+}
+
+function fillCounts(
+  /** @type {HTMLElement} */ table,
+  /** @type {Map<string, Map<string, number>> | undefined} */ counts,
+) {
   const rows = [];
   const total = new Map();
   const names = state.orchestrators.filter((o) => state.filter === '*' || state.filter === o);
   for (const o of names) {
-    const byReason = state.counts.get(o) ?? new Map();
+    const byReason = counts?.get(o) ?? new Map();
     for (const [r, n] of byReason) total.set(r, (total.get(r) ?? 0) + n);
-    rows.push(countRow(o, byReason, ''));
+    rows.push(countRow(o, byReason, '', counts === undefined));
   }
-  if (names.length > 1) rows.push(countRow('all', total, 'total'));
-  /** @type {HTMLElement} */ ($('counts').querySelector('tbody')).replaceChildren(...rows);
+  if (names.length > 1) rows.push(countRow('all', total, 'total', counts === undefined));
+  /** @type {HTMLElement} */ (table.querySelector('tbody')).replaceChildren(...rows);
 }
 
 function countRow(
   /** @type {string} */ name,
   /** @type {Map<string, number>} */ byReason,
   /** @type {string} */ cls,
+  /** @type {boolean} */ unknown,
 ) {
   const tr = document.createElement('tr');
   tr.dataset.orchestrator = name;
@@ -392,7 +654,7 @@ function countRow(
   for (const reason of [...REASONS, 'other']) {
     const td = document.createElement('td');
     td.dataset.reason = reason;
-    td.textContent = String(byReason.get(reason) ?? 0);
+    td.textContent = unknown ? '–' : String(byReason.get(reason) ?? 0);
     tr.append(td);
   }
   const share = document.createElement('td');
@@ -404,12 +666,53 @@ function countRow(
   return tr;
 }
 
+/** The recent slow or failed conversations, each linked to its trace when it can be. */
+function renderRecent() {
+  const list = $('recent');
+  const entries = state.recent.filter(
+    (r) => state.filter === '*' || state.filter === r.orchestrator,
+  );
+  if (entries.length === 0) {
+    list.replaceChildren(Object.assign(document.createElement('li'), { textContent: 'none yet' }));
+    return;
+  }
+  list.replaceChildren(
+    ...entries.map((r) => {
+      const li = document.createElement('li');
+      li.dataset.conversationId = r.id;
+      li.dataset.reason = r.reason;
+      const reason = REASONS.includes(r.reason) ? r.reason : 'other';
+      const mark = document.createElement('span');
+      mark.className = `mark ${reason}`;
+      const what =
+        r.reason === 'converged'
+          ? `converged slowly: ${(r.elapsedMs / 1000).toFixed(1)} s`
+          : `${r.reason.replaceAll('_', ' ')} after ${(r.elapsedMs / 1000).toFixed(1)} s`;
+      const text = document.createElement('span');
+      const tokens = r.tokens === undefined ? '' : `, ${tokenText(r.tokens)} tokens`;
+      text.textContent = `${r.orchestrator} · ${what}, ${plural(r.dispatchCount, 'dispatch').replace('dispatchs', 'dispatches')}${tokens}`;
+      if (r.tokens !== undefined) li.dataset.tokens = String(r.tokens);
+      li.append(mark, text);
+      const link = traceLink(r.traceId);
+      if (link !== undefined) {
+        const a = document.createElement('a');
+        a.href = link;
+        a.target = '_blank';
+        a.rel = 'noopener noreferrer';
+        a.textContent = 'trace';
+        li.append(' · ', a);
+      }
+      return li;
+    }),
+  );
+}
+
 filterSelect.addEventListener('change', () => {
   state.filter = filterSelect.value;
   schedule();
 });
 window.addEventListener('resize', () => {
-  chart?.setSize({ width: $('chart').clientWidth, height: 420 });
+  chart?.setSize({ width: $('chart').clientWidth, height: 380 });
 });
 schedule();
 connect();

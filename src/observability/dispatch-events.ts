@@ -7,7 +7,7 @@
  */
 import type { Attributes } from '@opentelemetry/api';
 import type { DispatchInfo } from '../core/observer.ts';
-import type { TerminationDecision } from '../core/types.ts';
+import type { TerminationDecision, UsageTotals } from '../core/types.ts';
 
 /** Numbers kept per dispatch: count, elapsed, duration, responder index. */
 const STRIDE = 4;
@@ -19,6 +19,7 @@ export interface KeptDispatch {
   readonly responder: number;
   readonly decision: TerminationDecision;
   readonly extra: Attributes | undefined;
+  readonly usage: UsageTotals | undefined;
 }
 
 /**
@@ -63,6 +64,11 @@ export class DispatchEvents {
   // The storage's arrays, one hop nearer the hot path.
   readonly #numbers: number[];
   readonly #decisions: TerminationDecision[];
+  /**
+   * Each kept dispatch's tokens, made when the conversation's first usage report arrives (the
+   * slots written before it had none): a conversation where nothing reports pays one check.
+   */
+  #usages: (UsageTotals | undefined)[] | undefined;
   #total = 0;
   /**
    * The slot the next dispatch goes to: slots fill in order, then the ring [head, capacity) turns
@@ -87,6 +93,12 @@ export class DispatchEvents {
     this.#storage = storage;
     this.#numbers = storage.numbers;
     this.#decisions = storage.decisions;
+    this.#usages = undefined;
+  }
+
+  /** A usage report arrived: from now on each dispatch's tokens are kept with it. */
+  usageSeen(): void {
+    if (this.#usages === undefined && this.#storage !== undefined) this.#usages = [];
   }
 
   /** Gives the storage back to the pool; the kept dispatches are gone after this. */
@@ -94,6 +106,7 @@ export class DispatchEvents {
     const storage = this.#storage;
     if (storage === undefined) return;
     this.#storage = undefined;
+    this.#usages = undefined;
     this.#cursor = -1;
     this.#pool?.give(storage, Math.min(this.#total, this.#capacity));
   }
@@ -126,6 +139,8 @@ export class DispatchEvents {
     numbers[at + 3] = info.responderIndex;
     this.#decisions[slot] = info.decision;
     if (this.#withExtras) (this.#storage as Storage).extras[slot] = extra;
+    const usages = this.#usages;
+    if (usages !== undefined) usages[slot] = info.usage;
   }
 
   /**
@@ -135,8 +150,8 @@ export class DispatchEvents {
    */
   *kept(limit = Number.POSITIVE_INFINITY): Generator<KeptDispatch> {
     const out: KeptDispatch[] = [];
-    this.forEachKept(limit, (count, elapsedMs, durationMs, responder, decision, extra) => {
-      out.push({ count, elapsedMs, durationMs, responder, decision, extra });
+    this.forEachKept(limit, (count, elapsedMs, durationMs, responder, decision, extra, usage) => {
+      out.push({ count, elapsedMs, durationMs, responder, decision, extra, usage });
     });
     yield* out;
   }
@@ -156,6 +171,7 @@ export class DispatchEvents {
       responder: number,
       decision: TerminationDecision,
       extra: Attributes | undefined,
+      usage: UsageTotals | undefined,
     ) => void,
   ): number {
     const storage = this.#storage;
@@ -171,6 +187,7 @@ export class DispatchEvents {
     const numbers = storage.numbers;
     const decisions = storage.decisions;
     const extras = this.#withExtras ? storage.extras : undefined;
+    const usages = this.#usages;
     for (let k = 0; k < n; k++) {
       const i = k < first ? k : k + skip;
       let slot: number;
@@ -185,6 +202,7 @@ export class DispatchEvents {
         numbers[at + 3] as number,
         decisions[slot] as TerminationDecision,
         extras?.[slot],
+        usages?.[slot],
       );
     }
     return n;

@@ -161,6 +161,33 @@ export function errorMessage(error: unknown): string {
   }
 }
 
+/**
+ * Adds a decision's `observed` and `limit` (finite numbers only), and its `policy` when
+ * `policyKey` is given, to `attributes` under the given names; a decision whose reads throw (a
+ * getter) adds nothing.
+ */
+export function addExplanation(
+  attributes: Attributes,
+  decision: object,
+  observedKey: string,
+  limitKey: string,
+  policyKey?: string,
+): void {
+  try {
+    const { observed, limit, policy } = decision as {
+      observed?: unknown;
+      limit?: unknown;
+      policy?: unknown;
+    };
+    if (policyKey !== undefined && typeof policy === 'string') attributes[policyKey] = policy;
+    if (typeof observed === 'number' && Number.isFinite(observed))
+      attributes[observedKey] = observed;
+    if (typeof limit === 'number' && Number.isFinite(limit)) attributes[limitKey] = limit;
+  } catch {
+    // A decision object that cannot be read explains nothing; its event is kept.
+  }
+}
+
 /** The SDK's default `attributePerEventCountLimit`, when the span does not say its own. */
 export const DEFAULT_EVENT_ATTRIBUTE_LIMIT = 128;
 

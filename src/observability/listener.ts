@@ -9,10 +9,12 @@
 import { type Attributes, type Span, trace } from '@opentelemetry/api';
 import type { ConversationListener } from '../core/types.ts';
 import { boundedName } from '../core/validate.ts';
-import { eventAttributeLimit } from './guard.ts';
+import { addExplanation, eventAttributeLimit } from './guard.ts';
 import { countDispatch, type DispatchRecord } from './metrics.ts';
 import {
   ATTR_CONVERSATION_EVENTS_DROPPED,
+  ATTR_DECISION_LIMIT,
+  ATTR_DECISION_OBSERVED,
   ATTR_DECISION_REASON,
   ATTR_DECISION_TERMINATE,
   ATTR_DISPATCH_COUNT,
@@ -109,16 +111,17 @@ export function telemetryListener<S, C>(
         events = new SpanEvents(settings.maxDispatchEvents);
         spans.set(span, events);
       }
+      const attributes: Attributes = {
+        [ATTR_DISPATCH_COUNT]: dispatchCount,
+        [ATTR_GEN_AI_AGENT_NAME]: state.lastMessage.sender,
+        [ATTR_DISPATCH_ELAPSED_MS]: elapsedMs,
+        [ATTR_DECISION_TERMINATE]: decision.terminate,
+        [ATTR_DECISION_REASON]: decision.reason,
+      };
+      addExplanation(attributes, decision, ATTR_DECISION_OBSERVED, ATTR_DECISION_LIMIT);
       events.add(
         span,
-        {
-          [ATTR_DISPATCH_COUNT]: dispatchCount,
-          [ATTR_GEN_AI_AGENT_NAME]: state.lastMessage.sender,
-          [ATTR_DISPATCH_ELAPSED_MS]: elapsedMs,
-          [ATTR_DECISION_TERMINATE]: decision.terminate,
-          [ATTR_DECISION_REASON]: decision.reason,
-          ...safeAttributes(settings, state, eventAttributeLimit(span)),
-        },
+        { ...attributes, ...safeAttributes(settings, state, eventAttributeLimit(span)) },
         performance.timeOrigin + performance.now(),
       );
       if (decision.terminate) events.flush(span);

@@ -11,11 +11,14 @@ import { CollectedHistogram, type HistogramSeries } from './dispatch-histogram.t
 import { assertFree, type PrometheusRegistry, registerCollector } from './registry.ts';
 import {
   EXEMPLAR_TRACE_ID,
+  LABEL_MODEL,
   LABEL_ORCHESTRATOR,
   LABEL_REASON,
   LABEL_RESPONDER,
+  LABEL_TOKEN_TYPE,
   METRIC_CONVERSATION_DISPATCHES,
   METRIC_CONVERSATION_DURATION,
+  METRIC_CONVERSATION_TOKENS,
   METRIC_CONVERSATIONS_ENDED,
   METRIC_CONVERSATIONS_IN_PROGRESS,
   METRIC_CONVERSATIONS_STARTED,
@@ -24,8 +27,13 @@ import {
   METRIC_LISTENER_ERRORS,
   METRIC_RESPONDER_DEADLINES,
   METRIC_RESPONDER_ERRORS,
+  METRIC_TOKENS,
+  MODEL_NONE,
   OVERFLOW_LABEL_VALUE,
   REASON_OTHER,
+  TOKEN_TYPE_INPUT,
+  TOKEN_TYPE_OUTPUT,
+  TURN_POLICY_LABEL_VALUE,
 } from './semconv.ts';
 
 /** Sub-microsecond algorithmic agents to minute-long LLM calls, in seconds. */
@@ -36,6 +44,11 @@ export const DEFAULT_DISPATCH_DURATION_BUCKETS = [
 /** Milliseconds to ten minutes, in seconds. */
 export const DEFAULT_CONVERSATION_DURATION_BUCKETS = [
   0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
+] as const;
+/** Tokens (input + output) per conversation: a short exchange to a runaway one. */
+export const DEFAULT_CONVERSATION_TOKEN_BUCKETS = [
+  100, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000,
+  5000000, 10000000,
 ] as const;
 /** Dispatches per conversation. */
 export const DEFAULT_CONVERSATION_DISPATCH_BUCKETS = [
@@ -72,6 +85,7 @@ export interface MetricBuckets {
   readonly dispatchDuration: readonly number[];
   readonly conversationDuration: readonly number[];
   readonly conversationDispatches: readonly number[];
+  readonly conversationTokens: readonly number[];
 }
 
 function series(labels: Readonly<Record<string, string>>): Series {
@@ -118,6 +132,14 @@ interface EndRecord extends Series {
   /** Created at the first conversation that ends with this reason. */
   duration: HistogramSeries | undefined;
   dispatches: HistogramSeries | undefined;
+  /** Created at the first conversation with this reason that reported tokens. */
+  tokens: HistogramSeries | undefined;
+}
+
+/** Tokens of one (orchestrator, responder, model): the two `type` series. */
+interface TokenRecord {
+  readonly input: Series;
+  readonly output: Series;
 }
 
 /** Everything counted for one orchestrator; looked up once per conversation. */
@@ -134,6 +156,8 @@ export interface OrchestratorRecord {
   readonly responders: Map<string, DispatchRecord>;
   /** The slots of a responder-name array (an orchestrator's), by array identity. */
   readonly byNames: WeakMap<readonly string[], ResponderSlots>;
+  /** By `responder\u0000model` label values: created at the first report. */
+  readonly tokens: Map<string, TokenRecord>;
   /** Set by `release`: the record no longer reaches the registry. */
   released: boolean;
 }
@@ -157,6 +181,7 @@ interface MetricSettings {
   readonly maxReasons: number;
   readonly maxOrchestrators: number;
   readonly maxResponders: number;
+  readonly maxModels: number;
 }
 
 const METRIC_NAMES = [
@@ -170,6 +195,8 @@ const METRIC_NAMES = [
   METRIC_RESPONDER_ERRORS,
   METRIC_RESPONDER_DEADLINES,
   METRIC_LISTENER_ERRORS,
+  METRIC_TOKENS,
+  METRIC_CONVERSATION_TOKENS,
 ] as const;
 
 /**
@@ -182,12 +209,15 @@ export class OrchestratorMetrics {
   readonly #dispatchDuration: CollectedHistogram;
   readonly #conversationDuration: CollectedHistogram;
   readonly #conversationDispatches: CollectedHistogram;
+  readonly #conversationTokens: CollectedHistogram;
+  /** Model label values in use on the registry: at most `maxModels`. */
+  readonly #models = new Set<string>();
   readonly #orchestrators = new Map<string, OrchestratorRecord>();
   readonly #reasons = new Set<string>();
   readonly #maxReasons: number;
   readonly #logger: DiagLogger;
   /** Each cap is said once per registry, when it is first reached. */
-  readonly #warned = new Set<'orchestrators' | 'responders' | 'reasons'>();
+  readonly #warned = new Set<'orchestrators' | 'responders' | 'reasons' | 'models'>();
 
   /** Whether this set is still what `registry` holds (`registry.clear()` empties it). */
   isRegisteredOn(registry: PrometheusRegistry): boolean {
@@ -222,6 +252,12 @@ export class OrchestratorMetrics {
       'Dispatches of a conversation at its end, by reason.',
       [LABEL_ORCHESTRATOR, LABEL_REASON],
       buckets.conversationDispatches,
+    );
+    this.#conversationTokens = histogram(
+      METRIC_CONVERSATION_TOKENS,
+      'Tokens (input + output) of a conversation that reported any, at its end, by reason.',
+      [LABEL_ORCHESTRATOR, LABEL_REASON],
+      buckets.conversationTokens,
     );
     this.#dispatchDuration = histogram(
       METRIC_DISPATCH_DURATION,
@@ -279,6 +315,18 @@ export class OrchestratorMetrics {
         'counter',
         each((o) => [o.listenerErrors]),
       ),
+      new CollectedCounter(
+        METRIC_TOKENS,
+        'Tokens reported (context.reportUsage), by responder, model and type (input, output); failed and skipped invocations included.',
+        'counter',
+        each(function* (o) {
+          for (const t of o.tokens.values()) {
+            yield t.input;
+            yield t.output;
+          }
+        }),
+      ),
+      this.#conversationTokens,
     ];
     // All or nothing: a name taken by another library must not leave half the set registered.
     assertFree(registry, METRIC_NAMES);
@@ -321,6 +369,7 @@ export class OrchestratorMetrics {
       ends: new Map(),
       responders: new Map(),
       byNames: new WeakMap(),
+      tokens: new Map(),
       released: false,
     };
     this.#orchestrators.set(name, record);
@@ -345,6 +394,7 @@ export class OrchestratorMetrics {
     for (const end of record.ends.values()) {
       if (end.duration !== undefined) this.#conversationDuration.remove(end.duration);
       if (end.dispatches !== undefined) this.#conversationDispatches.remove(end.dispatches);
+      if (end.tokens !== undefined) this.#conversationTokens.remove(end.tokens);
     }
     return true;
   }
@@ -395,7 +445,73 @@ export class OrchestratorMetrics {
     return record;
   }
 
-  #warnOnce(cap: 'orchestrators' | 'responders' | 'reasons', message: string): void {
+  /**
+   * Counts tokens reported by responder `index` of `slots` (-1: the turn policy), exactly, as
+   * they are reported: those of invocations that then fail or are skipped were spent too.
+   */
+  tokensReported(
+    orchestrator: OrchestratorRecord,
+    slots: ResponderSlots,
+    index: number,
+    model: string | undefined,
+    input: number,
+    output: number,
+  ): void {
+    const responder =
+      index < 0
+        ? TURN_POLICY_LABEL_VALUE
+        : (this.slot(orchestrator, slots, index).labels[LABEL_RESPONDER] as string);
+    const modelLabel = this.#modelLabel(model);
+    const key = `${responder}\u0000${modelLabel}`;
+    let record = orchestrator.tokens.get(key);
+    if (record === undefined) {
+      const labels = {
+        [LABEL_ORCHESTRATOR]: orchestrator.name,
+        [LABEL_RESPONDER]: responder,
+        [LABEL_MODEL]: modelLabel,
+      };
+      record = {
+        input: series({ ...labels, [LABEL_TOKEN_TYPE]: TOKEN_TYPE_INPUT }),
+        output: series({ ...labels, [LABEL_TOKEN_TYPE]: TOKEN_TYPE_OUTPUT }),
+      };
+      orchestrator.tokens.set(key, record);
+    }
+    record.input.count += input;
+    record.output.count += output;
+  }
+
+  /** Bounded model label values: past `maxModels` distinct models, the overflow value. */
+  #modelLabel(model: string | undefined): string {
+    if (model === undefined || model === '') return MODEL_NONE;
+    if (this.#models.has(model)) return model;
+    if (this.#models.size >= this.settings.maxModels) {
+      this.#warnOnce(
+        'models',
+        `conversation-orchestrator: more than maxModels (${this.settings.maxModels}) distinct models on this registry; tokens of the others are counted under model="${OVERFLOW_LABEL_VALUE}" (said once)`,
+      );
+      return OVERFLOW_LABEL_VALUE;
+    }
+    this.#models.add(model);
+    return model;
+  }
+
+  /** Tokens of a conversation that reported any, at its end (after `conversationEnded`). */
+  conversationTokens(
+    orchestrator: OrchestratorRecord,
+    reason: string,
+    tokens: number,
+    traceId: string | undefined,
+    endTimeSeconds: number,
+  ): void {
+    const end = this.#end(orchestrator, reason);
+    if (end.tokens === undefined) end.tokens = this.#conversationTokens.series(end.labels);
+    const b = end.tokens.observe(tokens);
+    if (this.exemplars && traceId !== undefined && b >= 0) {
+      end.tokens.exemplar(b, traceId, tokens, endTimeSeconds);
+    }
+  }
+
+  #warnOnce(cap: 'orchestrators' | 'responders' | 'reasons' | 'models', message: string): void {
     if (this.#warned.has(cap)) return;
     this.#warned.add(cap);
     try {
@@ -458,6 +574,7 @@ export class OrchestratorMetrics {
     reason: string,
     elapsedSeconds: number,
     dispatches: number,
+    tokens: number | undefined,
     traceId: string,
     endTimeSeconds: number,
   ): void {
@@ -465,6 +582,7 @@ export class OrchestratorMetrics {
     const end = this.#end(orchestrator, reason);
     end.duration?.keptExemplar(elapsedSeconds, traceId, endTimeSeconds);
     end.dispatches?.keptExemplar(dispatches, traceId, endTimeSeconds);
+    if (tokens !== undefined) end.tokens?.keptExemplar(tokens, traceId, endTimeSeconds);
   }
 
   /** The end record of `reason`'s label; past the cap, reasons share `other` and leave no key. */
@@ -476,6 +594,7 @@ export class OrchestratorMetrics {
         ...series({ [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_REASON]: label }),
         duration: undefined,
         dispatches: undefined,
+        tokens: undefined,
       };
       orchestrator.ends.set(label, end);
     }
@@ -538,10 +657,11 @@ export function metricsFor(
     }
     if (
       was.maxOrchestrators !== settings.maxOrchestrators ||
-      was.maxResponders !== settings.maxResponders
+      was.maxResponders !== settings.maxResponders ||
+      was.maxModels !== settings.maxModels
     ) {
       logger.warn(
-        `conversation-orchestrator: the orchestrator metrics on this registry were set up by an earlier telemetry with maxOrchestrators ${was.maxOrchestrators} and maxResponders ${was.maxResponders}; this telemetry asked for ${settings.maxOrchestrators} and ${settings.maxResponders}, and shares the earlier caps`,
+        `conversation-orchestrator: the orchestrator metrics on this registry were set up by an earlier telemetry with maxOrchestrators ${was.maxOrchestrators}, maxResponders ${was.maxResponders} and maxModels ${was.maxModels}; this telemetry asked for ${settings.maxOrchestrators}, ${settings.maxResponders} and ${settings.maxModels}, and shares the earlier caps`,
       );
     }
     return existing;
@@ -557,6 +677,7 @@ function sameBuckets(a: MetricBuckets, b: MetricBuckets): boolean {
   return (
     eq(a.dispatchDuration, b.dispatchDuration) &&
     eq(a.conversationDuration, b.conversationDuration) &&
-    eq(a.conversationDispatches, b.conversationDispatches)
+    eq(a.conversationDispatches, b.conversationDispatches) &&
+    eq(a.conversationTokens, b.conversationTokens)
   );
 }

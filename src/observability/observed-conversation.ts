@@ -21,11 +21,12 @@ import type {
   ConversationStart,
   DispatchInfo,
 } from '../core/observer.ts';
-import type { ConversationState, Message } from '../core/types.ts';
+import type { ConversationState, Message, Usage } from '../core/types.ts';
 import { DispatchEvents } from './dispatch-events.ts';
 import type { HistogramSeries } from './dispatch-histogram.ts';
 import { type ExemplarFilter, exemplarFilterOf } from './exemplar-filter.ts';
 import {
+  addExplanation,
   errorMessage,
   errorType,
   eventAttributeLimit,
@@ -37,21 +38,35 @@ import {
   ATTR_CONVERSATION_ABORT_REASON,
   ATTR_CONVERSATION_DISPATCH_COUNT,
   ATTR_CONVERSATION_ELAPSED_MS,
+  ATTR_CONVERSATION_END_LIMIT,
+  ATTR_CONVERSATION_END_OBSERVED,
+  ATTR_CONVERSATION_END_POLICY,
   ATTR_CONVERSATION_END_REASON,
   ATTR_CONVERSATION_EVENTS_DROPPED,
   ATTR_CONVERSATION_INPUT_CONTENT,
   ATTR_CONVERSATION_RESPONDERS,
+  ATTR_CONVERSATION_USAGE_INPUT_TOKENS,
+  ATTR_CONVERSATION_USAGE_OUTPUT_TOKENS,
+  ATTR_DECISION_LIMIT,
+  ATTR_DECISION_OBSERVED,
   ATTR_DECISION_REASON,
   ATTR_DECISION_TERMINATE,
   ATTR_DISPATCH_CONTENT,
   ATTR_DISPATCH_COUNT,
   ATTR_DISPATCH_DURATION_MS,
   ATTR_DISPATCH_ELAPSED_MS,
+  ATTR_DISPATCH_USAGE_INPUT_TOKENS,
+  ATTR_DISPATCH_USAGE_OUTPUT_TOKENS,
   ATTR_ERROR_TYPE,
   ATTR_GEN_AI_AGENT_NAME,
   ATTR_GEN_AI_CONVERSATION_ID,
   ATTR_GEN_AI_OPERATION_NAME,
   ATTR_GEN_AI_PROVIDER_NAME,
+  ATTR_GEN_AI_REQUEST_MODEL,
+  ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS,
+  ATTR_GEN_AI_USAGE_INPUT_TOKENS,
+  ATTR_GEN_AI_USAGE_OUTPUT_TOKENS,
+  ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
   ATTR_GEN_AI_WORKFLOW_NAME,
   ATTR_RESPONDER_DISPATCH_NUMBER,
   EVENT_DISPATCH,
@@ -66,7 +81,36 @@ import { type Settings, safeAttributes } from './utils.ts';
 /** A responder span not yet ended, and whether it has been (a late answer must not end it again). */
 interface OpenSpan {
   readonly span: Span;
+  readonly index: number;
+  /** The dispatch the invocation would be: usage reports name it. */
+  readonly dispatchNumber: number;
   ended: boolean;
+  /** What the invocation reported so far (`onUsage`), summed; the model of the last report. */
+  usage: InvocationUsage | undefined;
+}
+
+interface InvocationUsage {
+  input: number;
+  output: number;
+  cacheRead: number | undefined;
+  reasoning: number | undefined;
+  model: string | undefined;
+}
+
+/** The `gen_ai.usage.*` and `gen_ai.request.model` attributes of an invocation's reports. */
+function usageAttributes(usage: InvocationUsage): Attributes {
+  const attributes: Attributes = {
+    [ATTR_GEN_AI_USAGE_INPUT_TOKENS]: usage.input,
+    [ATTR_GEN_AI_USAGE_OUTPUT_TOKENS]: usage.output,
+  };
+  if (usage.cacheRead !== undefined) {
+    attributes[ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS] = usage.cacheRead;
+  }
+  if (usage.reasoning !== undefined) {
+    attributes[ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS] = usage.reasoning;
+  }
+  if (usage.model !== undefined) attributes[ATTR_GEN_AI_REQUEST_MODEL] = usage.model;
+  return attributes;
 }
 
 /**
@@ -83,6 +127,7 @@ function endOnce(
   if (open.ended) return;
   open.ended = true;
   const span = open.span;
+  if (open.usage !== undefined) span.setAttributes(usageAttributes(open.usage));
   if (failure !== undefined) {
     const { error } = failure;
     span.recordException(exceptionRecord(error, report), timeMs);
@@ -131,6 +176,8 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   readonly #stateAttributes: ((state: ConversationState<S, C>) => Attributes) | undefined;
   #lastMessage: Message<C> | undefined;
   #openResponderSpan: OpenSpan | undefined;
+  /** Set at the first usage report. */
+  #reportedUsage = false;
   readonly runResponder: (<T>(index: number, invoke: () => T) => T) | undefined;
   readonly runConversation: (<T>(run: () => T) => T) | undefined;
 
@@ -308,6 +355,47 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     );
   }
 
+  /**
+   * A usage report (as it is made, also for invocations that then fail or are skipped): counted
+   * in the metrics at once, summed on the invocation's open span, and from now on each dispatch's
+   * tokens are kept for its event. Never called when nothing reports: no cost then.
+   */
+  onUsage(index: number, usage: Usage, dispatchNumber: number): void {
+    this.#reportedUsage = true;
+    this.#events?.usageSeen();
+    const metrics = this.#settings.metrics;
+    if (metrics !== undefined && this.#slots !== undefined) {
+      metrics.tokensReported(
+        this.#metricsRecord as OrchestratorRecord,
+        this.#slots,
+        index,
+        usage.model,
+        usage.inputTokens ?? 0,
+        usage.outputTokens ?? 0,
+      );
+    }
+    const open = this.#openResponderSpan;
+    if (open !== undefined && open.index === index && open.dispatchNumber === dispatchNumber) {
+      const sum = open.usage ?? {
+        input: 0,
+        output: 0,
+        cacheRead: undefined,
+        reasoning: undefined,
+        model: undefined,
+      };
+      sum.input += usage.inputTokens ?? 0;
+      sum.output += usage.outputTokens ?? 0;
+      if (usage.cacheReadInputTokens !== undefined) {
+        sum.cacheRead = (sum.cacheRead ?? 0) + usage.cacheReadInputTokens;
+      }
+      if (usage.reasoningOutputTokens !== undefined) {
+        sum.reasoning = (sum.reasoning ?? 0) + usage.reasoningOutputTokens;
+      }
+      if (usage.model !== undefined) sum.model = usage.model;
+      open.usage = sum;
+    }
+  }
+
   onListenerError(): void {
     if (this.#metricsRecord !== undefined)
       this.#settings.metrics?.listenerFailed(this.#metricsRecord);
@@ -319,6 +407,11 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     const elapsedMs = end.ok ? end.result.elapsedMs : end.error.elapsedMs;
     const filter = this.#exemplarFilter;
     const metrics = this.#settings.metrics;
+    let tokens: number | undefined;
+    if (this.#reportedUsage) {
+      const usage = end.ok ? end.result.usage : end.error.usage;
+      tokens = usage.inputTokens + usage.outputTokens;
+    }
     if (metrics !== undefined) {
       const record = this.#metricsRecord as OrchestratorRecord;
       metrics.conversationEnded(
@@ -329,6 +422,15 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         filter === undefined ? this.#traceId : undefined,
         (this.#startTimeMs + elapsedMs) / 1000,
       );
+      if (tokens !== undefined) {
+        metrics.conversationTokens(
+          record,
+          reason,
+          tokens,
+          filter === undefined ? this.#traceId : undefined,
+          (this.#startTimeMs + elapsedMs) / 1000,
+        );
+      }
       if (!end.ok && end.error instanceof DispatchDeadlineError) {
         const index =
           end.error.responder === undefined ? -1 : this.#responders.indexOf(end.error.responder);
@@ -377,7 +479,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       const startTimeMs = this.#startTimeMs;
       const written = events.forEachKept(
         room,
-        (count, elapsedMs, durationMs, responder, decision, extra) => {
+        (count, elapsedMs, durationMs, responder, decision, extra, usage) => {
           const attributes: Attributes = {
             [ATTR_DISPATCH_COUNT]: count,
             [ATTR_GEN_AI_AGENT_NAME]: responders[responder],
@@ -386,6 +488,11 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
             [ATTR_DECISION_TERMINATE]: decision.terminate,
             [ATTR_DECISION_REASON]: decision.reason,
           };
+          addExplanation(attributes, decision, ATTR_DECISION_OBSERVED, ATTR_DECISION_LIMIT);
+          if (usage !== undefined) {
+            attributes[ATTR_DISPATCH_USAGE_INPUT_TOKENS] = usage.inputTokens;
+            attributes[ATTR_DISPATCH_USAGE_OUTPUT_TOKENS] = usage.outputTokens;
+          }
           if (extra !== undefined) Object.assign(attributes, extra);
           span.addEvent(EVENT_DISPATCH, attributes, startTimeMs + elapsedMs);
         },
@@ -398,6 +505,26 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         [ATTR_CONVERSATION_EVENTS_DROPPED]: Math.max(0, dispatches - written),
       });
       if (abortReason !== undefined) span.setAttribute(ATTR_CONVERSATION_ABORT_REASON, abortReason);
+      if (end.ok) {
+        // What ended it, explained: the deciding policy, what it measured, against what limit.
+        const decision = end.result.decision;
+        const explanation: Attributes = {};
+        addExplanation(
+          explanation,
+          decision,
+          ATTR_CONVERSATION_END_OBSERVED,
+          ATTR_CONVERSATION_END_LIMIT,
+          ATTR_CONVERSATION_END_POLICY,
+        );
+        span.setAttributes(explanation);
+      }
+      if (this.#reportedUsage) {
+        const usage = end.ok ? end.result.usage : end.error.usage;
+        span.setAttributes({
+          [ATTR_CONVERSATION_USAGE_INPUT_TOKENS]: usage.inputTokens,
+          [ATTR_CONVERSATION_USAGE_OUTPUT_TOKENS]: usage.outputTokens,
+        });
+      }
       if (failed) {
         // The responder's own error (its class, message and throw site), not only the library's
         // wrapper: a trace without responder spans still shows where it failed.
@@ -412,7 +539,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     span.end(endMs);
     // The sampler decided as the span ended: exemplars of a kept trace only.
     if (filter !== undefined && events !== undefined) {
-      this.#keptExemplars(filter, reason, elapsedMs, dispatches, events);
+      this.#keptExemplars(filter, reason, elapsedMs, dispatches, tokens, events);
     }
     events?.release();
   }
@@ -423,6 +550,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     reason: string,
     elapsedMs: number,
     dispatches: number,
+    tokens: number | undefined,
     events: DispatchEvents,
   ): void {
     const traceId = this.#traceId as string;
@@ -434,6 +562,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       reason,
       elapsedMs / 1000,
       dispatches,
+      tokens,
       traceId,
       (startTimeMs + elapsedMs) / 1000,
     );
@@ -459,15 +588,23 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       [ATTR_GEN_AI_CONVERSATION_ID]: this.#conversationId,
       [ATTR_RESPONDER_DISPATCH_NUMBER]: (this.#events?.total ?? 0) + 1,
     };
+    // Required by the GenAI conventions: the responder's provider, or the documented default.
     const provider = this.#providers?.[index];
-    if (typeof provider === 'string') attributes[ATTR_GEN_AI_PROVIDER_NAME] = provider;
+    attributes[ATTR_GEN_AI_PROVIDER_NAME] =
+      typeof provider === 'string' ? provider : this.#settings.defaultProviderName;
     const span = this.#settings.tracer.startSpan(
       SPAN_RESPONDER_PREFIX + name,
       { kind: SpanKind.INTERNAL, attributes, startTime: this.#now() },
       this.#context,
     );
     const report = this.#settings.reports.thrown;
-    const open: OpenSpan = { span, ended: false };
+    const open: OpenSpan = {
+      span,
+      index,
+      dispatchNumber: attributes[ATTR_RESPONDER_DISPATCH_NUMBER] as number,
+      ended: false,
+      usage: undefined,
+    };
     // Open from the start: an abort inside the call itself ends the conversation, and the span
     // with it, before the call returns.
     this.#openResponderSpan = open;

@@ -14,8 +14,23 @@ export const ATTR_GEN_AI_CONVERSATION_ID = 'gen_ai.conversation.id';
 export const ATTR_GEN_AI_AGENT_NAME = 'gen_ai.agent.name';
 /** The orchestrator's `name`, on the conversation span. */
 export const ATTR_GEN_AI_WORKFLOW_NAME = 'gen_ai.workflow.name';
-/** On `invoke_agent` spans, only when the responder declares `provider`. */
+/**
+ * On every `invoke_agent` span (Required by the conventions): the responder's `provider`, or the
+ * telemetry's `defaultProviderName` when it declares none.
+ */
 export const ATTR_GEN_AI_PROVIDER_NAME = 'gen_ai.provider.name';
+/** `gen_ai.provider.name` of a responder that declares no provider, unless the telemetry says another. */
+export const DEFAULT_PROVIDER_NAME = '_OTHER';
+/** On `invoke_agent` spans: the model the invocation's last usage report named. */
+export const ATTR_GEN_AI_REQUEST_MODEL = 'gen_ai.request.model';
+/** On `invoke_agent` spans: input tokens the invocation reported (`context.reportUsage`), summed. */
+export const ATTR_GEN_AI_USAGE_INPUT_TOKENS = 'gen_ai.usage.input_tokens';
+/** On `invoke_agent` spans: output tokens the invocation reported, summed. */
+export const ATTR_GEN_AI_USAGE_OUTPUT_TOKENS = 'gen_ai.usage.output_tokens';
+/** On `invoke_agent` spans: cached input tokens the invocation reported, when any report had them. */
+export const ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = 'gen_ai.usage.cache_read.input_tokens';
+/** On `invoke_agent` spans: reasoning output tokens the invocation reported, when any report had them. */
+export const ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = 'gen_ai.usage.reasoning.output_tokens';
 /** The `gen_ai.operation.name` of a conversation span, and its name's first word. */
 export const GEN_AI_OPERATION_INVOKE_WORKFLOW = 'invoke_workflow';
 /** The `gen_ai.operation.name` of a responder span, and its name's first word. */
@@ -40,12 +55,22 @@ export const ATTR_CONVERSATION_RESPONDERS = 'conversation.responders';
 export const ATTR_CONVERSATION_DISPATCH_COUNT = 'conversation.dispatch_count';
 /** How the conversation ended: `converged`, `max_dispatches`, `aborted`, `error` … */
 export const ATTR_CONVERSATION_END_REASON = 'conversation.end.reason';
+/** The policy whose decision ended the conversation (`decision.policy`), when it names one. */
+export const ATTR_CONVERSATION_END_POLICY = 'conversation.end.policy';
+/** What the deciding policy measured at the end (`decision.observed`), when it says. */
+export const ATTR_CONVERSATION_END_OBSERVED = 'conversation.end.observed';
+/** The threshold it compared that with (`decision.limit`), when it says. */
+export const ATTR_CONVERSATION_END_LIMIT = 'conversation.end.limit';
 /** Elapsed time at the end, in milliseconds. */
 export const ATTR_CONVERSATION_ELAPSED_MS = 'conversation.elapsed_ms';
 /** Dispatch events not kept (past `maxDispatchEvents`): kept events + this = dispatches. */
 export const ATTR_CONVERSATION_EVENTS_DROPPED = 'conversation.dispatch_events.dropped';
 /** The input message's content (only with `captureContent`, truncated). */
 export const ATTR_CONVERSATION_INPUT_CONTENT = 'conversation.input.content';
+/** The conversation's input tokens at its end (`result.usage` / `error.usage`), when any was reported. */
+export const ATTR_CONVERSATION_USAGE_INPUT_TOKENS = 'conversation.usage.input_tokens';
+/** The conversation's output tokens at its end, when any was reported. */
+export const ATTR_CONVERSATION_USAGE_OUTPUT_TOKENS = 'conversation.usage.output_tokens';
 /**
  * On an aborted conversation's span (and on the responder span the abort cut short): the class
  * of the abort signal's reason (`TimeoutError` for `AbortSignal.timeout()`, `AbortError` for a
@@ -71,8 +96,16 @@ export const ATTR_DISPATCH_DURATION_MS = 'conversation.dispatch.duration_ms';
 export const ATTR_DECISION_TERMINATE = 'conversation.decision.terminate';
 /** The decision's reason (`continue` while the conversation goes on). */
 export const ATTR_DECISION_REASON = 'conversation.decision.reason';
+/** What the termination policy measured at this dispatch (`decision.observed`), when it says. */
+export const ATTR_DECISION_OBSERVED = 'conversation.decision.observed';
+/** The threshold it compared that with (`decision.limit`), when it says. */
+export const ATTR_DECISION_LIMIT = 'conversation.decision.limit';
 /** The new message's content (only with `captureContent`, truncated). */
 export const ATTR_DISPATCH_CONTENT = 'conversation.dispatch.content';
+/** The input tokens this dispatch's invocation reported (`DispatchInfo.usage`), when it reported any. */
+export const ATTR_DISPATCH_USAGE_INPUT_TOKENS = 'conversation.dispatch.usage.input_tokens';
+/** The output tokens this dispatch's invocation reported, when it reported any. */
+export const ATTR_DISPATCH_USAGE_OUTPUT_TOKENS = 'conversation.dispatch.usage.output_tokens';
 
 // --- Responder span attributes ---
 /** On a responder span: the dispatch that invocation would be if it succeeds. */
@@ -99,6 +132,10 @@ export const METRIC_RESPONDER_ERRORS = 'orchestrator_responder_errors_total';
 export const METRIC_LISTENER_ERRORS = 'orchestrator_listener_errors_total';
 /** Conversations ended by `dispatchTimeoutMs` while this responder had not answered. */
 export const METRIC_RESPONDER_DEADLINES = 'orchestrator_responder_deadlines_total';
+/** Tokens reported, by orchestrator, responder, model and type (`input` | `output`). */
+export const METRIC_TOKENS = 'orchestrator_tokens_total';
+/** Tokens (input + output) per conversation that reported any, at its end, by reason. */
+export const METRIC_CONVERSATION_TOKENS = 'orchestrator_conversation_tokens';
 /** The conversation sampler (`createConversationSampler`): one count per trace decided. */
 export const METRIC_SAMPLER_DECISIONS = 'orchestrator_sampler_decisions_total';
 /** Spans the sampler could not buffer (per-trace or total bound) and so never exported. */
@@ -115,6 +152,21 @@ export const LABEL_ORCHESTRATOR = 'orchestrator';
 export const LABEL_RESPONDER = 'responder';
 /** The metric label holding a conversation's ending reason. */
 export const LABEL_REASON = 'reason';
+/** The model label of `orchestrator_tokens_total` (bounded by `maxModels`). */
+export const LABEL_MODEL = 'model';
+/** The token type label: the GenAI `gen_ai.token.type` values. */
+export const LABEL_TOKEN_TYPE = 'type';
+/** `type` of input tokens. */
+export const TOKEN_TYPE_INPUT = 'input';
+/** `type` of output tokens. */
+export const TOKEN_TYPE_OUTPUT = 'output';
+/** The `model` label of tokens reported without a model (an empty value: no label in PromQL). */
+export const MODEL_NONE = '';
+/**
+ * The `responder` label of tokens the turn policy reported (an LLM picking the next speaker).
+ * Like the overflow value it starts with `~`, so it never collides with a responder's name.
+ */
+export const TURN_POLICY_LABEL_VALUE = '~turn_policy';
 /** The sampler's decision: `keep` or `drop`. */
 export const LABEL_DECISION = 'decision';
 /** The sampler rule that made a decision (one of the `SAMPLER_RULE_*` values). */

@@ -14,19 +14,25 @@ import type {
   ConversationStart,
 } from '../core/observer.ts';
 import type { ConversationListener } from '../core/types.ts';
-import { fail, positiveInteger } from '../core/validate.ts';
+import { boundedName, fail, positiveInteger } from '../core/validate.ts';
 import { StoragePool } from './dispatch-events.ts';
 import { failureReports } from './guard.ts';
 import { telemetryListener } from './listener.ts';
 import {
   DEFAULT_CONVERSATION_DISPATCH_BUCKETS,
   DEFAULT_CONVERSATION_DURATION_BUCKETS,
+  DEFAULT_CONVERSATION_TOKEN_BUCKETS,
   DEFAULT_DISPATCH_DURATION_BUCKETS,
   metricsFor,
 } from './metrics.ts';
 import { ObservedConversation } from './observed-conversation.ts';
 import { asRegistry, speaksOpenMetrics } from './registry.ts';
-import { ENV_CAPTURE_CONTENT, TRACER_NAME, TRACER_VERSION } from './semconv.ts';
+import {
+  DEFAULT_PROVIDER_NAME,
+  ENV_CAPTURE_CONTENT,
+  TRACER_NAME,
+  TRACER_VERSION,
+} from './semconv.ts';
 import type { TelemetryOptions } from './types.ts';
 import { bucketList, type Settings } from './utils.ts';
 
@@ -52,6 +58,11 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
     const maxReasons = positiveInteger('maxReasons', options.maxReasons ?? 20);
     const maxOrchestrators = positiveInteger('maxOrchestrators', options.maxOrchestrators ?? 200);
     const maxResponders = positiveInteger('maxResponders', options.maxResponders ?? 100);
+    const maxModels = positiveInteger('maxModels', options.maxModels ?? 50);
+    const defaultProviderName =
+      options.defaultProviderName === undefined
+        ? DEFAULT_PROVIDER_NAME
+        : boundedName('defaultProviderName', options.defaultProviderName);
     const buckets = {
       dispatchDuration: bucketList(
         'dispatchDurationBuckets',
@@ -68,6 +79,11 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
         options.conversationDispatchBuckets,
         DEFAULT_CONVERSATION_DISPATCH_BUCKETS,
       ),
+      conversationTokens: bucketList(
+        'conversationTokenBuckets',
+        options.conversationTokenBuckets,
+        DEFAULT_CONVERSATION_TOKEN_BUCKETS,
+      ),
     };
     const logger = options.logger ?? diag;
     this.#settings = {
@@ -82,7 +98,7 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
           ? undefined
           : metricsFor(
               registry,
-              { buckets, exemplars, maxReasons, maxOrchestrators, maxResponders },
+              { buckets, exemplars, maxReasons, maxOrchestrators, maxResponders, maxModels },
               logger,
             ),
       stateAttributes: options.stateAttributes,
@@ -91,6 +107,7 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
       maxContentLength: positiveInteger('maxContentLength', options.maxContentLength ?? 1024),
       maxDispatchEvents: positiveInteger('maxDispatchEvents', options.maxDispatchEvents ?? 128),
       responderSpans: options.responderSpans ?? false,
+      defaultProviderName,
       exemplars,
       logger,
       eventStorage: new StoragePool(),

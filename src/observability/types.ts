@@ -86,6 +86,11 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
    */
   readonly conversationDispatchBuckets?: readonly number[];
   /**
+   * Bucket upper bounds, in tokens, of `orchestrator_conversation_tokens`.
+   * @default 100 ... 10,000,000 (15 buckets)
+   */
+  readonly conversationTokenBuckets?: readonly number[];
+  /**
    * Distinct user-named reasons kept as label values; past it a new reason becomes `other`, and
    * a warning names the cap, once.
    * @default 20
@@ -106,6 +111,19 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
    * @default 100
    */
   readonly maxResponders?: number;
+  /**
+   * Distinct `model` label values of `orchestrator_tokens_total` on the registry; past it, tokens
+   * of a new model are counted under `model="~overflow"`, with a warning once.
+   * @default 50
+   */
+  readonly maxModels?: number;
+  /**
+   * `gen_ai.provider.name` of an `invoke_agent` span whose responder declares no `provider` (the
+   * conventions require the attribute). A name like the responders' (1-64 letters, digits, `_`,
+   * `.`, `:` or `-`).
+   * @default '_OTHER'
+   */
+  readonly defaultProviderName?: string;
   /**
    * Where values that cannot be read (content, `stateAttributes` results, thrown values; each
    * kind rate-limited on its own: the first at once, then one line per 10 s with the count) and

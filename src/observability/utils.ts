@@ -16,6 +16,8 @@ export interface Settings<S, C> {
   readonly maxContentLength: number;
   readonly maxDispatchEvents: number;
   readonly responderSpans: boolean;
+  /** `gen_ai.provider.name` of a responder that declares no provider. */
+  readonly defaultProviderName: string;
   readonly exemplars: boolean;
   readonly logger: DiagLogger;
   /** Where failures to read what the app hands in are reported, rate-limited per kind. */
