@@ -25,6 +25,8 @@ const CORE_PANELS = [
   'Dispatch rate by responder',
   'Dispatch latency p95 by responder',
   'Dispatch latency distribution',
+  // The service tail-samples its traces when it exports them (this test gives it a receiver).
+  'Tail sampler decisions per second by rule',
 ];
 
 type Vector = { resultType: string; result: unknown[] };

@@ -257,8 +257,13 @@ describe('grafana', () => {
       expect(variables.length).toBeGreaterThanOrEqual(1);
       return d.panels.flatMap((p) =>
         p.targets.flatMap((t) => {
+          // The sampler's metrics are per process (it sees every orchestrator's conversations):
+          // no orchestrator label to filter on.
+          const processWide = t.expr.includes(semconv.METRIC_SAMPLER_DECISIONS);
           const missing = [
-            ...variables.filter((v) => !t.expr.includes(`$${v}`)).map((v) => `$${v}`),
+            ...variables
+              .filter((v) => !t.expr.includes(`$${v}`) && !(processWide && v === 'orchestrator'))
+              .map((v) => `$${v}`),
             ...(t.expr.includes('job="conversation-orchestrator"') ? [] : ['job']),
           ];
           return missing.length > 0 ? [`${d.uid} / ${p.title}: ${missing.join(', ')}`] : [];

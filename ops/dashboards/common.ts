@@ -47,6 +47,7 @@ export const UNIT = {
   conversationsPerSecond: 'suffix: conv/s',
   dispatchesPerSecond: 'suffix: dispatches/s',
   errorsPerSecond: 'suffix: errors/s',
+  decisionsPerSecond: 'suffix: decisions/s',
   conversations: 'short',
   dispatches: 'short',
   seconds: 's',

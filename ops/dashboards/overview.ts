@@ -23,6 +23,8 @@ import {
   METRIC_CONVERSATIONS_STARTED,
   METRIC_DISPATCHES,
   METRIC_LISTENER_ERRORS,
+  METRIC_RESPONDER_DEADLINES,
+  METRIC_SAMPLER_DECISIONS,
 } from '../../src/observability/semconv.ts';
 import type { OpsConfig } from '../config.ts';
 import { parseSelector } from '../selector.ts';
@@ -70,6 +72,7 @@ function alertSelector(config: OpsConfig): string {
 export function overviewDashboard(config: OpsConfig): Dashboard {
   const O = selector(config, ['orchestrator']);
   const OI = selector(config, ['orchestrator', 'instance']);
+  const I = selector(config, ['instance']);
   const ended = `${METRIC_CONVERSATIONS_ENDED}{${OI}}`;
   const converged = `${METRIC_CONVERSATIONS_ENDED}{${OI},reason="converged"}`;
   const quantile = (q: string) =>
@@ -191,6 +194,29 @@ export function overviewDashboard(config: OpsConfig): Dashboard {
             legend: '{{orchestrator}}',
           }),
         ),
+      )
+      .withPanel(
+        timeseries('Tail sampler decisions per second by rule', UNIT.decisionsPerSecond, 12)
+          .description(
+            'What the conversation sampler (createConversationSampler) decided at each conversation end: keep or drop, and the rule that decided. It sees every conversation of its process, so it follows the instance variable only.',
+          )
+          .withTarget(
+            query(`sum by (decision, rule) (rate(${METRIC_SAMPLER_DECISIONS}{${I}}[${RATE}]))`, {
+              legend: '{{decision}} / {{rule}}',
+            }),
+          ),
+      )
+      .withPanel(
+        timeseries('Dispatch deadlines per second by responder', UNIT.errorsPerSecond, 12)
+          .description(
+            'Responders that ran past dispatchTimeoutMs (the conversation fails with reason deadline): which responder hits the deadline.',
+          )
+          .withTarget(
+            query(
+              `sum by (orchestrator, responder) (rate(${METRIC_RESPONDER_DEADLINES}{${OI}}[${RATE}]))`,
+              { legend: '{{orchestrator}} / {{responder}}' },
+            ),
+          ),
       )
       .withPanel(
         new TablePanel()
