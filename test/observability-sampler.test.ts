@@ -502,6 +502,151 @@ describe('createConversationSampler: bounds', () => {
   });
 });
 
+describe('createConversationSampler: a trace kept early stays decided until its conversation ends', () => {
+  /**
+   * Conversations that each start an app span, then wait at their gate (the second dispatch
+   * never answers until `release(i)`); answers their gates and runs. The first dispatch answers,
+   * so `llm.call` spans end (and are exported) under the early keep.
+   */
+  function gated(count: number) {
+    const gates: (() => void)[] = [];
+    const conversations: { traceId: string; span: WeakRef<object> }[] = [];
+    const orchestrator = new ConversationOrchestrator<number, number>({
+      name: 'long',
+      responders: [
+        {
+          name: 'a',
+          respond: async (m) => {
+            trace.getTracer('app').startSpan('llm.call').end();
+            if (m.content === 0) {
+              const active = trace.getActiveSpan();
+              conversations.push({
+                traceId: active?.spanContext().traceId ?? '',
+                span: new WeakRef(active ?? {}),
+              });
+              await new Promise<void>((resolve) => gates.push(resolve));
+            }
+            return { sender: 'a', content: m.content + 1 };
+          },
+        },
+      ],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (s) => s + 1 },
+      // Ends well: only max_age can keep it at ratio 0.
+      termination: stopWhen((s) => s.projection > 1, 'converged'),
+      observers: [createConversationTelemetry()],
+    });
+    const runs = Array.from({ length: count }, () =>
+      orchestrator.run({ sender: 'user', content: 0 }),
+    );
+    return { gates, conversations, runs };
+  }
+
+  const decisions = async (registry: Registry) =>
+    (await registry.getSingleMetricAsString('orchestrator_sampler_decisions_total'))
+      .split('\n')
+      .filter((l) => l.startsWith('orchestrator_sampler_decisions_total{') && !l.endsWith(' 0'));
+
+  /** Every exported span's parent was exported too (no orphan under a root that went missing). */
+  const orphans = (spans: readonly ReadableSpan[]) => {
+    const ids = new Set(spans.map((s) => s.spanContext().spanId));
+    return spans.filter((s) => s.parentSpanContext && !ids.has(s.parentSpanContext.spanId));
+  };
+
+  it('keeps the conversation span of a max_age trace whose decision other traces would have evicted, counted once', async () => {
+    const registry = new Registry();
+    const { exporter, sampler } = sampledTracing({
+      ratio: 0,
+      maxDecisionDelayMs: 100,
+      maxDecisions: 1,
+      registry,
+    });
+    const long = gated(1);
+    for (let i = 0; i < 100 && sampler.pendingTraces > 0; i++) await sleep(20);
+    await sleep(300);
+    expect(sampler.pendingTraces).toBe(0);
+    const traceId = long.conversations[0]?.traceId ?? '';
+    expect(sampler.kept(traceId)).toBe(true);
+    // Three conversations that converge (dropped at ratio 0) are decided while it runs: with
+    // maxDecisions 1, each forgets the one before.
+    const o = orchestrators([createConversationTelemetry()]);
+    for (let i = 0; i < 3; i++) await o.converged.run({ sender: 'user', content: 0 });
+    expect(sampler.kept(traceId)).toBe(true);
+    long.gates[0]?.();
+    await Promise.all(long.runs);
+    const spans = exporter.getFinishedSpans();
+    const conversation = spans.find((s) => s.name === 'invoke_workflow long');
+    expect(conversation?.attributes['conversation.end.reason']).toBe('converged');
+    expect(conversation?.attributes['conversation.sampler.rule']).toBe('max_age');
+    expect(spans.map((s) => s.name)).toEqual(['llm.call', 'llm.call', 'invoke_workflow long']);
+    expect(orphans(spans)).toEqual([]);
+    // One decision per trace: the long one kept once, the three others dropped.
+    expect(await decisions(registry)).toEqual([
+      'orchestrator_sampler_decisions_total{decision="keep",rule="max_age"} 1',
+      'orchestrator_sampler_decisions_total{decision="drop",rule="ratio"} 3',
+    ]);
+    // Ended, its decision is an ordinary one again: the newest, for late spans.
+    expect(sampler.kept(traceId)).toBe(true);
+  });
+
+  it('pins at most maxDecisions running kept traces; past it the oldest is unpinned, and its conversation span still follows the keep', async () => {
+    const registry = new Registry();
+    const { exporter, sampler } = sampledTracing({
+      ratio: 0,
+      maxDecisionDelayMs: 100,
+      maxDecisions: 2,
+      registry,
+    });
+    const long = gated(3);
+    for (let i = 0; i < 100 && (long.conversations.length < 3 || sampler.pendingTraces > 0); i++)
+      await sleep(20);
+    await sleep(300);
+    const traces = long.conversations.map((c) => c.traceId);
+    // The oldest pin went back to the decisions remembered, as their newest.
+    expect(traces.map((t) => sampler.kept(t))).toEqual([true, true, true]);
+    // Two dropped traces forget the unpinned one's decision and nothing of the pinned ones.
+    const o = orchestrators([createConversationTelemetry()]);
+    for (let i = 0; i < 2; i++) await o.converged.run({ sender: 'user', content: 0 });
+    expect(traces.map((t) => sampler.kept(t))).toEqual([false, true, true]);
+    for (const open of long.gates) open();
+    await Promise.all(long.runs);
+    const spans = exporter.getFinishedSpans();
+    expect(spans.filter((s) => s.name === 'invoke_workflow long')).toHaveLength(3);
+    expect(spans).toHaveLength(9);
+    expect(orphans(spans)).toEqual([]);
+    expect(await decisions(registry)).toEqual([
+      'orchestrator_sampler_decisions_total{decision="keep",rule="max_age"} 3',
+      'orchestrator_sampler_decisions_total{decision="drop",rule="ratio"} 2',
+    ]);
+  });
+
+  it('holds nothing of conversations kept early that never end', async () => {
+    const gc = (globalThis as { gc?: () => void }).gc as () => void;
+    const { sampler } = sampledTracing({ ratio: 0, maxDecisionDelayMs: 100, maxDecisions: 10 });
+    let abandoned: ReturnType<typeof gated> | undefined = gated(50);
+    for (
+      let i = 0;
+      i < 100 && (abandoned.conversations.length < 50 || sampler.pendingTraces > 0);
+      i++
+    )
+      await sleep(20);
+    await sleep(300);
+    const { conversations } = abandoned;
+    expect(conversations.map((c) => c.span.deref() !== undefined)).not.toContain(false);
+    // Past the bound, the 10 newest are pinned and the 10 before them remembered: no more.
+    expect(conversations.map((c) => sampler.kept(c.traceId))).toEqual(
+      Array.from({ length: 50 }, (_, i) => i >= 30),
+    );
+    // The app lets go of the conversations (their gates never open): nothing of them is left.
+    abandoned = undefined;
+    await sleep(0);
+    gc();
+    expect(conversations.filter((c) => c.span.deref() !== undefined)).toEqual([]);
+    expect(sampler.pendingTraces).toBe(0);
+    expect(sampler.bufferedSpans).toBe(0);
+  });
+});
+
 describe('createConversationSampler: rules and edges', () => {
   it('keeps exactly the reasons given in keepReasons (failures always)', async () => {
     const { exporter, app } = sampledTracing({ ratio: 0, keepReasons: ['queue_exhausted'] });

@@ -7,6 +7,7 @@
  */
 import { execFile } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { beforeAll, describe, expect, it } from 'vitest';
@@ -174,4 +175,37 @@ describe('the code in the README and docs/', () => {
     expect(names).toContain('invoke_workflow counter');
     expect(names).toContain('invoke_workflow desks');
   });
+
+  it('runs every block that starts the SDK with no collector listening: exit 0, the export error said', async () => {
+    // A port nothing listens on: one that was just free.
+    const port = await new Promise<number>((resolve) => {
+      const server = createServer().listen(0, '127.0.0.1', () => {
+        const address = server.address();
+        server.close(() => resolve(typeof address === 'object' && address ? address.port : 0));
+      });
+    });
+    const env = {
+      ...process.env,
+      TSX_TSCONFIG_PATH: join(DIR, 'tsconfig.json'),
+      OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
+    };
+    const withSdk = blocks.filter(
+      (b) =>
+        b.context === undefined && PENDING[b.name] === undefined && /\bsdk\.start\(\)/.test(b.code),
+    );
+    // The README's Observe it, the telemetry page's one file, the sampling page's Wiring it.
+    expect(withSdk.map((b) => b.page)).toEqual(
+      expect.arrayContaining(['README.md', 'docs/telemetry.md', 'docs/sampling.md']),
+    );
+    for (const block of withSdk) {
+      const { stderr } = await run(process.execPath, ['--import', 'tsx', join(DIR, block.file)], {
+        cwd: ROOT,
+        env,
+        timeout: 30_000,
+      }).catch((error: { code?: number; stderr?: string }) => ({
+        stderr: `exit ${error.code}: ${error.stderr}`,
+      }));
+      expect(stderr.trim(), block.name).toMatch(/^spans not exported: .*ECONNREFUSED/);
+    }
+  }, 120_000);
 });

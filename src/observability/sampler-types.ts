@@ -102,6 +102,8 @@ export interface ConversationSamplerOptions {
    * Decisions remembered after a conversation ends, so that spans of its trace ending later (the
    * caller's server span, a late child) follow it. The oldest is forgotten first; a span of a
    * forgotten trace passes straight through, as one of a trace without a conversation does.
+   * A trace kept while a conversation of it runs (decided early) is held apart until it ends, at
+   * most this many such traces too (past it the oldest joins the remembered decisions).
    * @default 10000
    */
   readonly maxDecisions?: number;

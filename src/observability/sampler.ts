@@ -66,6 +66,13 @@ interface PendingTrace {
   lost: number;
 }
 
+/** A trace kept while conversations of it were still running (early, or before one started). */
+interface PinnedTrace {
+  readonly traceId: string;
+  /** Its kept conversation spans still running. */
+  open: number;
+}
+
 function isConversation(span: SampledSpan): boolean {
   return (
     span.name.startsWith(SPAN_CONVERSATION_PREFIX) &&
@@ -105,6 +112,17 @@ export class ConversationSampler implements SpanProcessorLike {
   readonly #pending = new Map<string, PendingTrace>();
   /** Decided traces (true: kept), oldest first, at most `maxDecisions`. */
   readonly #decisions = new Map<string, boolean>();
+  /**
+   * Kept traces with a conversation still running, oldest first, at most `maxDecisions`: out of
+   * `#decisions`, so that no other trace's decision can evict them before their conversation ends.
+   */
+  readonly #pinned = new Map<string, PinnedTrace>();
+  /**
+   * Each running conversation span of a kept trace, to its pin. Weak: it holds nothing the span
+   * does not, so a conversation that never ends costs the sampler nothing here; and its span
+   * follows the keep when it ends even if its trace was unpinned and forgotten meanwhile.
+   */
+  readonly #keptRunning = new WeakMap<SampledSpan, PinnedTrace>();
   #buffered = 0;
   #closed = false;
   readonly #timer: ReturnType<typeof setInterval>;
@@ -170,7 +188,7 @@ export class ConversationSampler implements SpanProcessorLike {
           return self.#pending.size;
         },
       });
-      addExemplarFilter(registry, (traceId) => this.#decisions.get(traceId) === true);
+      addExemplarFilter(registry, (traceId) => this.kept(traceId));
     } else {
       this.#metrics = undefined;
     }
@@ -193,9 +211,12 @@ export class ConversationSampler implements SpanProcessorLike {
     return this.#pending.size;
   }
 
-  /** Whether the trace was decided and kept (remembered for the last `maxDecisions` traces). */
+  /**
+   * Whether the trace was decided and kept (remembered while a conversation of it runs, and for
+   * the last `maxDecisions` traces decided).
+   */
   kept(traceId: string): boolean {
-    return this.#decisions.get(traceId) === true;
+    return this.#decisions.get(traceId) === true || this.#pinned.has(traceId);
   }
 
   /** The SDK's span-start hook: passed on to `next`; a conversation span opens its trace's buffer. */
@@ -209,8 +230,12 @@ export class ConversationSampler implements SpanProcessorLike {
     const traceId = span.spanContext().traceId;
     let pending = this.#pending.get(traceId);
     if (pending === undefined) {
-      // A trace kept already (decided early, or by an earlier conversation) stays kept.
-      if (this.#decisions.get(traceId) === true) return;
+      // A trace kept already (decided early, or by an earlier conversation) stays kept, and
+      // stays decided while this conversation runs.
+      if (this.kept(traceId)) {
+        this.#pin(traceId, span);
+        return;
+      }
       // A new conversation in a dropped trace is decided afresh (its earlier spans are gone).
       this.#decisions.delete(traceId);
       const now = performance.now();
@@ -231,6 +256,7 @@ export class ConversationSampler implements SpanProcessorLike {
       }
     }
     if (this.#closed || !isConversation(span)) return;
+    if (this.#keptRunning.has(span)) return;
     const traceId = span.spanContext().traceId;
     if (!this.#pending.has(traceId) && this.#decisions.get(traceId) === true) return;
     const rule = this.#keepRule(span) ?? (this.#inRatio(traceId) ? SAMPLER_RULE_RATIO : undefined);
@@ -249,14 +275,26 @@ export class ConversationSampler implements SpanProcessorLike {
     const traceId = span.spanContext().traceId;
     const pending = this.#pending.get(traceId);
     if (pending !== undefined) {
-      if (isConversation(span)) this.#conversationEnded(pending, span);
-      else this.#buffer(pending, span);
+      if (!isConversation(span)) this.#buffer(pending, span);
+      else {
+        // A conversation kept while it ran follows its keep, whatever its trace became since.
+        const pin = this.#keptRunning.get(span);
+        if (pin === undefined) this.#conversationEnded(pending, span);
+        else this.#keptEnded(span, pin);
+      }
+      return;
+    }
+    // A conversation kept while it ran follows its keep, even past the bounds (never decided again).
+    const pin = this.#keptRunning.get(span);
+    if (pin !== undefined) {
+      this.#keptEnded(span, pin);
       return;
     }
     const decision = this.#decisions.get(traceId);
     if (decision === true) this.#forward(span);
     else if (decision === undefined) {
-      if (isConversation(span)) {
+      if (this.#pinned.has(traceId)) this.#forward(span);
+      else if (isConversation(span)) {
         // A conversation that started before the sampler saw it: decided on its own.
         const rule = this.#keepRule(span);
         const keep = rule !== undefined || this.#inRatio(traceId);
@@ -277,6 +315,8 @@ export class ConversationSampler implements SpanProcessorLike {
     if (this.#closed) return;
     this.#decideAll(SAMPLER_RULE_SHUTDOWN);
     this.#closed = true;
+    // Closed, every span passes through: the pins have nothing left to hold.
+    this.#pinned.clear();
     clearInterval(this.#timer);
     await this.#next.shutdown();
   }
@@ -346,12 +386,47 @@ export class ConversationSampler implements SpanProcessorLike {
     if (keep) for (const span of pending.spans) this.#forward(span);
   }
 
-  /** Keeps a trace before its conversation ends: said on its running conversation spans. */
+  /**
+   * Keeps a trace before its conversation ends: said on its running conversation spans, and the
+   * trace pinned until they end (counted once, here).
+   */
   #decideEarly(pending: PendingTrace, rule: string): void {
     for (const conversation of pending.open) {
       conversation.setAttribute(ATTR_CONVERSATION_SAMPLER_RULE, rule);
     }
     this.#decide(pending, true, rule);
+    for (const conversation of pending.open) this.#pin(pending.traceId, conversation);
+  }
+
+  /** Holds a kept trace's decision while this conversation span of it runs. */
+  #pin(traceId: string, span: StartedSpan): void {
+    let pin = this.#pinned.get(traceId);
+    if (pin === undefined) {
+      // Out of the evictable cache while pinned; back in it (as the newest) once unpinned.
+      this.#decisions.delete(traceId);
+      pin = { traceId, open: 0 };
+      this.#pinned.set(traceId, pin);
+      if (this.#pinned.size > this.#maxDecisions) {
+        // More kept conversations running than decisions remembered: the oldest pin goes back to
+        // the cache. Its conversation spans still follow the keep (#keptRunning).
+        const oldest = this.#pinned.values().next().value;
+        if (oldest !== undefined) this.#unpin(oldest);
+      }
+    }
+    pin.open++;
+    this.#keptRunning.set(span, pin);
+  }
+
+  /** A kept conversation span ended: exported, never decided again; its trace unpinned when last. */
+  #keptEnded(span: SampledSpan, pin: PinnedTrace): void {
+    this.#keptRunning.delete(span);
+    this.#forward(span);
+    if (--pin.open === 0 && this.#pinned.get(pin.traceId) === pin) this.#unpin(pin);
+  }
+
+  #unpin(pin: PinnedTrace): void {
+    this.#pinned.delete(pin.traceId);
+    this.#store(pin.traceId, true);
   }
 
   #decideOld(now: number): void {
@@ -368,6 +443,11 @@ export class ConversationSampler implements SpanProcessorLike {
 
   #remember(traceId: string, keep: boolean, rule: string): void {
     this.#metrics?.decided(keep ? SAMPLER_DECISION_KEEP : SAMPLER_DECISION_DROP, rule);
+    this.#store(traceId, keep);
+  }
+
+  /** Puts a decision in the cache as its newest, forgetting the oldest past `maxDecisions`. */
+  #store(traceId: string, keep: boolean): void {
     const decisions = this.#decisions;
     decisions.delete(traceId);
     decisions.set(traceId, keep);
