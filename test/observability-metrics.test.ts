@@ -11,6 +11,7 @@ import {
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { metricsFor } from '../src/observability/metrics.ts';
+import { OVERFLOW_LABEL_VALUE } from '../src/observability/semconv.ts';
 import {
   dispatchCounts,
   memoryTracing,
@@ -557,6 +558,33 @@ describe('the plain listener (the seed SPI)', () => {
     expect(dispatchCounts(span)).toEqual(range(1, 64));
     expect(span?.attributes['conversation.dispatch_events.dropped']).toBe(136);
     expect(span?.droppedEventsCount).toBe(0);
+  });
+
+  it('counts a sender that is not a valid name under the overflow value, never as a label', async () => {
+    const registry = new Registry();
+    const { exporter, tracer } = memoryTracing();
+    const telemetry = createConversationTelemetry<number, number>({ registry, tracer });
+    const huge = 'x'.repeat(1_000_000);
+    const o = new ConversationOrchestrator<number, number>({
+      name: 'seed',
+      responders: [{ name: 'a', respond: (m) => ({ sender: huge, content: m.content + 1 }) }],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (s) => s },
+      termination: maxDispatches(3),
+      listener: telemetry.listener('seed'),
+    });
+    await tracer.startActiveSpan('request', async (span) => {
+      await o.run({ sender: 'user', content: 0 });
+      span.end();
+    });
+    const exposition = await registry.metrics();
+    expect(exposition.length).toBeLessThan(100_000);
+    expect(exposition).toContain(
+      `orchestrator_dispatches_total{orchestrator="seed",responder="${OVERFLOW_LABEL_VALUE}"} 3`,
+    );
+    const [span] = spansNamed(exporter, 'request');
+    const names = (span?.events ?? []).map((e) => String(e.attributes?.['gen_ai.agent.name']));
+    expect(names).toEqual(['x'.repeat(128), 'x'.repeat(128), 'x'.repeat(128)]);
   });
 
   it('validates the name it is given like an orchestrator name', () => {

@@ -25,8 +25,18 @@ import {
 } from './semconv.ts';
 import { type Settings, safeAttributes } from './utils.ts';
 
-/** Distinct senders counted under their own responder label; past it they share `other`. */
+/** Distinct senders counted under their own responder label; past it they share the overflow value. */
 const MAX_SENDERS = 64;
+
+/**
+ * Senders reach the listener unvalidated: only one that follows the responder name rule (the
+ * core's, 1-64 characters) may become a label value; any other shares the overflow value, so a
+ * 9 MB sender costs one series, not a 9 MB label on every bucket line.
+ */
+const LABELLABLE_SENDER = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$/;
+
+/** At most this many characters of a sender go on a dispatch event's `gen_ai.agent.name`. */
+const MAX_SENDER_ATTRIBUTE = 128;
 
 /** The dispatch events of one span, as the listener keeps them. */
 class SpanEvents {
@@ -89,12 +99,19 @@ export function telemetryListener<S, C>(
       orchestratorRecord = metrics.orchestrator(orchestrator);
       records = new Map();
     }
-    let r = records.get(responder);
+    // Senders are not validated names: an invalid one, or any past MAX_SENDERS distinct ones,
+    // share the overflow label (and one map entry, so hostile senders cannot grow the map).
+    const key =
+      typeof responder === 'string' &&
+      LABELLABLE_SENDER.test(responder) &&
+      (records.has(responder) ||
+        records.size - (records.has(OVERFLOW_LABEL_VALUE) ? 1 : 0) < MAX_SENDERS)
+        ? responder
+        : OVERFLOW_LABEL_VALUE;
+    let r = records.get(key);
     if (r === undefined) {
-      // Senders are not validated names: past MAX_SENDERS of them, they share the overflow label.
-      const label = records.size < MAX_SENDERS ? responder : OVERFLOW_LABEL_VALUE;
-      r = metrics.responder(orchestratorRecord, label);
-      records.set(responder, r);
+      r = metrics.responder(orchestratorRecord, key);
+      records.set(key, r);
     }
     return r;
   };
@@ -113,7 +130,7 @@ export function telemetryListener<S, C>(
       }
       const attributes: Attributes = {
         [ATTR_DISPATCH_COUNT]: dispatchCount,
-        [ATTR_GEN_AI_AGENT_NAME]: state.lastMessage.sender,
+        [ATTR_GEN_AI_AGENT_NAME]: senderAttribute(state.lastMessage.sender),
         [ATTR_DISPATCH_ELAPSED_MS]: elapsedMs,
         [ATTR_DECISION_TERMINATE]: decision.terminate,
         [ATTR_DECISION_REASON]: decision.reason,
@@ -138,4 +155,10 @@ export function telemetryListener<S, C>(
       );
     }
   };
+}
+
+/** A sender as an attribute value: a string of bounded length, whatever the app put there. */
+function senderAttribute(sender: unknown): string {
+  const text = typeof sender === 'string' ? sender : String(typeof sender);
+  return text.length > MAX_SENDER_ATTRIBUTE ? text.slice(0, MAX_SENDER_ATTRIBUTE) : text;
 }
