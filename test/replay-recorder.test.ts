@@ -1,3 +1,4 @@
+import { spawnSync } from 'node:child_process';
 import { createWriteStream, readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
@@ -435,5 +436,37 @@ describe('the recorder and token usage', () => {
     expect(line?.usage).toEqual({ inputTokens: 1000, outputTokens: 10 });
     expect(result.usage).toMatchObject({ inputTokens: 1000, outputTokens: 10 });
     expect(schemaErrors(line)).toEqual([]);
+  });
+});
+
+describe('close() against a sink that never acknowledges', () => {
+  it('settles after timeoutMs even when nothing else keeps the process alive', () => {
+    // In a child process, since the defect was the process exiting (code 13) with close() unsettled.
+    const src = new URL('../src/', import.meta.url).href;
+    const script = `
+      import { Writable } from 'node:stream';
+      import { ConversationOrchestrator, maxDispatches, roundRobin } from '${src}index.ts';
+      import { createConversationRecorder } from '${src}replay/index.ts';
+      const sink = new Writable({ write() {} });
+      const recorder = createConversationRecorder({ sink, logger: { warn: () => {} } });
+      const o = new ConversationOrchestrator({
+        name: 'c', responders: [{ name: 'a', respond: (m) => ({ sender: 'a', content: m.content + 1 }) }],
+        turnPolicy: roundRobin(), projection: { initial: () => 0, fold: (_s, m) => m.content },
+        termination: maxDispatches(3), observers: [recorder] });
+      await o.run({ sender: 'u', content: 0 });
+      const stats = await recorder.close({ timeoutMs: 200 });
+      console.log(JSON.stringify(stats.dropped));`;
+    const child = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', '--input-type=module', '-e', script],
+      {
+        encoding: 'utf8',
+        timeout: 30_000,
+      },
+    );
+    expect({ status: child.status, stdout: child.stdout.trim() }).toEqual({
+      status: 0,
+      stdout: JSON.stringify({ queueFull: 0, sinkFailed: 0, closed: 1 }),
+    });
   });
 });

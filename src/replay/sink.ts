@@ -125,7 +125,8 @@ export class SinkQueue {
         if (left > 0) this.#drop('closed', left, `close() timed out after ${timeoutMs} ms`);
         resolve();
       }, timeoutMs);
-      timer.unref?.();
+      // Not unref'd: a caller awaiting close() must see it settle. An unref'd timer let a process
+      // whose only pending work was this close exit with an unsettled await (code 13) instead.
       this.#idle.push(() => {
         clearTimeout(timer);
         resolve();
