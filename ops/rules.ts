@@ -48,7 +48,7 @@ export interface Rules {
 }
 
 /** Reasons that mean the agents did not agree: gave up or failed. */
-const UNCONVERGED = 'max_dispatches|timeout|error|deadline|queue_overflow';
+const UNCONVERGED = 'max_dispatches|timeout|token_budget|error|deadline|queue_overflow';
 /** Reasons that mean the conversation failed. */
 const FAILED = 'error|deadline|queue_overflow';
 

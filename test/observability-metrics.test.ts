@@ -8,6 +8,8 @@ import {
   maxDispatches,
   roundRobin,
   stopWhen,
+  type TerminationPolicy,
+  tokenBudget,
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { metricsFor } from '../src/observability/metrics.ts';
@@ -249,6 +251,38 @@ describe('metrics', () => {
       content: 0,
     });
     expect(register.getSingleMetric('orchestrator_dispatches_total')).toBeUndefined();
+  });
+
+  it("counts tokenBudget()'s token_budget under its own label, even past maxReasons", async () => {
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry<number, number>({ registry, maxReasons: 1 });
+    const run = (termination: TerminationPolicy<number, number>) =>
+      new ConversationOrchestrator<number, number>({
+        name: 'budgets',
+        responders: [
+          {
+            name: 'a',
+            respond: (_m, _s, context) => {
+              context.reportUsage({ inputTokens: 10, outputTokens: 5 });
+              return { sender: 'a', content: 1 };
+            },
+          },
+        ],
+        turnPolicy: roundRobin(),
+        projection: { initial: () => 0, fold: (s) => s },
+        termination,
+        observers: [telemetry],
+      }).run({ sender: 'user', content: 0 });
+    await run(stopWhen(() => true, 'alpha'));
+    await run(stopWhen(() => true, 'beta'));
+    await run(tokenBudget({ total: 30 }));
+    const s = samples(await registry.metrics());
+    expect(
+      s.get('orchestrator_conversations_ended_total{orchestrator="budgets",reason="token_budget"}'),
+    ).toBe(1);
+    expect(
+      s.get('orchestrator_conversations_ended_total{orchestrator="budgets",reason="other"}'),
+    ).toBe(1);
   });
 
   it('keeps reason labels bounded: past maxReasons a new reason becomes other', async () => {

@@ -144,7 +144,7 @@ describe('defineOpsConfig', () => {
     ],
     [
       { slos: { convergence: { goodReasons: ['converged', 'agreed'] } } },
-      'Expected `slos.convergence.goodReasons` to hold reasons the telemetry reports (built-in: `converged`, `consensus`, `max_dispatches`, `timeout`, `stopped`, `queue_exhausted`, `aborted`, `deadline`, `error`, `queue_overflow`; or one of `customReasons`), got `agreed` (string)',
+      'Expected `slos.convergence.goodReasons` to hold reasons the telemetry reports (built-in: `converged`, `consensus`, `max_dispatches`, `timeout`, `stopped`, `queue_exhausted`, `aborted`, `deadline`, `error`, `queue_overflow`, `token_budget`; or one of `customReasons`), got `agreed` (string)',
     ],
     [
       { slos: { convergence: { goodReasons: [] } } },

@@ -67,6 +67,8 @@ export const BUILT_IN_REASONS: ReadonlySet<string> = new Set([
   'deadline',
   'error',
   'queue_overflow',
+  // tokenBudget()'s: a library reason, never folded into `other` past maxReasons.
+  'token_budget',
 ]);
 
 /** Reasons whose `orchestrator_conversations_ended_total` series start at 0. */
