@@ -360,3 +360,52 @@ describe('thrown values that cannot be read', () => {
     },
   );
 });
+
+describe('thrown values reach the span bounded and as what was thrown', () => {
+  const failing = (
+    thrown: () => unknown,
+    telemetry: ReturnType<typeof createConversationTelemetry<number, number>>,
+  ) =>
+    counterOrchestrator({
+      observers: [telemetry],
+      responders: [
+        {
+          name: 'a',
+          respond: () => {
+            throw thrown();
+          },
+        },
+      ],
+    });
+
+  it('cuts a 9 MB error message to a bounded status message and exception event', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const telemetry = createConversationTelemetry<number, number>({ tracer, responderSpans: true });
+    await failing(() => new Error('x'.repeat(9_000_000)), telemetry)
+      .run({ sender: 'user', content: 0 })
+      .catch(() => {});
+    const spans = exporter.getFinishedSpans();
+    expect(spans).toHaveLength(2);
+    for (const span of spans) {
+      expect(span.status.code).toBe(SpanStatusCode.ERROR);
+      expect(span.status.message?.length ?? 0).toBeLessThanOrEqual(2_048);
+      const exception = span.events.find((e) => e.name === 'exception');
+      expect(String(exception?.attributes?.['exception.message']).length).toBeLessThanOrEqual(
+        2_048,
+      );
+      expect(String(exception?.attributes?.['exception.stacktrace']).length).toBeLessThanOrEqual(
+        8_192,
+      );
+    }
+  });
+
+  it('gives `throw undefined` error.type _OTHER on the conversation span, like any non-Error', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const telemetry = createConversationTelemetry<number, number>({ tracer });
+    await failing(() => undefined, telemetry)
+      .run({ sender: 'user', content: 0 })
+      .catch(() => {});
+    const [span] = spansNamed(exporter, 'invoke_workflow counter');
+    expect(span?.attributes['error.type']).toBe('_OTHER');
+  });
+});

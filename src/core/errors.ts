@@ -81,7 +81,9 @@ export class ResponderError<S = unknown, C = unknown> extends ConversationError<
     elapsedMs: number,
     cause?: unknown,
   ) {
-    super(message, 'error', state, elapsedMs, { cause });
+    // Only a failure that threw has a cause, even when what it threw was `undefined`.
+    // biome-ignore lint/complexity/noArguments: telling `throw undefined` from no cause at all
+    super(message, 'error', state, elapsedMs, arguments.length > 4 ? { cause } : undefined);
     this.responder = responder;
   }
 }

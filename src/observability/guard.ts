@@ -92,6 +92,16 @@ export function describeThrown(error: unknown): string {
   }
 }
 
+/** At most this many characters of a thrown value's message reach a span (status, exception). */
+export const MAX_EXCEPTION_MESSAGE = 2_048;
+/** At most this many characters of a thrown value's stack reach a span. */
+export const MAX_EXCEPTION_STACK = 8_192;
+
+/** `text` cut to `max` characters, marked with `…` when cut: a 9 MB message costs 2 KB. */
+function clip(text: string, max: number): string {
+  return text.length > max ? `${text.slice(0, max - 1)}…` : text;
+}
+
 /** A thrown value as the SDK's `recordException` reads it: plain strings only. */
 export interface ExceptionRecord {
   message: string;
@@ -122,7 +132,7 @@ export function exceptionRecord(error: unknown, report: (error: unknown) => void
       report(failure);
       message = '(a value that cannot be read)';
     }
-    record.message = message;
+    record.message = clip(message, MAX_EXCEPTION_MESSAGE);
     return record;
   }
   const read = (key: 'name' | 'message' | 'stack' | 'code'): string | undefined => {
@@ -140,9 +150,9 @@ export function exceptionRecord(error: unknown, report: (error: unknown) => void
   const message = read('message');
   const stack = read('stack');
   const code = read('code');
-  if (name !== undefined) record.name = name;
-  record.message = message ?? '';
-  if (stack !== undefined) record.stack = stack;
+  if (name !== undefined) record.name = clip(name, 200);
+  record.message = clip(message ?? '', MAX_EXCEPTION_MESSAGE);
+  if (stack !== undefined) record.stack = clip(stack, MAX_EXCEPTION_STACK);
   if (code !== undefined && code !== '') record.code = code;
   if (name === undefined && code === undefined) record.name = ERROR_TYPE_OTHER;
   return record;
@@ -153,9 +163,9 @@ export function errorMessage(error: unknown): string {
   try {
     if (error instanceof Error) {
       const message: unknown = error.message;
-      return typeof message === 'string' ? message : '';
+      return typeof message === 'string' ? clip(message, MAX_EXCEPTION_MESSAGE) : '';
     }
-    return String(error);
+    return clip(String(error), MAX_EXCEPTION_MESSAGE);
   } catch {
     return '(a value that cannot be read)';
   }

@@ -529,8 +529,8 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         // The responder's own error (its class, message and throw site), not only the library's
         // wrapper: a trace without responder spans still shows where it failed.
         const error = end.error;
-        const cause = error instanceof ResponderError ? error.cause : undefined;
-        const original = cause === undefined ? error : cause;
+        // `throw undefined` is the responder's own value too (its error.type is _OTHER).
+        const original = error instanceof ResponderError && 'cause' in error ? error.cause : error;
         span.recordException(exceptionRecord(original, this.#settings.reports.thrown), endMs);
         span.setAttribute(ATTR_ERROR_TYPE, errorType(original));
         span.setStatus({ code: SpanStatusCode.ERROR, message: errorMessage(error) });
