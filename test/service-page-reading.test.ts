@@ -228,17 +228,28 @@ describe('the live page, read by a first-time viewer', () => {
       if (now === still) break;
       still = now;
     }
-    await expect.poll(lone, WAIT).toBeDefined();
-    const mark = (await lone()) as Mark;
     cleanups.push(() => {
       s.child.kill('SIGCONT');
     });
-    const over = (await page.locator('#chart .u-over').boundingBox()) as { x: number; y: number };
-    const [popup] = await Promise.all([
-      page.context().waitForEvent('page'),
-      page.mouse.click(over.x + mark[0], over.y + mark[1]),
-    ]);
+    // Under load a redraw can still move the mark between reading it and clicking it: read it
+    // again and click again (a click that hits no mark opens nothing, so a retry is harmless).
+    let mark: Mark | undefined;
+    let popup: Page | undefined;
+    for (let attempt = 0; attempt < 5 && popup === undefined; attempt++) {
+      await expect.poll(lone, WAIT).toBeDefined();
+      mark = (await lone()) as Mark;
+      const over = (await page.locator('#chart .u-over').boundingBox()) as { x: number; y: number };
+      [popup] = await Promise.all([
+        page
+          .context()
+          .waitForEvent('page', { timeout: 5_000 })
+          .catch(() => undefined),
+        page.mouse.click(over.x + mark[0], over.y + mark[1]),
+      ]);
+    }
     s.child.kill('SIGCONT');
+    if (popup === undefined || mark === undefined)
+      throw new Error('no click on a lone end mark opened a trace');
     const traceId = /\/trace\/([0-9a-f]{32})$/.exec(popup.url())?.[1];
     expect(popup.url()).toBe(template.replace('{traceId}', traceId as string));
     await popup.close();
