@@ -1,0 +1,50 @@
+/**
+ * Lease owners: `{host}/{pid}/{token}`, one per segment of a conversation (a run, a resume, a
+ * recovery). Stores on one host (SQLite, memory) read the pid back to tell at once that a holder's
+ * process is gone, instead of waiting for its lease to expire.
+ */
+import { randomUUID } from 'node:crypto';
+import { hostname } from 'node:os';
+
+const HOST = hostname().replace(/\//g, '_') || 'localhost';
+
+/** Tokens of the owners this process's runs hold right now (added and removed by the core). */
+const liveHere = new Set<string>();
+
+/** A new owner for one segment of a conversation run by this process. */
+export function newLeaseOwner(): string {
+  return `${HOST}/${process.pid}/${randomUUID()}`;
+}
+
+/** The host and pid an owner was made on, or `undefined` when it is not of that form. */
+export function parseLeaseOwner(
+  owner: string,
+): { readonly host: string; readonly pid: number; readonly token: string } | undefined {
+  const match = /^(.+)\/(\d{1,10})\/([^/]+)$/.exec(owner);
+  if (match === null) return undefined;
+  return { host: match[1] as string, pid: Number(match[2]), token: match[3] as string };
+}
+
+/** Marks an owner of this process as running (or no longer). */
+export function setLeaseOwnerLive(owner: string, live: boolean): void {
+  if (live) liveHere.add(owner);
+  else liveHere.delete(owner);
+}
+
+/**
+ * Whether the holder `owner` may still be alive. `false` only when that is certain: the owner was
+ * made on this host and its process is gone, or it was made by this process and no run of it
+ * holds it any more. Anything else (another host, an unreadable owner) is `true`: wait for expiry.
+ */
+export function isLeaseOwnerAlive(owner: string): boolean {
+  const parsed = parseLeaseOwner(owner);
+  if (parsed === undefined || parsed.host !== HOST) return true;
+  if (parsed.pid === process.pid) return liveHere.has(owner);
+  try {
+    process.kill(parsed.pid, 0);
+    return true;
+  } catch (error) {
+    // EPERM: a process with that pid exists (another user's); only ESRCH says it is gone.
+    return (error as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+}
