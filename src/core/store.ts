@@ -89,8 +89,17 @@ export interface StoredConversation {
 
 /** What `acquire()` answers. */
 export type AcquireOutcome =
-  /** The lease is now the caller's (epoch raised); `checkpoint` is the stored one. */
-  | { readonly status: 'acquired'; readonly checkpoint: Checkpoint; readonly lease: Lease }
+  /**
+   * The lease is now the caller's (epoch raised); `checkpoint` is the stored one. `takenOver` is
+   * true when a previous holder's lease was still recorded (expired, or its process gone) rather
+   * than released: the core calls that resume a crash, and re-runs the dispatch in flight.
+   */
+  | {
+      readonly status: 'acquired';
+      readonly checkpoint: Checkpoint;
+      readonly lease: Lease;
+      readonly takenOver: boolean;
+    }
   /** Another holder's lease is live: nothing changed. */
   | { readonly status: 'held'; readonly owner: string; readonly leaseExpiresAt: number }
   /** The conversation has ended: no lease is taken; `checkpoint` holds its result. */
@@ -161,7 +170,8 @@ export interface ConversationStore {
   /**
    * Takes the lease of a stored conversation (running or suspended) for `owner` when no live
    * lease holds it (never leased, released, expired, or held by `owner` itself), raising the
-   * epoch. Two callers racing: exactly one acquires.
+   * epoch. Two callers racing: exactly one acquires. A store may also take a lease whose holder
+   * `isLeaseOwnerAlive()` (lease-owner.ts) says is gone, before it expires.
    */
   acquire(conversationId: string, owner: string, leaseMs: number): Promise<AcquireOutcome>;
   /**
