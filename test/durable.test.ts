@@ -54,7 +54,9 @@ describe('run() with a store', () => {
     expect(stored?.status).toBe('ended');
     expect(stored?.dispatchCount).toBe(10);
     expect(stored?.seq).toBe(11); // create, 9 running commits, the ending
-    expect((stored?.result as { state: { projection: Tally } }).state.projection.total).toBe(55);
+    expect(
+      (stored?.result as { state: { projection: Tally } } | undefined)?.state.projection.total,
+    ).toBe(55);
   });
 
   it('rejects an id already stored with ConversationExistsError and runs nothing', async () => {
