@@ -76,7 +76,8 @@ const HINTS: Record<string, string> = {
   SQLITE_IOERR: 'an I/O error',
   SQLITE_CORRUPT: 'the file is corrupt',
   SQLITE_NOTADB: 'the file is not a SQLite database',
-  SQLITE_CANTOPEN: 'the file cannot be opened (does its directory exist?)',
+  SQLITE_CANTOPEN:
+    'the file or its WAL cannot be opened for writing (a missing directory, or a read-only file or file system?)',
 };
 
 function hint(code: string | undefined): string {
@@ -180,6 +181,8 @@ export class SqliteConversationStore implements ConversationStore {
       db.pragma('journal_mode = WAL');
       db.pragma(`synchronous = ${this.#options.synchronous}`);
       migrate(db, path);
+      // Take the write lock once, so a read-only file or file system fails here, not at a commit.
+      db.transaction(() => undefined).immediate();
       db.function('co_lease_live', { deterministic: false }, (owner, expiresAt, now) =>
         leaseLive(owner as string | null, expiresAt as number | null, now as number) ? 1 : 0,
       );
