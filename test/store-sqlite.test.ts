@@ -4,9 +4,10 @@
  * two stores on one file, close, and its errors.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync, statSync } from 'node:fs';
+import { cpSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
 import { newLeaseOwner, setLeaseOwnerLive } from '../src/core/lease-owner.ts';
@@ -112,6 +113,32 @@ describe('the SQLite store file', () => {
       'sqlite store: create() of conversation big (seq 1) refused: the checkpoint is 2049 bytes (state + result, UTF-8), past maxCheckpointBytes 2048',
     );
     await small.close();
+  });
+});
+
+describe('without better-sqlite3', () => {
+  it('imports, and createSqliteStore throws an error naming the missing optional peer', () => {
+    // The sources copied where no node_modules can be found: better-sqlite3 cannot be resolved.
+    const app = mkdtempSync(join(tmpdir(), 'store-sqlite-no-peer-'));
+    try {
+      cpSync(resolve(import.meta.dirname, '../src'), join(app, 'src'), { recursive: true });
+      writeFileSync(join(app, 'package.json'), '{"type":"module"}');
+      writeFileSync(
+        join(app, 'main.mts'),
+        [
+          "import { createSqliteStore } from './src/stores/sqlite/index.ts';",
+          "console.log('imported');",
+          "try { createSqliteStore({ path: ':memory:' }); } catch (e) { console.log(e.message); }",
+        ].join('\n'),
+      );
+      const tsx = createRequire(import.meta.url).resolve('tsx');
+      const run = spawnSync(process.execPath, ['--import', tsx, 'main.mts'], { cwd: app });
+      expect(run.stdout.toString()).toBe(
+        'imported\ncreateSqliteStore needs the optional peer dependency better-sqlite3 (^12): npm install better-sqlite3\n',
+      );
+    } finally {
+      rmSync(app, { recursive: true, force: true });
+    }
   });
 });
 
