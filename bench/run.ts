@@ -36,6 +36,7 @@ import {
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { sdkFloor } from './floor.ts';
 import { samplerTable } from './sampler.ts';
+import { storesTables } from './stores.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 150_000);
@@ -872,6 +873,10 @@ async function main(): Promise<void> {
     await samplerTable(ROUNDS, clock);
     return;
   }
+  if (only === 'stores') {
+    await storesTables();
+    return;
+  }
   leanTables();
   waitingMemoryTable();
   floorTables();
@@ -903,6 +908,8 @@ async function main(): Promise<void> {
   await scrape(true);
 
   await samplerTable(ROUNDS, clock);
+
+  await storesTables();
 }
 
 await main();
