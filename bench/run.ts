@@ -37,6 +37,7 @@ import { createConversationTelemetry } from '../src/observability/index.ts';
 import { durableTable } from './durable.ts';
 import { sdkFloor } from './floor.ts';
 import { samplerTable } from './sampler.ts';
+import { storesTables } from './stores.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 150_000);
@@ -885,6 +886,10 @@ async function main(): Promise<void> {
     await samplerTable(ROUNDS, clock);
     return;
   }
+  if (only === 'stores') {
+    await storesTables();
+    return;
+  }
   leanTables();
   waitingMemoryTable();
   floorTables();
@@ -917,6 +922,7 @@ async function main(): Promise<void> {
 
   await samplerTable(ROUNDS, clock);
   await durableTable(ROUNDS, clock);
+  await storesTables();
 }
 
 await main();
