@@ -272,7 +272,7 @@ describe('defineOpsConfig', () => {
       'Expected `suspendedConversations.maxAge` to be a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero), got `0d` (string)',
     ],
     [
-      { queueWait: { maxWait: 300 } },
+      { queueWait: { maxWait: 300 } } as unknown as OpsConfigInput,
       'Expected `queueWait.maxWait` to be a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero), got `300` (number)',
     ],
     [

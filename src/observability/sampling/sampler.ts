@@ -10,17 +10,10 @@
  * the decision; spans of traces without a conversation pass straight through.
  */
 import { type Context, diag, SpanStatusCode } from '@opentelemetry/api';
-import { fail, positiveInteger, positiveNumber } from '../core/validate.ts';
-import { addExemplarFilter } from './exemplar-filter.ts';
-import { rateLimited } from './guard.ts';
-import { asRegistry } from './registry.ts';
-import { type SamplerMetrics, samplerMetricsFor } from './sampler-metrics.ts';
-import type {
-  ConversationSamplerOptions,
-  SampledSpan,
-  SpanProcessorLike,
-  StartedSpan,
-} from './sampler-types.ts';
+import { fail, positiveInteger, positiveNumber } from '../../core/validate.ts';
+import { addExemplarFilter } from '../exemplar-filter.ts';
+import { rateLimited } from '../guard.ts';
+import { asRegistry } from '../registry.ts';
 import {
   ATTR_CONVERSATION_DISPATCH_COUNT,
   ATTR_CONVERSATION_ELAPSED_MS,
@@ -43,8 +36,15 @@ import {
   SAMPLER_RULE_SLOW,
   SAMPLER_RULE_UNCLASSIFIED,
   SPAN_CONVERSATION_PREFIX,
-} from './semconv.ts';
+} from '../semconv.ts';
+import { type SamplerMetrics, samplerMetricsFor } from './metrics.ts';
 import { traceIdRatio } from './trace-ratio.ts';
+import type {
+  ConversationSamplerOptions,
+  SampledSpan,
+  SpanProcessorLike,
+  StartedSpan,
+} from './types.ts';
 
 /** Reasons of a failed conversation: always kept, whatever `keepReasons` says. */
 const FAILED_REASONS: ReadonlySet<string> = new Set(['error', 'deadline', 'queue_overflow']);

@@ -12,7 +12,7 @@ import type {
   SpanContext,
   SpanStatus,
 } from '@opentelemetry/api';
-import type { PrometheusRegistry } from './registry.ts';
+import type { PrometheusRegistry } from '../registry.ts';
 
 /** What the sampler reads of an ended span (the SDK's `ReadableSpan` has it). */
 export interface SampledSpan {
