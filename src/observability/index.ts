@@ -6,6 +6,13 @@ export {
   DEFAULT_DISPATCH_DURATION_BUCKETS,
 } from './metrics.ts';
 export type { PrometheusRegistry } from './registry.ts';
+export {
+  createExportTracker,
+  type ExportResultLike,
+  ExportTracker,
+  type ExportTrackerOptions,
+  type SpanExporterLike,
+} from './sampling/export-tracking.ts';
 export { ConversationSampler, createConversationSampler } from './sampling/sampler.ts';
 export type {
   ConversationSamplerOptions,
