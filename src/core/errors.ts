@@ -322,7 +322,7 @@ function isPlain(value: object): boolean {
 }
 
 /** A function's name, or `anonymous` (also when reading it throws: a Proxy's `get` trap). */
-function functionName(value: Function): string {
+function functionName(value: { readonly name: unknown }): string {
   try {
     const name: unknown = value.name;
     return typeof name === 'string' && name !== '' ? name : 'anonymous';
