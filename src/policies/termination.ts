@@ -13,7 +13,13 @@ import {
   type TerminationPolicy,
 } from '../core/policy.ts';
 import type { ConversationState, TerminationDecision } from '../core/types.ts';
-import { fail, nonNegativeNumber, positiveInteger, positiveNumber } from '../core/validate.ts';
+import {
+  fail,
+  guardedOptions,
+  nonNegativeNumber,
+  positiveInteger,
+  positiveNumber,
+} from '../core/validate.ts';
 
 /**
  * Ends the conversation after `n` dispatches, with reason `max_dispatches`; the decision's
@@ -82,7 +88,11 @@ export interface TokenBudgetOptions {
 export function tokenBudget<S, C = unknown>(options: TokenBudgetOptions): TerminationPolicy<S, C> {
   if (typeof options !== 'object' || options === null)
     fail('tokenBudget(options)', 'an object { total?, input?, output? }', options);
-  const { total, input, output } = options;
+  const { total, input, output } = guardedOptions(
+    'tokenBudget(options)',
+    options,
+    (key) => `tokenBudget({ ${key} })`,
+  );
   if (total === undefined && input === undefined && output === undefined) {
     fail('tokenBudget(options)', 'at least one of `total`, `input`, `output`', options);
   }
@@ -152,6 +162,7 @@ export function converged<S, C = unknown>(
 ): TerminationPolicy<S, C> {
   if (typeof options !== 'object' || options === null)
     fail('converged(options)', 'an object', options);
+  options = guardedOptions('converged(options)', options, (key) => `converged({ ${key} })`);
   if (typeof options.measure !== 'function')
     fail('converged({ measure })', 'a function', options.measure);
   const tolerance = nonNegativeNumber('converged({ tolerance })', options.tolerance);
