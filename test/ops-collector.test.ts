@@ -439,3 +439,18 @@ describe('the Collector configuration and the in-process sampler do not drift ap
     await provider.shutdown();
   });
 });
+
+describe('docs/sampling.md, "Whole-trace decisions across processes"', () => {
+  const page = readFileSync('docs/sampling.md', 'utf8');
+  const section = page.slice(page.indexOf('## Whole-trace decisions across processes'));
+
+  it('names each generated file and the defaults it states', () => {
+    for (const file of Object.values(COLLECTOR_FILES)) expect(section).toContain(`\`${file}\``);
+    expect(section).toContain(`\`decision_wait\` (${DEFAULT_COLLECTOR_CONFIG.decisionWait})`);
+    expect(section).toContain(
+      `threshold, ${DEFAULT_OPS_CONFIG.slos.convergenceLatency.thresholdSeconds} s)`,
+    );
+    expect(section).toContain(`(\`probabilistic\`, ${DEFAULT_COLLECTOR_CONFIG.ratio * 100} %)`);
+    expect(section).toMatch(/the docker-compose demo\s+does not run these tiers/);
+  });
+});
