@@ -7,6 +7,7 @@ import { mkdirSync, writeFileSync } from 'node:fs';
 import { dirname, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import { parseArgs } from 'node:util';
+import { renderCollector } from './collector.ts';
 import { defineOpsConfig, OpsConfigError, type OpsConfigInput } from './config.ts';
 import { renderOps } from './render.ts';
 
@@ -35,7 +36,7 @@ async function main(): Promise<void> {
   }
   const config = defineOpsConfig(input);
   const out = resolve(values.out ?? fileURLToPath(new URL('..', import.meta.url)));
-  for (const [path, content] of renderOps(config)) {
+  for (const [path, content] of [...renderOps(config), ...renderCollector(config)]) {
     const file = resolve(out, path);
     mkdirSync(dirname(file), { recursive: true });
     writeFileSync(file, content);
