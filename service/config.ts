@@ -6,7 +6,15 @@ import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
 import { defaultAllowedHosts, parseAllowedHost } from './hosts.ts';
 
-export const SCENARIOS = ['converge', 'slow', 'never', 'timeout', 'fail', 'abort'] as const;
+export const SCENARIOS = [
+  'converge',
+  'slow',
+  'lagging',
+  'never',
+  'timeout',
+  'fail',
+  'abort',
+] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
 export interface ServiceConfig {
@@ -114,7 +122,7 @@ const KNOBS = {
   mix: {
     flag: 'mix',
     env: 'MIX',
-    fallback: 'converge=70,slow=10,never=6,timeout=5,fail=5,abort=4',
+    fallback: 'converge=66,slow=10,lagging=7,never=6,timeout=2,fail=5,abort=4',
     help: `scenario weights (${SCENARIOS.join(', ')})`,
   },
   progressSeconds: {

@@ -9,7 +9,7 @@ import './signals.ts';
 import { isIPv6 } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { context, trace } from '@opentelemetry/api';
-import { type OpenMetricsContentType, Registry } from 'prom-client';
+import { collectDefaultMetrics, type OpenMetricsContentType, Registry } from 'prom-client';
 import { ConversationError, type ConversationOrchestrator } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { createConversationRecorder, createRotatingFileSink } from '../src/replay/index.ts';
@@ -43,6 +43,12 @@ const MAX_HISTORY_BYTES = 64 * 1024;
 /** At most one "span export failing" line per this many ms (with the count since the last). */
 const EXPORT_FAILURE_REPORT_MS = 10_000;
 const SERVER_CLOSE_GRACE_MS = 500;
+/** prom-client's default metrics that are not exposed (see where they are removed). */
+const DEFAULT_METRICS_LEFT_OUT = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+] as const;
 
 async function main(): Promise<number> {
   let config: ReturnType<typeof parseConfig>;
@@ -75,6 +81,12 @@ async function main(): Promise<number> {
   // its decisions on it too.
   const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
   registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+  // The process's own health beside the conversations' (CPU, memory, heap, event loop lag, GC),
+  // on this registry: prom-client's global one is never exposed.
+  collectDefaultMetrics({ register: registry });
+  // Except three gauges named `_total`, which promtool's lint refuses (a suffix for counters
+  // only); the same counts are there by type (`nodejs_active_handles{type}`, summed).
+  for (const name of DEFAULT_METRICS_LEFT_OUT) registry.removeSingleMetric(name);
   const tracing = startTracing(process.env, {
     maxDispatchEvents: MAX_DISPATCH_EVENTS,
     flushTimeoutMs: cfg.flushTimeoutMs,

@@ -1,8 +1,9 @@
 /**
  * The workload: trading desks converging on a price. Each desk moves part of the way toward its
  * peers' mean quote, with noise and latency. The scenario (passed in the opening message) sets the
- * market: calm markets converge, thin ones converge slowly, choppy ones never do, slow venues time
- * out, a broken pricing feed fails, and some conversations are abandoned (aborted).
+ * market: calm markets converge, thin ones converge slowly, lagging ones converge only after
+ * about 8 s (past the latency SLO), choppy ones never do, slow venues time out, a broken pricing
+ * feed fails, and some conversations are abandoned (aborted).
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
@@ -99,7 +100,16 @@ export function quoteUsage(
     model,
   };
 }
-export const TIMEOUT_MS = 3_000;
+/**
+ * The desks' hard limit on a conversation's time: above the slowest `lagging` market (about
+ * 11 s), so that those converge, late, rather than time out.
+ */
+export const TIMEOUT_MS = 15_000;
+/**
+ * What a `lagging` market takes to converge, about: past the latency SLO's 5 s threshold (its
+ * desks answer slowly, in proportion, whatever `--latency-ms` says).
+ */
+export const LAGGING_MS = 8_000;
 
 function spreadOf(quotes: readonly number[]): number {
   let min = Number.POSITIVE_INFINITY;
@@ -184,6 +194,12 @@ export function market(scenario: Scenario, desks: number, config: ServiceConfig)
       return { scenario, step: 0.5, noise: tol * 0.2, latencyMs: latency, opening };
     case 'slow':
       return { scenario, step: 0.04, noise: tol * 0.2, latencyMs: latency, opening };
+    case 'lagging': {
+      // A calm market converges in about 8 dispatches per desk past the first (8-18 for 3
+      // desks, 16-28 for 4): spread that many quotes over LAGGING_MS.
+      const quoteMs = LAGGING_MS / (8 * (desks - 1));
+      return { scenario, step: 0.5, noise: tol * 0.2, latencyMs: quoteMs, opening };
+    }
     case 'never':
       return { scenario, step: 0.5, noise: tol * 20, latencyMs: latency, opening };
     case 'timeout':

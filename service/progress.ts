@@ -23,8 +23,10 @@ export class Progress {
   }
 
   line(inFlight: number): string {
-    const share = this.done === 0 ? 0 : (100 * this.converged) / this.done;
-    return `conversations ${this.done} done, ${inFlight} running | converged ${share.toFixed(1)}% | p95 to converge: ${p95(this.#dispatches).toFixed(0)} dispatches, ${p95(this.#ms).toFixed(0)} ms`;
+    // The convergence SLO's share, as the live page shows it: aborts count neither way.
+    const counted = this.done - (this.byReason.get('aborted') ?? 0);
+    const share = counted === 0 ? 0 : (100 * this.converged) / counted;
+    return `conversations ${this.done} done, ${inFlight} running | converged ${share.toFixed(1)}% (of those not aborted) | p95 to converge: ${p95(this.#dispatches).toFixed(0)} dispatches, ${p95(this.#ms).toFixed(0)} ms`;
   }
 
   summary(): string {

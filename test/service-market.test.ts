@@ -4,7 +4,13 @@
  */
 import { describe, expect, it } from 'vitest';
 import { parseConfig, type ServiceConfig } from '../service/config.ts';
-import { createDeskOrchestrator, DESK_MODELS, market, quoteUsage } from '../service/market.ts';
+import {
+  createDeskOrchestrator,
+  DESK_MODELS,
+  market,
+  quoteUsage,
+  TIMEOUT_MS,
+} from '../service/market.ts';
 
 describe('the desks’ simulated models', () => {
   it('read a cached prompt and the transcript so far (up to a context window) and write a short answer', () => {
@@ -45,4 +51,28 @@ describe('the desks’ simulated models', () => {
     expect(Object.keys(result.usage.byResponder).sort()).toEqual(['london', 'new_york', 'tokyo']);
     expect(result.usage.outputTokens).toBeGreaterThan(24 * n);
   });
+});
+
+describe('the demo’s market mix', () => {
+  it('has lagging markets, which converge past the latency SLO’s 5 s threshold and within the desks’ timeout', async () => {
+    const config = parseConfig(['--latency-ms', '0'], {}) as ServiceConfig;
+    // The shipped mix gives them a documented share: 7 in 100 conversations.
+    expect(config.mix.lagging / Object.values(config.mix).reduce((a, b) => a + b)).toBe(0.07);
+    // A lagging market converges as a calm one does, its desks answering slowly whatever
+    // --latency-ms says (0 here): 3 and 4 desks, as fx_desks and rates_desks have by default.
+    const runs = [3, 4].flatMap((desks) => {
+      const orchestrator = createDeskOrchestrator('fx_desks', desks, config, [], () => {});
+      return Array.from({ length: 8 }, () =>
+        orchestrator.run({
+          sender: 'market',
+          content: { market: market('lagging', desks, config) },
+        }),
+      );
+    });
+    const results = await Promise.all(runs);
+    expect(results.map((r) => r.decision.reason)).toEqual(Array(16).fill('converged'));
+    for (const r of results) expect(r.elapsedMs).toBeLessThan(TIMEOUT_MS);
+    // Each converged past 5 s but for a rare short one (a dispatch count at the low end).
+    expect(results.filter((r) => r.elapsedMs > 5_000).length).toBeGreaterThanOrEqual(14);
+  }, 60_000);
 });

@@ -247,7 +247,7 @@ describe('the demo service (npm start)', () => {
     });
     expect(env.status).toBe(2);
     expect(env.stderr.trim()).toBe(
-      'Expected MIX to be scenario=weight pairs (scenarios: converge, slow, never, timeout, fail, abort; weights >= 0), got `converge=1,chaos=2`',
+      'Expected MIX to be scenario=weight pairs (scenarios: converge, slow, lagging, never, timeout, fail, abort; weights >= 0), got `converge=1,chaos=2`',
     );
   });
 
@@ -277,7 +277,7 @@ describe('the demo service (npm start)', () => {
       [
         ['--mix', 'converge=0x1'],
         {},
-        'Expected --mix to be scenario=weight pairs (scenarios: converge, slow, never, timeout, fail, abort; weights >= 0), got `converge=0x1`',
+        'Expected --mix to be scenario=weight pairs (scenarios: converge, slow, lagging, never, timeout, fail, abort; weights >= 0), got `converge=0x1`',
       ],
       [
         ['--max-clients=-1'],

@@ -18,6 +18,14 @@ const MAX_REASONS = 32;
 /** Mark radius and the room kept around the plot so that no mark is cut off, CSS pixels. */
 const MARK_RADIUS = 4;
 const PLOT_PADDING = 12;
+/** Room inside the plotting area, CSS pixels, so that a mark at its edge lies wholly inside. */
+const MARK_ROOM = MARK_RADIUS + 3;
+/** How near the pointer a line must pass to be the one hovered, CSS pixels. */
+const HOVER_PX = 6;
+/** Line widths: a conversation in flight stands out from the finished ones, drawn thin. */
+const IN_FLIGHT_WIDTH = 2.5;
+const FINISHED_WIDTH = 1;
+const CHART_HEIGHT = 380;
 /** A trace id as W3C trace context writes it (all zeros is invalid). */
 const TRACE_ID = /^(?!0{32})[0-9a-f]{32}$/;
 const TRACE_PLACEHOLDER = '{traceId}';
@@ -69,6 +77,12 @@ const state = {
   endedHere: 0,
   /** @type {Recent[]} slow or failed conversations, newest first */
   recent: [],
+  /** Bumped whenever the endings tables or the list would read differently. */
+  version: 0,
+  /** The pointer is on the chart: it holds still (the state goes on) so a line can be read. */
+  held: false,
+  /** The pointer is on the list: it holds still so that a link can be clicked. */
+  listHeld: false,
   dirty: true,
 };
 
@@ -144,6 +158,7 @@ function onEnd(/** @type {any} */ m) {
   // Counted for the orchestrators the service named only (any other is never shown).
   if (!state.orchestrators.includes(c.orchestrator)) return;
   state.endedHere++;
+  state.version++;
   const reason = REASONS.includes(c.reason) ? c.reason : 'other';
   count(state.counts, c.orchestrator, reason, 1);
   if (state.serviceCounts !== undefined) count(state.serviceCounts, c.orchestrator, reason, 1);
@@ -219,6 +234,7 @@ function onHistory(/** @type {any} */ m) {
       }
     }
     state.serviceCounts = totals;
+    state.version++;
     const since = new Date(typeof m.since === 'string' ? m.since : Number.NaN);
     state.serviceSince = Number.isNaN(since.getTime()) ? '' : since.toLocaleTimeString();
   }
@@ -261,9 +277,13 @@ function onHello(/** @type {any} */ m) {
   if (Number.isFinite(m.slowMs) && m.slowMs >= 0 && m.slowMs <= 86_400_000) state.slowMs = m.slowMs;
   $('recent-note').textContent =
     state.slowMs > 0
-      ? `not converged, or converged after more than ${state.slowMs / 1000} s; newest first`
-      : 'not converged; newest first';
+      ? `not converged, or converged after more than ${state.slowMs / 1000} s; newest first (the list holds still while the pointer or the focus is on it)`
+      : 'not converged; newest first (the list holds still while the pointer or the focus is on it)';
   $('trace-hint').hidden = state.traceUrl === undefined;
+  $('trace-off').hidden = state.traceUrl !== undefined;
+  // The list's links follow the template: its entries are made anew.
+  recentItems.clear();
+  state.version++;
   // Totals since the service started come with the history; until then they are unknown.
   state.serviceCounts = undefined;
   const options = ['*', ...state.orchestrators];
@@ -340,9 +360,17 @@ let frame = 0;
 /**
  * The end marks as drawn in the last frame, in CSS pixels of the plotting area (uPlot's `over`
  * element): for clicks, and for the tests on `#chart[data-marks]`.
- * @type {{x: number, y: number, reason: string, id: string, traceId?: string}[]}
+ * @type {{x: number, y: number, reason: string, id: string, traceId?: string, c: Conversation}[]}
  */
 let marks = [];
+/** The conversation the panel under the chart shows, and whether a click keeps it there. */
+let hovered = /** @type {Conversation | undefined} */ (undefined);
+let pinned = false;
+/** What the panel last said (it is rebuilt only when that changes: its link stays clickable). */
+let hoveredShown = '';
+/** `state.version` as the tables, and as the list, last showed it. */
+let countsShown = -1;
+let recentShown = -1;
 
 function schedule() {
   state.dirty = true;
@@ -352,7 +380,27 @@ function schedule() {
 function lineColor(/** @type {string} */ orchestrator, /** @type {boolean} */ finished) {
   const i = state.orchestrators.indexOf(orchestrator);
   const color = LINE_COLORS[Math.max(i, 0) % LINE_COLORS.length];
-  return finished ? `${color}59` : color;
+  return finished ? `${color}4d` : color;
+}
+
+/** The plotting area's size in CSS pixels (before the first layout: what it will about be). */
+function plotSize(/** @type {uPlot} */ u) {
+  if (u.bbox !== undefined && u.bbox.width > 0)
+    return [u.bbox.width / devicePixelRatio, u.bbox.height / devicePixelRatio];
+  return [
+    $('chart').clientWidth - 70 - PLOT_PADDING - MARK_RADIUS,
+    CHART_HEIGHT - 50 - PLOT_PADDING,
+  ];
+}
+
+/** [low, high] widened by MARK_ROOM pixels each side of a `pixels`-long axis (in `scale` units). */
+function widened(
+  /** @type {number} */ low,
+  /** @type {number} */ high,
+  /** @type {number} */ pixels,
+) {
+  const pad = ((high - low) * MARK_ROOM) / Math.max(pixels - 2 * MARK_ROOM, MARK_ROOM);
+  return [low - pad, high + pad];
 }
 
 function createChart() {
@@ -364,7 +412,7 @@ function createChart() {
         const c = slotted[si];
         return c === undefined ? 'transparent' : lineColor(c.orchestrator, c.reason !== undefined);
       },
-      width: 1.5,
+      width: FINISHED_WIDTH,
       points: { show: false },
       spanGaps: true,
     });
@@ -372,19 +420,29 @@ function createChart() {
   const u = new uPlot(
     {
       width: el.clientWidth,
-      height: 380,
-      // Room on every side for the half of a mark that lies past the last point or the top.
+      height: CHART_HEIGHT,
+      // Room outside the plot for the axes' last labels; marks get theirs inside (the ranges).
       padding: [PLOT_PADDING, PLOT_PADDING + MARK_RADIUS, 0, 0],
       legend: { show: false },
       cursor: { show: false },
       scales: {
-        x: { time: false },
+        // Dispatch 1 and the last dispatch sit MARK_ROOM pixels inside the plot, so that a mark
+        // there is whole and clear of the axis.
+        x: {
+          time: false,
+          range: (u, min, max) =>
+            /** @type {uPlot.Range.MinMax} */ (
+              widened(min ?? 1, Math.max(max ?? 10, (min ?? 1) + 1), plotSize(u)[0])
+            ),
+        },
         y: {
           distr: 3,
-          range: (_u, min, max) => {
+          // Likewise on the log scale: the lowest and the highest spread, MARK_ROOM inside.
+          range: (u, min, max) => {
             const low = Math.min(min ?? state.tolerance, state.tolerance / 10);
             const high = Math.max(max ?? 10, state.tolerance * 100);
-            return uPlot.rangeLog(low, high, 10, true);
+            const [a, b] = widened(Math.log10(low), Math.log10(high), plotSize(u)[1]);
+            return [10 ** /** @type {number} */ (a), 10 ** /** @type {number} */ (b)];
           },
         },
       },
@@ -398,28 +456,115 @@ function createChart() {
     [[1], ...Array.from({ length: SLOTS }, () => [null])],
     el,
   );
+  // While the pointer is on the chart it holds still (the page keeps counting): a line can be
+  // read, and a mark clicked, before the next conversation moves it.
+  u.over.addEventListener('mouseenter', () => hold(true));
+  u.over.addEventListener('mouseleave', () => hold(false));
   u.over.addEventListener('click', (event) => {
-    const link = traceLink(markAt(event)?.traceId);
+    const mark = markAt(event.offsetX, event.offsetY);
+    const link = traceLink(mark?.traceId);
     if (link !== undefined) window.open(link, '_blank', 'noopener,noreferrer');
+    // A click on a line keeps it in the panel; a click elsewhere lets it go.
+    const c = mark?.c ?? lineAt(event.offsetX, event.offsetY);
+    pinned = c !== undefined;
+    if (c !== undefined) hovered = c;
+    renderHovered();
   });
   u.over.addEventListener('mousemove', (event) => {
-    u.over.style.cursor = traceLink(markAt(event)?.traceId) === undefined ? '' : 'pointer';
+    const mark = markAt(event.offsetX, event.offsetY);
+    u.over.style.cursor = traceLink(mark?.traceId) === undefined ? '' : 'pointer';
+    if (pinned) return;
+    const c = mark?.c ?? lineAt(event.offsetX, event.offsetY);
+    if (c !== undefined && c !== hovered) {
+      hovered = c;
+      renderHovered();
+    }
   });
   return u;
 }
 
+function hold(/** @type {boolean} */ on) {
+  state.held = on;
+  $('chart').dataset.held = String(on);
+  $('held').hidden = !on;
+  if (!on) schedule();
+}
+
+// The list holds still too while the pointer is on it or the keyboard's focus is on a link in it:
+// a new entry would push the others down, and the oldest out (taking the focus with it).
+const listHolders = { pointer: false, focus: false };
+for (const [kind, holder, on] of /** @type {const} */ ([
+  ['mouseenter', 'pointer', true],
+  ['mouseleave', 'pointer', false],
+  ['focusin', 'focus', true],
+  ['focusout', 'focus', false],
+])) {
+  $('recent').addEventListener(kind, (event) => {
+    // Only the keyboard's focus holds it: a link clicked keeps the focus, but the pointer left.
+    const target = /** @type {Element} */ (event.target);
+    listHolders[holder] = on && (holder === 'pointer' || target.matches(':focus-visible'));
+    state.listHeld = listHolders.pointer || listHolders.focus;
+    $('recent').dataset.held = String(state.listHeld);
+    if (!state.listHeld) schedule();
+  });
+}
+
 /** The end mark under the pointer (within a few pixels), the newest first. */
-function markAt(/** @type {MouseEvent} */ event) {
+function markAt(/** @type {number} */ x, /** @type {number} */ y) {
   let best;
   let bestDistance = (MARK_RADIUS + 4) ** 2;
   for (const m of marks) {
-    const d = (m.x - event.offsetX) ** 2 + (m.y - event.offsetY) ** 2;
+    const d = (m.x - x) ** 2 + (m.y - y) ** 2;
     if (d <= bestDistance) {
       best = m;
       bestDistance = d;
     }
   }
   return best;
+}
+
+/** The conversation whose line passes nearest the pointer, within HOVER_PX; in flight first. */
+function lineAt(/** @type {number} */ x, /** @type {number} */ y) {
+  const u = chart;
+  if (u === undefined) return undefined;
+  // The points (spreads indexes) whose segments can pass within reach of x.
+  const from = Math.max(Math.floor(u.posToVal(x - HOVER_PX, 'x')) - 2, 0);
+  const to = Math.ceil(u.posToVal(x + HOVER_PX, 'x'));
+  let best;
+  let bestDistance = HOVER_PX;
+  for (let si = slotted.length - 1; si >= 1; si--) {
+    const c = slotted[si];
+    if (c === undefined) continue;
+    /** @type {[number, number] | undefined} */
+    let previous;
+    for (let i = from; i <= Math.min(to, c.spreads.length - 1); i++) {
+      const v = c.spreads[i];
+      if (v === undefined) continue;
+      /** @type {[number, number]} */
+      const p = [u.valToPos(i + 1, 'x'), u.valToPos(v, 'y')];
+      const d =
+        previous === undefined ? Math.hypot(p[0] - x, p[1] - y) : toSegment(previous, p, x, y);
+      if (d < bestDistance) {
+        best = c;
+        bestDistance = d;
+      }
+      previous = p;
+    }
+  }
+  return best;
+}
+
+/** Distance from (x, y) to the segment a-b. */
+function toSegment(
+  /** @type {[number, number]} */ [ax, ay],
+  /** @type {[number, number]} */ [bx, by],
+  /** @type {number} */ x,
+  /** @type {number} */ y,
+) {
+  const dx = bx - ax;
+  const dy = by - ay;
+  const t = Math.max(0, Math.min(1, ((x - ax) * dx + (y - ay) * dy) / (dx * dx + dy * dy || 1)));
+  return Math.hypot(ax + t * dx - x, ay + t * dy - y);
 }
 
 /** The tolerance band: spreads below it count as agreement. */
@@ -438,20 +583,35 @@ function drawBand(/** @type {uPlot} */ u) {
   ctx.restore();
 }
 
-/** A mark at the last point of every finished line, shaped and coloured by how it ended. */
+/**
+ * A mark at the last point of every finished line, shaped and coloured by how it ended; a ring
+ * at the newest point of every line in flight (where it is now).
+ */
 function drawMarks(/** @type {uPlot} */ u) {
   const { ctx } = u;
   const r = MARK_RADIUS * devicePixelRatio;
   const drawn = [];
+  const heads = [];
   ctx.save();
   // Oldest first, so the newest ending is on top (and found first by a click).
   for (let si = slotted.length - 1; si >= 1; si--) {
     const c = slotted[si];
-    if (c?.reason === undefined || c.spreads.length === 0) continue;
+    if (c === undefined || c.spreads.length === 0) continue;
     const last = c.spreads.length;
     const value = c.spreads[last - 1] ?? FLOOR;
     const x = u.valToPos(last, 'x', true);
     const y = u.valToPos(value, 'y', true);
+    if (c.reason === undefined) {
+      heads.push([u.valToPos(last, 'x'), u.valToPos(value, 'y'), idOf(c)]);
+      ctx.beginPath();
+      ctx.arc(x, y, r * 0.75, 0, 2 * Math.PI);
+      ctx.fillStyle = '#ffffff';
+      ctx.fill();
+      ctx.strokeStyle = lineColor(c.orchestrator, false);
+      ctx.lineWidth = 1.5 * devicePixelRatio;
+      ctx.stroke();
+      continue;
+    }
     const reason = REASONS.includes(c.reason) ? c.reason : 'other';
     drawn.push({
       x: u.valToPos(last, 'x'),
@@ -459,6 +619,7 @@ function drawMarks(/** @type {uPlot} */ u) {
       reason,
       id: /** @type {string} */ (idOf(c)),
       ...(c.traceId === undefined ? {} : { traceId: c.traceId }),
+      c,
     });
     ctx.fillStyle = MARK_COLORS[/** @type {keyof typeof MARK_COLORS} */ (reason)];
     ctx.strokeStyle = ctx.fillStyle;
@@ -499,6 +660,8 @@ function drawMarks(/** @type {uPlot} */ u) {
     marks.map(({ x, y, reason, id, traceId }) => [x, y, reason, id, traceLink(traceId) ?? '']),
   );
   el.dataset.markRadius = String(MARK_RADIUS);
+  // [x, y, conversationId] of the newest point of each line in flight, for the tests.
+  el.dataset.heads = JSON.stringify(heads);
 }
 
 /** A conversation's id (kept out of the object to keep it small). */
@@ -523,21 +686,37 @@ function render() {
     ids.set(c, id);
     if (shown(c.orchestrator)) (c.reason === undefined ? inFlight : done).push(c);
   }
+  // The tables and the list change only when an ending (or the filter) changes them, and keep
+  // their nodes: a link under the pointer stays the same link.
+  if (countsShown !== state.version) {
+    countsShown = state.version;
+    renderCounts();
+  }
+  if (recentShown !== state.version && !state.listHeld) {
+    recentShown = state.version;
+    renderRecent();
+  }
+  // Held: the chart and its caption stay as they are until the pointer leaves.
+  if (state.held && chart !== undefined) return;
   done.reverse(); // newest first
   // Finished lines keep their slots however many are in flight; in flight take the rest.
   const inFlightDrawn = inFlight.slice(0, SLOTS - Math.min(done.length, FINISHED_SLOTS));
   const doneDrawn = done.slice(0, SLOTS - inFlightDrawn.length);
-  const visible = [...inFlightDrawn, ...doneDrawn];
+  // Finished first: uPlot draws the slots in order, so the lines in flight lie on top.
+  const visible = [...doneDrawn, ...inFlightDrawn];
   slotted = [undefined, ...visible];
   let width = 10;
   for (const c of visible) width = Math.max(width, c.spreads.length);
   const x = Array.from({ length: width }, (_, i) => i + 1);
   const data = [x];
+  chart ??= createChart();
   for (let si = 1; si <= SLOTS; si++) {
     const c = slotted[si];
     data.push(Array.from(x, (_, i) => c?.spreads[i] ?? null));
+    // Read at every draw by uPlot: a line in flight is drawn thick, a finished one thin.
+    /** @type {uPlot.Series} */ (chart.series[si]).width =
+      c?.reason === undefined ? IN_FLIGHT_WIDTH : FINISHED_WIDTH;
   }
-  chart ??= createChart();
   chart.setData(/** @type {uPlot.AlignedData} */ (data));
   // Where each drawn line starts and ends (dispatch numbers), for the tests.
   $('chart').dataset.spans = JSON.stringify(
@@ -549,8 +728,58 @@ function render() {
   );
   renderLines(visible, inFlightDrawn.length, inFlight.length, doneDrawn.length);
   renderTokens(doneDrawn);
-  renderCounts();
-  renderRecent();
+  renderHovered();
+}
+
+/** How a conversation ended, as a person says it. */
+const endingText = (/** @type {string} */ reason) => reason.replaceAll('_', ' ');
+
+/** 0.0123 → "0.0123", 12.34 → "12.3": a spread to three significant digits. */
+const spreadText = (/** @type {number} */ v) =>
+  v <= FLOOR ? '0' : String(Number(v.toPrecision(3)));
+
+/** The panel under the chart: the conversation the pointer is on (or a click kept). */
+function renderHovered() {
+  const el = $('hovered');
+  const c = hovered;
+  if (c === undefined) return;
+  const id = idOf(c) ?? '';
+  const last = c.spreads[c.spreads.length - 1];
+  const dispatches = c.reason === undefined ? c.spreads.length : (c.dispatchCount ?? 0);
+  const link = traceLink(c.traceId);
+  const what =
+    c.reason === undefined
+      ? `in flight: ${plural(dispatches, 'dispatch')} so far`
+      : `${endingText(c.reason)} after ${((c.elapsedMs ?? 0) / 1000).toFixed(1)} s: ${plural(dispatches, 'dispatch')}`;
+  const spread = last === undefined ? '' : `, spread ${spreadText(last)}`;
+  const tokens =
+    c.tokens !== undefined
+      ? `, ${tokenText(c.tokens)} tokens`
+      : c.reason === undefined
+        ? ' (tokens when it ends)'
+        : '';
+  const text = `${what}${spread}${tokens}`;
+  const key = `${id}\n${text}\n${link ?? ''}\n${pinned}`;
+  if (key === hoveredShown) return;
+  hoveredShown = key;
+  el.dataset.conversationId = id;
+  el.dataset.orchestrator = c.orchestrator;
+  el.dataset.state = c.reason ?? 'in_flight';
+  el.dataset.dispatches = String(dispatches);
+  el.dataset.pinned = String(pinned);
+  const name = document.createElement('strong');
+  name.textContent = `${c.orchestrator} · ${id}`;
+  const parts = [name, ` · ${text}`];
+  if (link !== undefined) {
+    const a = document.createElement('a');
+    a.href = link;
+    a.target = '_blank';
+    a.rel = 'noopener noreferrer';
+    a.textContent = 'trace';
+    parts.push(' · ', a);
+  }
+  if (pinned) parts.push(' (kept: click elsewhere on the chart to let go)');
+  el.replaceChildren(...parts);
 }
 
 /** The caption: every number in it is counted from the lines just drawn. */
@@ -607,7 +836,7 @@ function renderTokens(/** @type {Conversation[]} */ finished) {
 }
 
 const plural = (/** @type {number} */ n, /** @type {string} */ word) =>
-  `${n} ${word}${n === 1 ? '' : 's'}`;
+  `${n} ${word}${n === 1 ? '' : word.endsWith('h') ? 'es' : 's'}`;
 
 function renderCounts() {
   fillCounts($('counts-service'), state.serviceCounts);
@@ -657,62 +886,86 @@ function countRow(
     td.textContent = unknown ? '–' : String(byReason.get(reason) ?? 0);
     tr.append(td);
   }
+  // The convergence SLO's share: aborts (a caller's doing) count neither way.
+  const counted = ended - (byReason.get('aborted') ?? 0);
   const share = document.createElement('td');
   share.dataset.reason = 'share';
   share.dataset.ended = String(ended);
+  share.dataset.counted = String(counted);
   const converged = byReason.get('converged') ?? 0;
-  share.textContent = ended === 0 ? '–' : `${((100 * converged) / ended).toFixed(1)}%`;
+  share.textContent = counted === 0 ? '–' : `${((100 * converged) / counted).toFixed(1)}%`;
   tr.append(share);
   return tr;
 }
 
-/** The recent slow or failed conversations, each linked to its trace when it can be. */
+/** The list's entries by conversation id, each made once: a link a person points at stays. */
+const recentItems = new Map();
+const noneYet = Object.assign(document.createElement('li'), { textContent: 'none yet' });
+
+/**
+ * The recent slow or failed conversations, each linked to its trace when it can be. Entries
+ * already shown keep their nodes: a new one is inserted, the oldest removed, nothing else moves.
+ */
 function renderRecent() {
   const list = $('recent');
   const entries = state.recent.filter(
     (r) => state.filter === '*' || state.filter === r.orchestrator,
   );
-  if (entries.length === 0) {
-    list.replaceChildren(Object.assign(document.createElement('li'), { textContent: 'none yet' }));
-    return;
+  for (const id of recentItems.keys())
+    if (!state.recent.some((r) => r.id === id)) recentItems.delete(id);
+  const items =
+    entries.length === 0
+      ? [noneYet]
+      : entries.map((r) => {
+          let li = recentItems.get(r.id);
+          if (li === undefined) {
+            li = recentItem(r);
+            recentItems.set(r.id, li);
+          }
+          return li;
+        });
+  items.forEach((item, i) => {
+    const at = list.children[i];
+    if (at !== item) list.insertBefore(item, at ?? null);
+  });
+  while (list.children.length > items.length) list.lastElementChild?.remove();
+}
+
+function recentItem(/** @type {Recent} */ r) {
+  const li = document.createElement('li');
+  li.dataset.conversationId = r.id;
+  li.dataset.reason = r.reason;
+  const reason = REASONS.includes(r.reason) ? r.reason : 'other';
+  const mark = document.createElement('span');
+  mark.className = `mark ${reason}`;
+  const what =
+    r.reason === 'converged'
+      ? `converged slowly: ${(r.elapsedMs / 1000).toFixed(1)} s`
+      : `${endingText(r.reason)} after ${(r.elapsedMs / 1000).toFixed(1)} s`;
+  const text = document.createElement('span');
+  const tokens = r.tokens === undefined ? '' : `, ${tokenText(r.tokens)} tokens`;
+  text.textContent = `${r.orchestrator} · ${what}, ${plural(r.dispatchCount, 'dispatch')}${tokens}`;
+  if (r.tokens !== undefined) li.dataset.tokens = String(r.tokens);
+  li.append(mark, text);
+  const link = traceLink(r.traceId);
+  if (link !== undefined) {
+    const a = document.createElement('a');
+    a.href = link;
+    a.target = '_blank';
+    a.rel = 'noopener noreferrer';
+    a.textContent = 'trace';
+    li.append(' · ', a);
   }
-  list.replaceChildren(
-    ...entries.map((r) => {
-      const li = document.createElement('li');
-      li.dataset.conversationId = r.id;
-      li.dataset.reason = r.reason;
-      const reason = REASONS.includes(r.reason) ? r.reason : 'other';
-      const mark = document.createElement('span');
-      mark.className = `mark ${reason}`;
-      const what =
-        r.reason === 'converged'
-          ? `converged slowly: ${(r.elapsedMs / 1000).toFixed(1)} s`
-          : `${r.reason.replaceAll('_', ' ')} after ${(r.elapsedMs / 1000).toFixed(1)} s`;
-      const text = document.createElement('span');
-      const tokens = r.tokens === undefined ? '' : `, ${tokenText(r.tokens)} tokens`;
-      text.textContent = `${r.orchestrator} · ${what}, ${plural(r.dispatchCount, 'dispatch').replace('dispatchs', 'dispatches')}${tokens}`;
-      if (r.tokens !== undefined) li.dataset.tokens = String(r.tokens);
-      li.append(mark, text);
-      const link = traceLink(r.traceId);
-      if (link !== undefined) {
-        const a = document.createElement('a');
-        a.href = link;
-        a.target = '_blank';
-        a.rel = 'noopener noreferrer';
-        a.textContent = 'trace';
-        li.append(' · ', a);
-      }
-      return li;
-    }),
-  );
+  return li;
 }
 
 filterSelect.addEventListener('change', () => {
   state.filter = filterSelect.value;
+  state.version++;
   schedule();
 });
 window.addEventListener('resize', () => {
-  chart?.setSize({ width: $('chart').clientWidth, height: 380 });
+  chart?.setSize({ width: $('chart').clientWidth, height: CHART_HEIGHT });
 });
 schedule();
 connect();

@@ -100,8 +100,9 @@ export function sumSamples(
   for (const line of text.split('\n')) {
     if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
     if (!Object.entries(labels).every(([k, v]) => line.includes(`${k}="${v}"`))) continue;
+    // An unlabelled sample has no `}`: its value follows the name.
     const rest = line
-      .slice(line.indexOf('}') + 1)
+      .slice(line.startsWith(`${name} `) ? name.length : line.indexOf('}') + 1)
       .trim()
       .split(' ')[0];
     sum += Number(rest);
