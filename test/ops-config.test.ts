@@ -9,6 +9,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { renderCollector } from '../ops/collector.ts';
 import { DEFAULT_OPS_CONFIG, defineOpsConfig, type OpsConfigInput } from '../ops/config.ts';
 import { renderOps } from '../ops/render.ts';
 import { humanDuration } from '../ops/rules.ts';
@@ -370,7 +371,10 @@ describe('a variant for your own config, with one command', () => {
     (parse(text) as { groups: { rules: Rule[] }[] }).groups.flatMap((g) => g.rules);
 
   it('writes exactly the files the repository commits, for the variant', () => {
-    const expected = renderOps(defineOpsConfig(variant));
+    const expected = new Map([
+      ...renderOps(defineOpsConfig(variant)),
+      ...renderCollector(defineOpsConfig(variant)),
+    ]);
     const written = readdirSync(out, { recursive: true, encoding: 'utf8' })
       .filter((f) => /\.(json|ya?ml)$/.test(f))
       .sort();
