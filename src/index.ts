@@ -20,7 +20,12 @@ export {
   QueueOverflowError,
   ResponderError,
 } from './core/errors.ts';
-export { isLeaseOwnerAlive, newLeaseOwner, parseLeaseOwner } from './core/lease-owner.ts';
+export {
+  isLeaseOwnerAlive,
+  type LeaseOwnerParts,
+  newLeaseOwner,
+  parseLeaseOwner,
+} from './core/lease-owner.ts';
 export { composeListeners } from './core/listeners.ts';
 export {
   createMemoryStore,
@@ -52,6 +57,7 @@ export type {
   CommitOutcome,
   ConversationStatus,
   ConversationStore,
+  CreateOutcome,
   Durability,
   Lease,
   ListQuery,

@@ -19,6 +19,7 @@ export interface CheckpointCodec {
 
 /** Thrown by the JSON codec: which value cannot be stored, and where. */
 export class UnstorableValueError extends TypeError {
+  /** The class's name, for logs and `error.type`. */
   override name = 'UnstorableValueError';
   constructor(
     /** Where: `projection.quotes[2]`, `queue[0].content`. */
@@ -104,6 +105,7 @@ const SUSPEND = Symbol('conversation-orchestrator.suspend');
 
 /** What `suspend(payload)` returns; a responder returns it instead of a message. */
 export interface Suspend {
+  /** Marks the value as a suspension (a symbol key: no message has it). */
   readonly [SUSPEND]: true;
   /** What to tell whoever will resume the conversation (a question for a person). */
   readonly payload: unknown;

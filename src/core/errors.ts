@@ -344,6 +344,7 @@ function safeTag(value: object): string {
 
 /** `run(input, { conversationId })` with a store: that id is already stored. Never a second start. */
 export class ConversationExistsError extends Error {
+  /** The class's name, for logs and `error.type`. */
   override name = 'ConversationExistsError';
   constructor(
     /** The id that is taken. */
@@ -357,6 +358,7 @@ export class ConversationExistsError extends Error {
 
 /** `resume(conversationId)`: the store holds no such conversation (never stored, or deleted). */
 export class ConversationNotFoundError extends Error {
+  /** The class's name, for logs and `error.type`. */
   override name = 'ConversationNotFoundError';
   constructor(
     /** The id that was asked for. */

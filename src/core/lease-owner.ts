@@ -16,10 +16,18 @@ export function newLeaseOwner(): string {
   return `${HOST}/${process.pid}/${randomUUID()}`;
 }
 
+/** The parts of a lease owner. */
+export interface LeaseOwnerParts {
+  /** The host name of the process that made it. */
+  readonly host: string;
+  /** That process's id. */
+  readonly pid: number;
+  /** A random token, one per segment. */
+  readonly token: string;
+}
+
 /** The host and pid an owner was made on, or `undefined` when it is not of that form. */
-export function parseLeaseOwner(
-  owner: string,
-): { readonly host: string; readonly pid: number; readonly token: string } | undefined {
+export function parseLeaseOwner(owner: string): LeaseOwnerParts | undefined {
   const match = /^(.+)\/(\d{1,10})\/([^/]+)$/.exec(owner);
   if (match === null) return undefined;
   return { host: match[1] as string, pid: Number(match[2]), token: match[3] as string };

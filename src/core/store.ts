@@ -69,9 +69,13 @@ export interface Lease {
 
 /** What `store.get()` and `store.list()` tell of a conversation. */
 export interface StoredConversation {
+  /** The conversation's id. */
   readonly conversationId: string;
+  /** The name of the orchestrator that runs it. */
   readonly orchestrator: string;
+  /** Where it stands. */
   readonly status: ConversationStatus;
+  /** Successful dispatches committed so far. */
   readonly dispatchCount: number;
   /** The commit sequence of the stored checkpoint. */
   readonly seq: number;
@@ -87,33 +91,66 @@ export interface StoredConversation {
   readonly result?: unknown;
 }
 
+/** What `create()` answers. */
+export type CreateOutcome =
+  | {
+      /** Inserted: the conversation is new and its lease is the caller's. */
+      readonly created: true;
+      /** The lease taken (epoch 1). */
+      readonly lease: Lease;
+    }
+  | {
+      /** The id was taken: nothing changed. */
+      readonly created: false;
+    };
+
 /** What `acquire()` answers. */
 export type AcquireOutcome =
-  /**
-   * The lease is now the caller's (epoch raised); `checkpoint` is the stored one. `takenOver` is
-   * true when a previous holder's lease was still recorded (expired, or its process gone) rather
-   * than released: the core calls that resume a crash, and re-runs the dispatch in flight.
-   */
   | {
+      /** The lease is now the caller's (epoch raised). */
       readonly status: 'acquired';
+      /** The stored checkpoint. */
       readonly checkpoint: Checkpoint;
+      /** The lease taken. */
       readonly lease: Lease;
+      /**
+       * True when a previous holder's lease was still recorded (expired, or its process gone)
+       * rather than released: the core calls that resume a crash, and re-runs the dispatch in
+       * flight.
+       */
       readonly takenOver: boolean;
     }
-  /** Another holder's lease is live: nothing changed. */
-  | { readonly status: 'held'; readonly owner: string; readonly leaseExpiresAt: number }
-  /** The conversation has ended: no lease is taken; `checkpoint` holds its result. */
-  | { readonly status: 'ended'; readonly checkpoint: Checkpoint }
-  /** No such conversation. */
-  | { readonly status: 'not_found' };
+  | {
+      /** Another holder's lease is live: nothing changed. */
+      readonly status: 'held';
+      /** Who holds it. */
+      readonly owner: string;
+      /** When its lease expires (the store's clock). */
+      readonly leaseExpiresAt: number;
+    }
+  | {
+      /** The conversation has ended: no lease is taken. */
+      readonly status: 'ended';
+      /** The stored checkpoint, holding its result. */
+      readonly checkpoint: Checkpoint;
+    }
+  | {
+      /** No such conversation. */
+      readonly status: 'not_found';
+    };
 
 /** What `commit()` answers. */
 export type CommitOutcome =
-  /** Replaced; the lease renewed for `leaseMs` (released, when the status is not `running`). */
-  | { readonly ok: true; readonly lease: Lease }
-  /** Refused: the lease is no longer the caller's, or `seq` is not the stored one plus 1. */
   | {
+      /** Replaced; the lease renewed for `leaseMs` (released, when the status is not `running`). */
+      readonly ok: true;
+      /** The renewed lease. */
+      readonly lease: Lease;
+    }
+  | {
+      /** Refused: the lease is no longer the caller's, or `seq` is not the stored one plus 1. */
       readonly ok: false;
+      /** `fenced`: another owner or epoch; `sequence`: not the stored seq + 1; `not_found`: deleted. */
       readonly reason: 'fenced' | 'sequence' | 'not_found';
       /** The stored checkpoint's `seq`, when there is one. */
       readonly storedSeq?: number | undefined;
@@ -138,8 +175,11 @@ export interface ListQuery {
 
 /** Counts for the gauges, per orchestrator, read with one bounded query. */
 export interface StoreStats {
+  /** The orchestrator's name. */
   readonly orchestrator: string;
+  /** Conversations running (held or waiting for recovery). */
   readonly running: number;
+  /** Conversations suspended. */
   readonly suspended: number;
   /** Epoch milliseconds of the oldest suspension, when any is suspended. */
   readonly oldestSuspendedAt?: number | undefined;
@@ -162,11 +202,7 @@ export interface ConversationStore {
    * (epoch 1), atomically, if the id is not taken; answers `{ created: false }` otherwise (also
    * when two callers race: exactly one creates it).
    */
-  create(
-    checkpoint: Checkpoint,
-    owner: string,
-    leaseMs: number,
-  ): Promise<{ readonly created: true; readonly lease: Lease } | { readonly created: false }>;
+  create(checkpoint: Checkpoint, owner: string, leaseMs: number): Promise<CreateOutcome>;
   /**
    * Takes the lease of a stored conversation (running or suspended) for `owner` when no live
    * lease holds it (never leased, released, expired, or held by `owner` itself), raising the

@@ -13,7 +13,9 @@ import { asRegistry, type PrometheusRegistry } from '../registry.ts';
 
 /** An export's result, as the SDK's `ExportResult` has it (`code` 0 is success). */
 export interface ExportResultLike {
+  /** The SDK's `ExportResultCode`: 0 success, 1 failure. */
   readonly code: number;
+  /** Why the export failed, when it did. */
   readonly error?: Error;
 }
 
