@@ -50,7 +50,10 @@ export function hasRedisServer(): boolean {
   return existsSync(REDIS_SERVER);
 }
 
-/** Answers true once the server replies `+PONG` to a PING (not while it is still loading). */
+/**
+ * Answers true once the server replies to a PING with `+PONG` (or `-NOAUTH`, when it has a
+ * password): not while it is still loading its AOF (`-LOADING`).
+ */
 function ping(port: number): Promise<boolean> {
   return new Promise((resolve) => {
     const socket = connect({ host: '127.0.0.1', port });
@@ -64,7 +67,7 @@ function ping(port: number): Promise<boolean> {
     socket.once('connect', () => socket.write('PING\r\n'));
     socket.on('data', (chunk) => {
       reply += chunk.toString();
-      if (reply.includes('\r\n')) done(reply.startsWith('+PONG'));
+      if (reply.includes('\r\n')) done(/^(\+PONG|-NOAUTH)/.test(reply));
     });
   });
 }

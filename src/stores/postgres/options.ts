@@ -5,7 +5,9 @@
 
 /** A query as the store sends it. */
 export interface PostgresQuery {
+  /** The SQL. */
   readonly text: string;
+  /** Its parameters (`$1`, `$2` …). */
   readonly values?: unknown[];
   /** Client-side bound on the answer, in milliseconds (`pg`'s per-query `query_timeout`). */
   readonly query_timeout?: number;
@@ -13,12 +15,15 @@ export interface PostgresQuery {
 
 /** What the store reads of a query's answer. */
 export interface PostgresResult {
+  /** The rows, as `pg` answers them (bigint columns as strings). */
   readonly rows: Record<string, unknown>[];
 }
 
 /** A connection checked out of the pool (only the migration uses one, for its transaction). */
 export interface PostgresPoolClient {
+  /** Sends one query on this connection. */
   query(query: PostgresQuery): Promise<PostgresResult>;
+  /** Gives the connection back (destroys it when given an error or `true`). */
   release(error?: Error | boolean): void;
 }
 
@@ -28,7 +33,9 @@ export interface PostgresPoolClient {
  * unhandled one ends the process.
  */
 export interface PostgresPool {
+  /** Sends one query on any free connection. */
   query(query: PostgresQuery): Promise<PostgresResult>;
+  /** Checks a connection out (the migration's transaction needs one). */
   connect(): Promise<PostgresPoolClient>;
 }
 

@@ -3,7 +3,8 @@
  * conversation; every change one statement whose WHERE is the fence (owner, epoch, seq), so two
  * writers never fork a conversation and a refused commit changes nothing. See docs/stores.md.
  */
-import pg from 'pg';
+import { createRequire } from 'node:module';
+import type pg from 'pg';
 import { isLeaseOwnerAlive } from '../../core/lease-owner.ts';
 import type {
   AcquireOutcome,
@@ -120,7 +121,8 @@ class PgStore implements PostgresStore {
         options.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs,
         1,
       );
-      const pool = new pg.Pool({
+      const { Pool } = loadPg();
+      const pool = new Pool({
         connectionString: options.connectionString,
         max: checkInteger('poolSize', options.poolSize ?? DEFAULTS.poolSize, 1),
         connectionTimeoutMillis: connectTimeoutMs,
@@ -537,6 +539,18 @@ function toStored(row: Record<string, unknown>): StoredConversation {
       ? { result: JSON.parse(row.result) as unknown }
       : {}),
   };
+}
+
+/** `pg`, an optional peer: loaded only when the store makes its own pool. */
+function loadPg(): typeof pg {
+  try {
+    return createRequire(import.meta.url)('pg') as typeof pg;
+  } catch (error) {
+    throw new Error(
+      'createPostgresStore({ connectionString }) needs the optional peer dependency pg (^8.11.0): npm install pg',
+      { cause: error },
+    );
+  }
 }
 
 /** What failed, in words: timeouts and refusals named, PostgreSQL's own code kept. */
