@@ -40,13 +40,16 @@ export function statements(table: string): Statements {
   const fence = (i: string) =>
     `c.conversation_id = ${i}.conversation_id AND c.owner = ${i}.owner AND c.epoch = ${i}.epoch AND c.seq = ${i}.seq - 1`;
   return {
-    // Inserts with the lease (epoch 1) unless the id is taken: two racing creates, one row.
+    // Inserts with the lease (epoch 1; released at once unless running) unless the id is taken:
+    // two racing creates, one row.
     create: `
       INSERT INTO ${t} (conversation_id, orchestrator, status, seq, dispatch_count, state, result,
         suspended_at, owner, epoch, lease_expires_at, updated_at)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, ${NOW} + $10::bigint, ${NOW})
+      VALUES ($1, $2, $3::text, $4, $5, $6, $7, $8,
+        CASE WHEN $3::text = 'running' THEN $9 END, 1,
+        CASE WHEN $3::text = 'running' THEN ${NOW} + $10::bigint END, ${NOW})
       ON CONFLICT (conversation_id) DO NOTHING
-      RETURNING lease_expires_at`,
+      RETURNING coalesce(lease_expires_at, updated_at) AS lease_expires_at`,
     // Locks the row, then takes the lease when no live one holds it (or `$4`, a holder known to
     // be dead, does), raising the epoch; answers the row as it was and the new lease, if taken.
     acquire: `

@@ -58,7 +58,7 @@ local CHECKPOINT = {'orchestrator', 'status', 'seq', 'dispatchCount', 'state', '
  * create: KEYS[1] the conversation's hash; ARGV prefix, id, orchestrator, status, seq,
  * dispatchCount, state, result, suspendedAt, owner, leaseMs.
  * Guarantees: the conversation is written with its first checkpoint and the caller's lease
- * (epoch 1) only if no conversation has this id; of two racing creates exactly one writes.
+ * (epoch 1; released at once unless the status is running) only if no conversation has this id; of two racing creates exactly one writes.
  * Answers the lease's expiry, or nil when the id was taken (nothing changed).
  */
 export const CREATE = `${COMMON}
@@ -68,8 +68,12 @@ local now = now_ms()
 local expires = now + tonumber(ARGV[11])
 local orch, status = ARGV[3], ARGV[4]
 redis.call('HSET', key, 'orchestrator', orch, 'status', status, 'seq', ARGV[5],
-  'dispatchCount', ARGV[6], 'state', ARGV[7], 'owner', ARGV[10], 'epoch', 1,
-  'leaseExpiresAt', int(expires), 'updatedAt', int(now))
+  'dispatchCount', ARGV[6], 'state', ARGV[7], 'epoch', 1, 'updatedAt', int(now))
+if status == 'running' then
+  redis.call('HSET', key, 'owner', ARGV[10], 'leaseExpiresAt', int(expires))
+else
+  expires = now
+end
 local result, suspended_at = opt(ARGV[8]), opt(ARGV[9])
 if result then redis.call('HSET', key, 'result', result) end
 if suspended_at then redis.call('HSET', key, 'suspendedAt', suspended_at) end
