@@ -35,6 +35,7 @@ import {
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { sdkFloor } from './floor.ts';
+import { networkStoresTable } from './network-stores.ts';
 import { samplerTable } from './sampler.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
@@ -872,6 +873,10 @@ async function main(): Promise<void> {
     await samplerTable(ROUNDS, clock);
     return;
   }
+  if (only === 'network-stores') {
+    await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
+    return;
+  }
   leanTables();
   waitingMemoryTable();
   floorTables();
@@ -903,6 +908,7 @@ async function main(): Promise<void> {
   await scrape(true);
 
   await samplerTable(ROUNDS, clock);
+  await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
 }
 
 await main();
