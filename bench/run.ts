@@ -34,9 +34,11 @@ import {
   roundRobin,
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
+import { durableTable } from './durable.ts';
 import { sdkFloor } from './floor.ts';
 import { networkStoresTable } from './network-stores.ts';
 import { samplerTable } from './sampler.ts';
+import { storesTables } from './stores.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 150_000);
@@ -226,6 +228,8 @@ function bareLoop(async: boolean, length: number): Variant['time'] {
         const out = (await responder.respond(lastMessage, state, {
           signal: NEVER,
           dispatchNumber: n,
+          idempotencyKey: 'bare',
+          attempt: 1,
           reportUsage: ignoreUsage,
         })) as Message<number>;
         projection.quotes[INDEX[out.sender] as number] = out.content;
@@ -252,7 +256,13 @@ const NEVER = new AbortController().signal;
  */
 function leanLoop(async: boolean, length: number): Variant['time'] {
   const responders = desks(async);
-  const context = { signal: NEVER, dispatchNumber: 0, reportUsage: ignoreUsage };
+  const context = {
+    signal: NEVER,
+    dispatchNumber: 0,
+    idempotencyKey: 'lean',
+    attempt: 1,
+    reportUsage: ignoreUsage,
+  };
   const conversation = async (): Promise<number> => {
     const projection: Desks = { quotes: Float64Array.of(100, 110, 90) };
     const state = { projection } as unknown as ConversationState<Desks, number>;
@@ -808,6 +818,10 @@ async function main(): Promise<void> {
     `\nNode ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; ${ROUNDS} rounds (${FLOOR_ROUNDS} for the floor) of ${DISPATCHES_PER_ROUND.toLocaleString('en')} dispatches per variant, medians; ${WALL ? 'wall time' : 'CPU time of the process'}; load average ${loadavg()[0]?.toFixed(1)} at the start.`,
   );
   const only = process.env.BENCH_ONLY;
+  if (only === 'durable') {
+    await durableTable(ROUNDS, clock);
+    return;
+  }
   if (only === 'floor') {
     if (process.env.BENCH_CONTEXT === 'als') {
       context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
@@ -873,6 +887,10 @@ async function main(): Promise<void> {
     await samplerTable(ROUNDS, clock);
     return;
   }
+  if (only === 'stores') {
+    await storesTables();
+    return;
+  }
   if (only === 'network-stores') {
     await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
     return;
@@ -908,6 +926,8 @@ async function main(): Promise<void> {
   await scrape(true);
 
   await samplerTable(ROUNDS, clock);
+  await durableTable(ROUNDS, clock);
+  await storesTables();
   await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
 }
 

@@ -69,7 +69,7 @@ describe.skipIf(!ROOT)('the SQLite store on a failing file system', () => {
       expect(failure?.message).toBe(
         `sqlite store: create (conversations ${failedId}) failed on ${path}: database or disk is full [SQLITE_FULL: the disk is full]`,
       );
-      expect((failure?.cause as { code?: string }).code).toBe('SQLITE_FULL');
+      expect((failure?.cause as { code?: string } | undefined)?.code).toBe('SQLITE_FULL');
       expect(await store.get(failedId)).toBeUndefined();
 
       // A group of commits that cannot fit: all rejected, every stored seq unchanged.

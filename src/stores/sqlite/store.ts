@@ -165,6 +165,10 @@ export class SqliteConversationStore implements ConversationStore {
   readonly #options: ResolvedOptions;
   readonly #db: BetterSqlite3.Database;
   readonly #sql: ReturnType<typeof prepare>;
+  /** The group commit's transaction, made once (better-sqlite3 wraps a function per call). */
+  readonly #applyBatch: (batch: readonly Pending[]) => (Created | CommitOutcome)[];
+  /** One `BEGIN IMMEDIATE` transaction around any function, made once. */
+  readonly #inTransaction: <T>(fn: () => T) => T;
   #pending: Pending[] = [];
   #flushScheduled = false;
   #closed = false;
@@ -192,6 +196,17 @@ export class SqliteConversationStore implements ConversationStore {
       throw storeError('opening the database', path, error);
     }
     this.#db = db;
+    const batch = db.transaction((items: readonly Pending[]) => {
+      const now = Date.now();
+      return items.map((item) =>
+        item.kind === 'create'
+          ? this.#applyCreate(item.checkpoint, item.owner, item.leaseMs, now)
+          : this.#applyCommit(item.checkpoint, item.lease, item.leaseMs, now),
+      );
+    });
+    this.#applyBatch = (items) => batch.immediate(items);
+    const any = db.transaction((fn: () => unknown) => fn());
+    this.#inTransaction = <T>(fn: () => T) => any.immediate(fn) as T;
     if (this.#options.purgeIntervalMs > 0) {
       this.#purgeTimer = setInterval(() => {
         try {
@@ -211,6 +226,9 @@ export class SqliteConversationStore implements ConversationStore {
   }
 
   #checkSize(checkpoint: Checkpoint, method: string): void {
+    // A UTF-16 code unit is at most 3 UTF-8 bytes: most checkpoints need no exact count.
+    const units = checkpoint.state.length + (checkpoint.result?.length ?? 0);
+    if (units * 3 <= this.maxCheckpointBytes) return;
     const bytes = byteLength(checkpoint);
     if (bytes > this.maxCheckpointBytes) {
       throw new Error(
@@ -251,16 +269,7 @@ export class SqliteConversationStore implements ConversationStore {
     this.#pending = [];
     let outcomes: (Created | CommitOutcome)[];
     try {
-      outcomes = this.#db
-        .transaction(() => {
-          const now = Date.now();
-          return batch.map((item) =>
-            item.kind === 'create'
-              ? this.#applyCreate(item.checkpoint, item.owner, item.leaseMs, now)
-              : this.#applyCommit(item.checkpoint, item.lease, item.leaseMs, now),
-          );
-        })
-        .immediate();
+      outcomes = this.#applyBatch(batch);
     } catch (error) {
       const what = batch.length === 1 ? (batch[0] as Pending).kind : `a group of ${batch.length}`;
       const failure = storeError(
@@ -293,14 +302,22 @@ export class SqliteConversationStore implements ConversationStore {
   #applyCommit(checkpoint: Checkpoint, lease: Lease, leaseMs: number, now: number): CommitOutcome {
     const running = checkpoint.status === 'running';
     const expiresAt = running ? now + leaseMs : now;
-    const changes = this.#sql.commit.run({
-      ...this.#values(checkpoint, now),
-      newOwner: running ? lease.owner : null,
-      expiresAt: running ? expiresAt : null,
-      owner: lease.owner,
-      epoch: lease.epoch,
-      previousSeq: checkpoint.seq - 1,
-    }).changes;
+    const changes = this.#sql.commit.run(
+      checkpoint.status,
+      checkpoint.seq,
+      checkpoint.dispatchCount,
+      checkpoint.state,
+      checkpoint.result ?? null,
+      checkpoint.suspendedAt ?? null,
+      now,
+      checkpoint.status === 'ended' ? now : null,
+      running ? lease.owner : null,
+      running ? expiresAt : null,
+      checkpoint.conversationId,
+      lease.owner,
+      lease.epoch,
+      checkpoint.seq - 1,
+    ).changes;
     if (changes === 1)
       return { ok: true, lease: { owner: lease.owner, epoch: lease.epoch, expiresAt } };
     const row = this.#sql.fence.get(checkpoint.conversationId) as
@@ -460,7 +477,7 @@ export class SqliteConversationStore implements ConversationStore {
 
   #write<T>(what: string, fn: () => T): T {
     try {
-      return this.#db.transaction(fn).immediate();
+      return this.#inTransaction(fn);
     } catch (error) {
       throw storeError(what, this.#options.path, error);
     }
@@ -491,12 +508,12 @@ function prepare(db: BetterSqlite3.Database) {
        ON CONFLICT (id) DO NOTHING`,
     ),
     // The compare-and-set of a commit: owner, epoch and the previous seq in one statement.
+    // Positional parameters (the hot path): binding by name costs more. The orchestrator of a
+    // conversation never changes, so it is not set (nor its index entry rewritten).
     commit: db.prepare(
-      `UPDATE conversations SET orchestrator = @orchestrator, status = @status, seq = @seq,
-         dispatch_count = @dispatchCount, state = @state, result = @result,
-         suspended_at = @suspendedAt, updated_at = @now, ended_at = @endedAt,
-         owner = @newOwner, lease_expires_at = @expiresAt
-       WHERE id = @id AND owner = @owner AND epoch = @epoch AND seq = @previousSeq`,
+      `UPDATE conversations SET status = ?, seq = ?, dispatch_count = ?, state = ?, result = ?,
+         suspended_at = ?, updated_at = ?, ended_at = ?, owner = ?, lease_expires_at = ?
+       WHERE id = ? AND owner = ? AND epoch = ? AND seq = ?`,
     ),
     take: db.prepare(
       'UPDATE conversations SET owner = @owner, epoch = @epoch, lease_expires_at = @expiresAt WHERE id = @id',
