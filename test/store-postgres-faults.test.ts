@@ -3,7 +3,7 @@
  * (`pg_ctl stop -m immediate`) under commits and restarted, and writer processes SIGKILLed
  * mid-commit many times.
  */
-import { afterAll, beforeAll, describe, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createPostgresStore } from '../src/stores/postgres/index.ts';
 import { killServer, killWriters } from './helpers/network-store-crash.ts';
 import { hasPostgres, type RunningPostgres, startPostgres } from './helpers/postgres.ts';
@@ -37,6 +37,27 @@ describe.runIf(hasPostgres())('PostgreSQL store under faults', () => {
       await store.close();
     }
   }, 120_000);
+
+  it('connects and migrates once the server is up when its first call found it down', async () => {
+    await server.crash();
+    const store = createPostgresStore({
+      connectionString: server.connectionString,
+      table: 'late',
+      connectTimeoutMs: 1_000,
+    });
+    try {
+      await expect(store.get('x')).rejects.toThrow(
+        `PostgreSQL store (postgres://postgres@127.0.0.1:${server.port}/postgres): connecting and migrating the schema failed: connect ECONNREFUSED`,
+      );
+    } finally {
+      await server.restart();
+    }
+    try {
+      expect(await store.get('x')).toBeUndefined();
+    } finally {
+      await store.close();
+    }
+  }, 60_000);
 
   it('keeps whole checkpoints and every confirmed commit across 12 SIGKILLs of the writer mid-commit', async () => {
     const store = createPostgresStore({
