@@ -24,6 +24,8 @@ prints what it would have changed.
   --json <out.json>         also write the report as JSON
   --html <out.html>         also write a self-contained HTML page (chart and risk list)
   --skip-bad                count and skip lines that are not recorded conversations
+  --max-line-bytes <n>      the longest line read (default 16777216, 16 MiB); a longer line
+                            is a bad line (an error, or skipped with --skip-bad)
   -h, --help                this text
 `;
 
@@ -79,9 +81,11 @@ async function run(args: readonly string[], io: CommandIo): Promise<number> {
     if (!existsSync(file)) throw new UsageError(`no such file: ${positionals[i]}`);
     if (!statSync(file).isFile()) throw new UsageError(`not a file: ${positionals[i]}`);
   }
+  const maxLineBytes = positiveIntegerFlag('--max-line-bytes', values['max-line-bytes']);
   const { policy } = await loadPolicy(values.policy, io.cwd);
   let shown = 0;
   const recordings = readRecordingFiles(files, {
+    ...(maxLineBytes === undefined ? {} : { maxLineBytes }),
     skipBad: values['skip-bad'] === true,
     onBadLine: (error) => {
       if (shown++ < MAX_SKIPPED_SHOWN) io.stderr(`skipped ${error.message}\n`);
@@ -95,6 +99,14 @@ async function run(args: readonly string[], io: CommandIo): Promise<number> {
   return 0;
 }
 
+function positiveIntegerFlag(flag: string, text: string | undefined): number | undefined {
+  if (text === undefined) return undefined;
+  const value = /^[0-9]+$/.test(text) ? Number(text) : Number.NaN;
+  if (!Number.isSafeInteger(value) || value < 1)
+    throw new UsageError(`${flag}: expected a positive integer, got \`${text.slice(0, 40)}\``);
+  return value;
+}
+
 function parse(args: readonly string[]) {
   return parseArgs({
     args: [...args],
@@ -105,6 +117,7 @@ function parse(args: readonly string[]) {
       json: { type: 'string' },
       html: { type: 'string' },
       'skip-bad': { type: 'boolean' },
+      'max-line-bytes': { type: 'string' },
       help: { type: 'boolean', short: 'h' },
     },
   });
