@@ -12,6 +12,26 @@ function percent(part: number, whole: number): string {
   return whole > 0 ? `${one.format((100 * part) / whole)}%` : '-';
 }
 
+/**
+ * Terminal control characters (C0 and C1, DEL) and the bidirectional overrides a recording's
+ * strings may hold, matched for escaping: an ESC sequence could clear the screen, an OSC set the
+ * window's title, a CR overwrite the line, a bidi override reorder what is shown.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching them is the point
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const NAMED: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/** `text` with every control character escaped (`\x1b`, `\r`, `\u202e`): safe to print to a terminal. */
+export function printable(text: string): string {
+  return text.replace(CONTROL, (c) => {
+    const code = c.charCodeAt(0);
+    return (
+      NAMED[c] ??
+      (code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16)}`)
+    );
+  });
+}
+
 function candidateText(c: CandidateEnding): string {
   if (c.outcome === 'stopped') return `${c.dispatchCount} ${c.reason}`;
   if (c.outcome === 'failed') return `failed at ${c.dispatchCount}: ${c.error}`;
@@ -46,7 +66,7 @@ function listLines(title: string, list: ConversationList): string[] {
   const shown = list.conversations.slice(0, 10);
   for (const c of shown) {
     lines.push(
-      `  ${c.conversationId} (${c.orchestrator}): recorded ${c.recorded.dispatchCount} ${c.recorded.reason}, candidate ${candidateText(c.candidate)}`,
+      `  ${printable(c.conversationId)} (${printable(c.orchestrator)}): recorded ${c.recorded.dispatchCount} ${printable(c.recorded.reason)}, candidate ${printable(candidateText(c.candidate))}`,
     );
   }
   if (list.count > shown.length) {
@@ -57,11 +77,11 @@ function listLines(title: string, list: ConversationList): string[] {
   return lines;
 }
 
-/** The report as the CLI prints it. */
+/** The report as the CLI prints it; every string from a recording or the candidate is `printable()`. */
 export function formatReport(report: ReplayReport): string {
   const n = report.conversations;
   const out = [
-    `replayed ${int.format(n)} conversation${n === 1 ? '' : 's'} against ${report.policy}`,
+    `replayed ${int.format(n)} conversation${n === 1 ? '' : 's'} against ${printable(report.policy)}`,
     '',
     table([
       ['candidate ended them', 'conversations', 'share'],
