@@ -103,6 +103,17 @@ export interface ReplayedConversation {
   readonly candidate: CandidateEnding;
   /** The candidate's ending against the recorded one. */
   readonly comparison: Comparison;
+  /**
+   * Fields of the projection the candidate read that the recording does not have
+   * (`projection.sprd`, a misspelling of `spread`), at most 10, up to the first dispatch where it
+   * read none (watching stops there); empty when every field it read was there.
+   */
+  readonly missingFields: readonly string[];
+  /**
+   * Whether the candidate read such a field at every dispatch it checked: what it measured was
+   * undefined (or NaN) throughout, so its verdict on this conversation says nothing.
+   */
+  readonly unmeasured: boolean;
   /** What stopping earlier saves; zeros unless `earlier`. */
   readonly saved: {
     /** Recorded dispatches after the candidate's stop. */
@@ -115,6 +126,29 @@ export interface ReplayedConversation {
 }
 
 const NO_HISTORY: readonly never[] = Object.freeze([]);
+
+/** Keys that code probes without meaning a field (await, JSON.stringify, coercion): never missing. */
+const PROBES = new Set(['then', 'toJSON', 'constructor', 'valueOf', 'toString', 'inspect']);
+const MAX_MISSING_FIELDS = 10;
+
+/**
+ * `value` as the candidate sees it, noting every field it reads that is not there (the path,
+ * `projection.sprd`): a misspelled measure reads undefined on every dispatch and says nothing.
+ */
+function watched<T>(value: T, path: string, onMissing: (field: string) => void): T {
+  if (typeof value !== 'object' || value === null) return value;
+  return new Proxy(value, {
+    get(target, key, receiver) {
+      if (typeof key === 'symbol' || PROBES.has(key)) return Reflect.get(target, key, receiver);
+      const field = `${path}.${key}`;
+      if (!(key in target)) {
+        onMissing(field);
+        return undefined;
+      }
+      return watched(Reflect.get(target, key, receiver), field, onMissing);
+    },
+  });
+}
 
 function tokensOf(usage: RecordedUsage | ReplayedUsage | undefined): number {
   return usage === undefined ? 0 : usage.inputTokens + usage.outputTokens;
@@ -163,6 +197,15 @@ export function replayConversation<R = unknown>(
   let usage = ZERO;
   let tokensAtStop = 0;
   let check: ReturnType<TerminationPolicy<R, undefined>['start']> | undefined;
+  const missing = new Set<string>();
+  /** Whether every dispatch checked so far read a field the recording does not have. */
+  let unmeasured = true;
+  let checkedAny = false;
+  let missedNow = false;
+  const onMissing = (field: string): void => {
+    missedNow = true;
+    if (missing.size < MAX_MISSING_FIELDS) missing.add(field);
+  };
   try {
     check = termination.start();
     if (typeof check !== 'function') throw new TypeError('start() did not return a function');
@@ -179,7 +222,9 @@ export function replayConversation<R = unknown>(
     const lastMessage: Message<undefined> = { sender: d.sender ?? d.responder, content: undefined };
     const state: ReplayedState<R> = {
       conversationId: recording.conversationId,
-      projection: d.record as R,
+      // Watched until a dispatch reads no missing field (then the conversation is measured and
+      // watching costs nothing more): a field read that the recording lacks is noted.
+      projection: (unmeasured ? watched(d.record, 'projection', onMissing) : d.record) as R,
       lastMessage,
       queueDepth: d.queueDepth,
       dispatchCount: d.n,
@@ -187,8 +232,11 @@ export function replayConversation<R = unknown>(
       usage,
     };
     let decision: unknown;
+    missedNow = false;
     try {
       decision = check(state, d.elapsedMs);
+      checkedAny = true;
+      if (!missedNow) unmeasured = false;
     } catch (error) {
       candidate = { outcome: 'failed', dispatchCount: d.n, error: describeThrown(error) };
       break;
@@ -244,6 +292,8 @@ export function replayConversation<R = unknown>(
   return {
     conversationId: recording.conversationId,
     orchestrator: recording.orchestrator,
+    missingFields: [...missing],
+    unmeasured: checkedAny && unmeasured,
     recorded: {
       reason: ending.reason,
       ...(ending.policy !== undefined ? { policy: ending.policy } : {}),
@@ -302,6 +352,8 @@ export interface ChartPoint {
   readonly recorded: number;
   /** The candidate's stopping dispatch; null when it ran past the recording or failed. */
   readonly candidate: number | null;
+  /** What the candidate did: stopped (at `candidate`), ran past the recording, or failed. */
+  readonly outcome: CandidateEnding['outcome'];
   /** The candidate's ending against the recorded one. */
   readonly comparison: Comparison;
 }
@@ -336,6 +388,18 @@ export interface ReplayReport {
   readonly truncated: number;
   /** Recorded dispatches without `record` (the candidate saw `projection: undefined` there). */
   readonly dispatchesWithoutRecord: number;
+  /**
+   * Conversations where the candidate read, at every dispatch it checked, a field the recording
+   * does not have (its measure was undefined throughout: a misspelled field, or one `record`
+   * did not keep), and the first 10 such fields (`projection.sprd`). Non-zero is a warning: the
+   * comparison of those conversations says nothing about the candidate.
+   */
+  readonly unmeasured: {
+    /** How many conversations. */
+    readonly count: number;
+    /** The fields read that were not there, at most 10. */
+    readonly fields: readonly string[];
+  };
   /** Bad lines skipped (`skipBad`). */
   readonly skippedLines: number;
   /** At most `chartSize` conversations, chosen evenly at random (seeded: the same input gives the same chart). */
@@ -463,7 +527,9 @@ export async function replay<R = unknown>(
     unknown: 0,
     truncated: 0,
     withoutRecord: 0,
+    unmeasured: 0,
   };
+  const unmeasuredFields = new Set<string>();
   const totals = {
     dispatches: 0,
     tokens: 0,
@@ -482,6 +548,11 @@ export async function replay<R = unknown>(
     counts.conversations++;
     counts[r.comparison]++;
     if (r.recorded.truncated) counts.truncated++;
+    if (r.unmeasured) {
+      counts.unmeasured++;
+      for (const field of r.missingFields)
+        if (unmeasuredFields.size < MAX_MISSING_FIELDS) unmeasuredFields.add(field);
+    }
     for (const d of recording.dispatches) if (d.record === undefined) counts.withoutRecord++;
     totals.dispatches += r.recorded.dispatchCount;
     totals.tokens += r.recorded.tokens;
@@ -498,6 +569,7 @@ export async function replay<R = unknown>(
       conversationId: r.conversationId,
       recorded: r.recorded.dispatchCount,
       candidate: r.candidate.outcome === 'stopped' ? r.candidate.dispatchCount : null,
+      outcome: r.candidate.outcome,
       comparison: r.comparison,
     };
     // Reservoir sampling: every conversation equally likely to be charted.
@@ -535,6 +607,7 @@ export async function replay<R = unknown>(
     failed: failed.toJSON(),
     truncated: counts.truncated,
     dispatchesWithoutRecord: counts.withoutRecord,
+    unmeasured: { count: counts.unmeasured, fields: [...unmeasuredFields] },
     skippedLines: stream.skipped + nestedSkipped(recordings),
     chart,
   };
