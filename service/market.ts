@@ -6,18 +6,18 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  anyOf,
   type ConversationListener,
   type ConversationObserver,
   ConversationOrchestrator,
-  converged,
   type Message,
-  maxDispatches,
   type Responder,
   roundRobin,
-  timeout,
 } from '../src/index.ts';
 import type { Scenario, ServiceConfig } from './config.ts';
+import { deskTermination } from './desk-policies.ts';
+
+// The desks' policies live in desk-policies.ts, which the replay walkthrough uses too.
+export { MAX_DISPATCHES, TIMEOUT_MS } from './desk-policies.ts';
 
 export const DESK_NAMES = [
   'london',
@@ -51,8 +51,6 @@ export interface Book {
   readonly quotes: number[];
   spread: number;
 }
-
-export const MAX_DISPATCHES = 400;
 
 /**
  * The simulated model behind each desk, by desk index (a bounded set: the model label on
@@ -99,7 +97,6 @@ export function quoteUsage(
     model,
   };
 }
-export const TIMEOUT_MS = 3_000;
 
 function spreadOf(quotes: readonly number[]): number {
   let min = Number.POSITIVE_INFINITY;
@@ -159,15 +156,7 @@ export function createDeskOrchestrator(
         return book;
       },
     },
-    termination: anyOf(
-      converged({
-        measure: (s) => s.projection.spread,
-        tolerance: config.tolerance,
-        consecutive: desks,
-      }),
-      maxDispatches(MAX_DISPATCHES),
-      timeout(TIMEOUT_MS),
-    ),
+    termination: deskTermination<Book, DeskMessage>(desks, config.tolerance),
     observers,
     listener,
     dispatchTimeoutMs: 10_000,

@@ -184,13 +184,45 @@ function endedByDecision(recording: RecordedConversation): boolean {
 }
 
 /**
+ * A candidate per orchestrator, by the orchestrator's name: a recording of several orchestrators
+ * (each with its own policy) replays each conversation against its orchestrator's candidate.
+ */
+export type CandidatesByOrchestrator<R = unknown> = Readonly<
+  Record<string, TerminationPolicy<R, undefined>>
+>;
+
+/** What replay runs: one candidate for every conversation, or one per orchestrator. */
+export type Candidate<R = unknown> = TerminationPolicy<R, undefined> | CandidatesByOrchestrator<R>;
+
+/** Whether a value is a candidate per orchestrator: a plain object of termination policies, at least one. */
+export function isCandidatesByOrchestrator(value: unknown): value is CandidatesByOrchestrator {
+  if (typeof value !== 'object' || value === null || isTerminationPolicy(value)) return false;
+  const values = Object.values(value);
+  return values.length > 0 && values.every(isTerminationPolicy);
+}
+
+/** The candidate's name: the policy's, or `orchestrator: name` for each orchestrator. */
+export function candidateName(candidate: Candidate<never>): string {
+  if (isTerminationPolicy(candidate)) return candidate.name;
+  return Object.entries(candidate)
+    .map(([orchestrator, policy]) => `${orchestrator}: ${policy.name}`)
+    .join(', ');
+}
+
+/**
  * Runs `termination` over one recorded conversation: a fresh `start()`, then its check on the
- * state rebuilt at each recorded dispatch, until it says terminate.
+ * state rebuilt at each recorded dispatch, until it says terminate. Given candidates per
+ * orchestrator, the one of the recording's orchestrator (none: the candidate `failed`).
  */
 export function replayConversation<R = unknown>(
   recording: RecordedConversation,
-  termination: TerminationPolicy<R, undefined>,
+  candidates: Candidate<R>,
 ): ReplayedConversation {
+  const termination = isTerminationPolicy(candidates)
+    ? (candidates as TerminationPolicy<R, undefined>)
+    : Object.hasOwn(candidates, recording.orchestrator)
+      ? (candidates as CandidatesByOrchestrator<R>)[recording.orchestrator]
+      : undefined;
   const ending = recording.ending;
   const dispatches = recording.dispatches;
   let candidate: CandidateEnding = { outcome: 'ran_past' };
@@ -206,16 +238,23 @@ export function replayConversation<R = unknown>(
     missedNow = true;
     if (missing.size < MAX_MISSING_FIELDS) missing.add(field);
   };
-  try {
-    check = termination.start();
-    if (typeof check !== 'function') throw new TypeError('start() did not return a function');
-  } catch (error) {
+  if (termination === undefined) {
     candidate = {
       outcome: 'failed',
       dispatchCount: 0,
-      error: `start() failed: ${describeThrown(error)}`,
+      error: `no candidate for orchestrator ${JSON.stringify(recording.orchestrator)} (candidates for: ${Object.keys(candidates).join(', ')})`,
     };
-  }
+  } else
+    try {
+      check = termination.start();
+      if (typeof check !== 'function') throw new TypeError('start() did not return a function');
+    } catch (error) {
+      candidate = {
+        outcome: 'failed',
+        dispatchCount: 0,
+        error: `start() failed: ${describeThrown(error)}`,
+      };
+    }
   for (let i = 0; check !== undefined && i < dispatches.length; i++) {
     const d = dispatches[i] as RecordedConversation['dispatches'][number];
     usage = d.usage ?? addUsage(usage, d.tokens);
@@ -360,7 +399,7 @@ export interface ChartPoint {
 
 /** What `replay()` found: counts by comparison, what the candidate saves, bounded lists, a chart. */
 export interface ReplayReport {
-  /** The candidate's name. */
+  /** The candidate's name (`orchestrator: name, …` for candidates by orchestrator). */
   readonly policy: string;
   /** Recorded conversations replayed. */
   readonly conversations: number;
@@ -484,13 +523,13 @@ function nestedSkipped(recordings: RecordingSource): number {
  */
 export async function replay<R = unknown>(
   recordings: RecordingSource,
-  termination: TerminationPolicy<R, undefined>,
+  termination: Candidate<R>,
   options: ReplayOptions = {},
 ): Promise<ReplayReport> {
-  if (!isTerminationPolicy(termination)) {
+  if (!isTerminationPolicy(termination) && !isCandidatesByOrchestrator(termination)) {
     fail(
       'replay(recordings, termination)',
-      'a termination policy ({ name, start() })',
+      'a termination policy ({ name, start() }) or an object of them by orchestrator name',
       termination,
     );
   }
@@ -581,7 +620,7 @@ export async function replay<R = unknown>(
     options.onConversation?.(r);
   }
   return {
-    policy: termination.name,
+    policy: candidateName(termination as Candidate<never>),
     conversations: counts.conversations,
     earlier: counts.earlier,
     same: counts.same,

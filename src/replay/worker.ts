@@ -10,7 +10,7 @@ import { parentPort, workerData } from 'node:worker_threads';
 import type { TerminationPolicy } from '../core/policy.ts';
 import { loadPolicy, UsageError } from './load-policy.ts';
 import { RecordingFormatError, readRecordingFiles } from './read.ts';
-import { replay } from './replay.ts';
+import { isTerminationPolicy, replay } from './replay.ts';
 import { describeThrown } from './serialize.ts';
 import {
   SLOT_DECIDING,
@@ -81,7 +81,15 @@ async function main(input: WorkerInput, port: NonNullable<typeof parentPort>): P
     });
     const progress = new Int32Array(input.progress);
     const id = new Uint8Array(input.conversation);
-    const report = await replay(recordings, timed(policy, progress, id));
+    const candidate = isTerminationPolicy(policy)
+      ? timed(policy, progress, id)
+      : Object.fromEntries(
+          Object.entries(policy).map(([orchestrator, p]) => [
+            orchestrator,
+            timed(p as TerminationPolicy<unknown, undefined>, progress, id),
+          ]),
+        );
+    const report = await replay(recordings, candidate);
     post({ kind: 'report', report });
   } catch (error) {
     if (error instanceof UsageError || error instanceof RecordingFormatError)
