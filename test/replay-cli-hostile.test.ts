@@ -54,6 +54,7 @@ function conversation(id: string, orchestrator: string, dispatches: number): Rec
 }
 
 /** Any control character but the newline, or the bidi override: none may reach the terminal. */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching them is the point
 const RAW_CONTROL = /[\u0000-\u0009\u000b-\u001f\u007f-\u009f\u202e]/;
 const NASTY = '\u001b[2J\u001b]0;pwned\u0007\rX\u202e';
 
