@@ -2,7 +2,8 @@
 /**
  * The API reference (`npm run docs`, written to docs/api/, not committed). Its entry points are
  * the package's: every `exports` entry that points into dist/ is documented from its source, so a
- * new entry point is picked up. Any warning (an undocumented export, a broken link, a referenced
+ * new entry point is picked up, named by its import path (typedoc-entry-names.mjs). The landing
+ * page is docs/api-overview.md. Any warning (an undocumented export, a broken link, a referenced
  * type that is not exported) fails the build.
  */
 import { readFileSync } from 'node:fs';
@@ -19,7 +20,10 @@ export default {
   entryPoints,
   tsconfig: './tsconfig.build.json',
   out: './docs/api',
-  readme: 'none',
+  // The landing page: what each entry point is, by import path, with links to the guides.
+  readme: './docs/api-overview.md',
+  // Names each entry point by its import path (from `exports`) and groups errors apart.
+  plugin: ['./typedoc-entry-names.mjs'],
   excludePrivate: true,
   excludeInternal: true,
   treatWarningsAsErrors: true,
@@ -32,6 +36,12 @@ export default {
     unusedMergeModuleWith: true,
   },
   githubPages: false,
+  // Source links need a hosted git remote; a clone of a local path has none and TypeDoc's warning
+  // about it would fail the build (treatWarningsAsErrors). The reference links no sources.
+  disableSources: true,
   hideGenerator: true,
-  sort: ['source-order'],
+  // Members grouped by kind (Classes, Errors, Functions, Interfaces, Type Aliases, Variables),
+  // alphabetical within a group.
+  groupOrder: ['Classes', 'Errors', 'Functions', 'Interfaces', 'Type Aliases', 'Variables', '*'],
+  sort: ['alphabetical'],
 };

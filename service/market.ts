@@ -7,18 +7,18 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
-  anyOf,
   type ConversationListener,
   type ConversationObserver,
   ConversationOrchestrator,
-  converged,
   type Message,
-  maxDispatches,
   type Responder,
   roundRobin,
-  timeout,
 } from '../src/index.ts';
 import type { Scenario, ServiceConfig } from './config.ts';
+import { deskTermination } from './desk-policies.ts';
+
+// The desks' policies live in desk-policies.ts, which the replay walkthrough uses too.
+export { MAX_DISPATCHES, TIMEOUT_MS } from './desk-policies.ts';
 
 export const DESK_NAMES = [
   'london',
@@ -52,8 +52,6 @@ export interface Book {
   readonly quotes: number[];
   spread: number;
 }
-
-export const MAX_DISPATCHES = 400;
 
 /**
  * The simulated model behind each desk, by desk index (a bounded set: the model label on
@@ -100,11 +98,6 @@ export function quoteUsage(
     model,
   };
 }
-/**
- * The desks' hard limit on a conversation's time: above the slowest `lagging` market (about
- * 11 s), so that those converge, late, rather than time out.
- */
-export const TIMEOUT_MS = 15_000;
 /**
  * What a `lagging` market takes to converge, about: past the latency SLO's 5 s threshold (its
  * desks answer slowly, in proportion, whatever `--latency-ms` says).
@@ -169,15 +162,7 @@ export function createDeskOrchestrator(
         return book;
       },
     },
-    termination: anyOf(
-      converged({
-        measure: (s) => s.projection.spread,
-        tolerance: config.tolerance,
-        consecutive: desks,
-      }),
-      maxDispatches(MAX_DISPATCHES),
-      timeout(TIMEOUT_MS),
-    ),
+    termination: deskTermination<Book, DeskMessage>(desks, config.tolerance),
     observers,
     listener,
     dispatchTimeoutMs: 10_000,

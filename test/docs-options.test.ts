@@ -62,9 +62,10 @@ describe('options tables', () => {
   }
 
   it('reads an interface as the compiler sees it, inherited options included', () => {
-    // ReplayOptions extends ReadOptions: skipBad and onBadLine come from the parent.
+    // ReplayOptions extends ReadOptions: skipBad, onBadLine and maxLineBytes come from the parent.
     expect(optionNames('src/replay/replay.ts', 'ReplayOptions')).toEqual([
       'chartSize',
+      'maxLineBytes',
       'maxListed',
       'onBadLine',
       'onConversation',

@@ -169,7 +169,7 @@ describe('conversation-orchestrator replay', () => {
     ],
     [
       ['replay', 'a.ndjson', '--policy', 'candidate.mjs#notAPolicy'],
-      /export `notAPolicy` of .*candidate\.mjs is not a termination policy \(\{ name: string, start\(\) \}\), got a function \(a function: export the policy it makes/,
+      /export `notAPolicy` of .*candidate\.mjs is not a termination policy \(\{ name: string, start\(\) \}\) or an object of them by orchestrator name, got a function \(a function: export the policy it makes/,
     ],
     [['replay', 'a.ndjson', '--policy', 'nowhere.mjs'], /--policy nowhere\.mjs: no such file/],
     [['replay', 'a.ndjson'], /--policy is required/],

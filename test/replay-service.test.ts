@@ -3,11 +3,15 @@
  * rotating files, says so at shutdown, the lines match the schema, and replaying them against
  * the desks' own policy reproduces every ending.
  */
+
+import { execFile } from 'node:child_process';
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
-import { MAX_DISPATCHES, TIMEOUT_MS } from '../service/market.ts';
+import { baseline } from '../examples/record-replay/desk-candidates.ts';
+import { MAX_DISPATCHES, TIMEOUT_MS } from '../service/desk-policies.ts';
 import { anyOf, converged, maxDispatches, type TerminationPolicy, timeout } from '../src/index.ts';
 import { type RecordedConversation, replay } from '../src/replay/index.ts';
 import { schemaErrors } from './helpers/recording-schema.ts';
@@ -26,21 +30,24 @@ afterEach(async () => {
   if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
 });
 
-/** The desks' termination policy as service/market.ts builds it, over the recorded spread. */
-function desksPolicy(desks: number, tolerance: number): TerminationPolicy<unknown, undefined> {
-  return anyOf(
-    converged<{ spread: number }, undefined>({
-      measure: (s) => s.projection.spread,
-      tolerance,
-      consecutive: desks,
-    }),
-    maxDispatches(MAX_DISPATCHES),
-    timeout(TIMEOUT_MS),
-  ) as TerminationPolicy<unknown, undefined>;
-}
+const ROOT = join(import.meta.dirname, '..');
+
+/**
+ * A negative control: the candidate docs/replay.md used before the demo's policies had a module
+ * of their own (`consecutive: 3` for every orchestrator, where rates_desks runs 4 desks).
+ */
+const formerDocsCandidate = anyOf(
+  converged<{ spread: number }, undefined>({
+    measure: (s) => s.projection.spread,
+    tolerance: 0.05,
+    consecutive: 3,
+  }),
+  maxDispatches(MAX_DISPATCHES),
+  timeout(TIMEOUT_MS),
+) as TerminationPolicy<unknown, undefined>;
 
 describe('npm start -- --record DIR', () => {
-  it('records every conversation it ran, and replaying them against its own policy changes nothing', async () => {
+  it("records every conversation it ran, and the walkthrough's baseline (the demo's own policies, from service/desk-policies.ts) reports 0 earlier and 0 later", async () => {
     dir = mkdtempSync(join(tmpdir(), 'service-record-'));
     running = await startService([
       '--record',
@@ -74,21 +81,37 @@ describe('npm start -- --record DIR', () => {
     const reasons = new Set(lines.map((l) => l.ending.reason));
     expect(reasons).toContain('converged');
     expect(reasons).toContain('aborted');
-    // fx_desks runs 3 desks, rates_desks 4 (the defaults), both at tolerance 0.05.
-    for (const [orchestrator, desks] of [
-      ['fx_desks', 3],
-      ['rates_desks', 4],
-    ] as const) {
-      const mine = lines.filter((l) => l.orchestrator === orchestrator);
-      expect(mine.length).toBeGreaterThan(5);
-      const report = await replay(mine, desksPolicy(desks, 0.05));
-      expect([report.same, report.earlier, report.later, report.unknown]).toEqual([
-        mine.length,
-        0,
-        0,
-        0,
-      ]);
-    }
+    // The walkthrough's baseline (docs/replay.md): the demo's own policies, by orchestrator, from
+    // the module the service builds them with. Nothing changes.
+    const report = await replay(lines, baseline);
+    expect([report.same, report.earlier, report.later, report.unknown]).toEqual([
+      lines.length,
+      0,
+      0,
+      0,
+    ]);
+    // The control: one policy with consecutive 3 for both stops rates_desks (4 desks) earlier.
+    const former = await replay(lines, formerDocsCandidate);
+    expect(former.earlier).toBeGreaterThan(0);
+    // The walkthrough's command, as docs/replay.md shows it, over the recorded file.
+    const { stdout } = await promisify(execFile)(
+      'npm',
+      [
+        'run',
+        '-s',
+        'replay',
+        '--',
+        join(dir, files[0] as string),
+        '--policy',
+        './examples/record-replay/desk-candidates.ts#baseline',
+      ],
+      { cwd: ROOT },
+    );
+    expect(stdout).toContain(
+      `replayed ${lines.length} conversations against fx_desks: any_of(converged,max_dispatches,timeout), rates_desks: any_of(converged,max_dispatches,timeout)`,
+    );
+    expect(stdout).toMatch(/\nearlier +0 +0\.0%\n/);
+    expect(stdout).toMatch(/\nlater or unknown +0 +0\.0%\n/);
   }, 60_000);
 
   it('refuses an empty --record', async () => {

@@ -2,11 +2,12 @@
  * Record and replay: record a day of desk conversations (one NDJSON line each), then ask what a
  * candidate termination policy would have done to them, without running a single responder.
  *
- *   npx tsx examples/record-replay/main.ts
+ *   npx tsx examples/record-replay/main.ts                          (the recording is deleted at the end)
+ *   npx tsx examples/record-replay/main.ts --keep .tmp/desks.ndjson  (kept there, for the command)
  */
-import { createWriteStream, mkdtempSync, rmSync } from 'node:fs';
+import { createWriteStream, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { dirname, join, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
 import {
   anyOf,
@@ -17,6 +18,7 @@ import {
   roundRobin,
 } from 'conversation-orchestrator';
 import { createConversationRecorder, replay } from 'conversation-orchestrator/replay';
+import { capped, looser, production as recordedPolicy } from './candidates.ts';
 
 type Quotes = Record<string, number>;
 const spread = (q: Quotes) => Math.max(...Object.values(q)) - Math.min(...Object.values(q));
@@ -37,7 +39,10 @@ const desk =
 // 1. Record. What replay hands a candidate policy as `state.projection` is what `record` keeps:
 // here the spread, which is all the policies below read.
 const dir = mkdtempSync(join(tmpdir(), 'record-replay-'));
-const path = join(dir, 'desks.ndjson');
+const keep = process.argv.indexOf('--keep');
+const path =
+  keep === -1 ? join(dir, 'desks.ndjson') : resolve(process.argv[keep + 1] ?? 'desks.ndjson');
+mkdirSync(dirname(path), { recursive: true });
 const file = createWriteStream(path);
 const recorder = createConversationRecorder<Quotes, number>({
   sink: file,
@@ -75,38 +80,8 @@ file.end(); // the stream is ours: the recorder never ends it
 await finished(file);
 console.log(`recorded ${stats.written} conversations, dropped ${stats.dropped.queueFull}`);
 
-// 2. Replay two candidates over the recording: no responder runs, no model is called.
-type Recorded = { spread: number };
-const candidates = {
-  // A looser tolerance: stops sooner, but is that still agreement?
-  looser: anyOf(
-    converged<Recorded, undefined>({
-      measure: (s) => s.projection.spread,
-      tolerance: 0.1,
-      consecutive: 3,
-    }),
-    maxDispatches(300),
-  ),
-  // A tighter cap: gives up on slow markets sooner.
-  capped: anyOf(
-    converged<Recorded, undefined>({
-      measure: (s) => s.projection.spread,
-      tolerance: 0.01,
-      consecutive: 3,
-    }),
-    maxDispatches(100),
-  ),
-  // The production policy itself: replay reproduces every recorded ending.
-  production: anyOf(
-    converged<Recorded, undefined>({
-      measure: (s) => s.projection.spread,
-      tolerance: 0.01,
-      consecutive: 3,
-    }),
-    maxDispatches(300),
-  ),
-};
-for (const [name, policy] of Object.entries(candidates)) {
+// 2. Replay the candidates (candidates.ts) over the recording: no responder runs, no model is called.
+for (const [name, policy] of Object.entries({ looser, capped, production: recordedPolicy })) {
   const report = await replay(path, policy);
   console.log(
     `${name}: ${report.earlier} earlier, ${report.same} same, ${report.later} later; ` +

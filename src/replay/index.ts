@@ -20,7 +20,9 @@ export {
   type RecorderStats,
 } from './recorder.ts';
 export {
+  type Candidate,
   type CandidateEnding,
+  type CandidatesByOrchestrator,
   type ChartPoint,
   type Comparison,
   type ConversationList,

@@ -8,8 +8,7 @@ import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, extname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import type { TerminationPolicy } from '../core/policy.ts';
-import { isTerminationPolicy } from './replay.ts';
+import { type Candidate, isCandidatesByOrchestrator, isTerminationPolicy } from './replay.ts';
 import { describeThrown } from './serialize.ts';
 
 /** A mistake in what the command was given: printed as it is, exit code 2. */
@@ -64,7 +63,7 @@ export async function loadPolicy(
   spec: string,
   cwd: string,
 ): Promise<{
-  readonly policy: TerminationPolicy<unknown, undefined>;
+  readonly policy: Candidate;
   readonly exportName: string;
 }> {
   const { path, exportName } = parsePolicySpec(spec);
@@ -86,7 +85,7 @@ export async function loadPolicy(
   if (name === undefined) {
     if ('default' in module && module.default !== undefined) name = 'default';
     else {
-      const policies = names.filter((k) => isTerminationPolicy(module[k]));
+      const policies = names.filter((k) => isCandidate(module[k]));
       if (policies.length !== 1) {
         throw new UsageError(
           `--policy ${spec}: name the export (${path}#name): ${file} has no default export and ${policies.length === 0 ? 'no' : policies.length} exported termination policies${policies.length > 1 ? ` (${policies.join(', ')})` : ''}`,
@@ -104,21 +103,26 @@ export async function loadPolicy(
   // A CommonJS module's exports object arrives as `default`.
   if (
     name === 'default' &&
-    !isTerminationPolicy(value) &&
-    isTerminationPolicy((value as { default?: unknown })?.default)
+    !isCandidate(value) &&
+    isCandidate((value as { default?: unknown })?.default)
   ) {
     value = (value as { default: unknown }).default;
   }
-  if (!isTerminationPolicy(value)) {
+  if (!isCandidate(value)) {
     const hint =
       typeof value === 'function'
         ? ' (a function: export the policy it makes, e.g. `export default converged({ … })`, not the factory)'
         : '';
     throw new UsageError(
-      `--policy ${spec}: export \`${name}\` of ${file} is not a termination policy ({ name: string, start() }), got ${describeValueShort(value)}${hint}`,
+      `--policy ${spec}: export \`${name}\` of ${file} is not a termination policy ({ name: string, start() }) or an object of them by orchestrator name, got ${describeValueShort(value)}${hint}`,
     );
   }
-  return { policy: value as TerminationPolicy<unknown, undefined>, exportName: name };
+  return { policy: value as Candidate, exportName: name };
+}
+
+/** A termination policy, or an object of them by orchestrator name. */
+function isCandidate(value: unknown): value is Candidate {
+  return isTerminationPolicy(value) || isCandidatesByOrchestrator(value);
 }
 
 function describeValueShort(value: unknown): string {

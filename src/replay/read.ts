@@ -5,8 +5,9 @@
  * is counted and skipped (`skipBad`).
  */
 import { createReadStream } from 'node:fs';
-import { createInterface } from 'node:readline';
-import { RECORDING_FORMAT_VERSION, type RecordedConversation } from './format.ts';
+import { isFunction, positiveInteger } from '../core/validate.ts';
+import type { RecordedConversation } from './format.ts';
+import { recordingSchemaCheck } from './schema.ts';
 
 /** A line of a recording that is not a recorded conversation: where, and why. */
 export class RecordingFormatError extends Error {
@@ -38,65 +39,45 @@ export interface ReadOptions {
   readonly skipBad?: boolean;
   /** Told of every skipped line. */
   readonly onBadLine?: (error: RecordingFormatError) => void;
+  /**
+   * Bytes (UTF-8) one line may take. A longer line is a `RecordingFormatError` (skippable): a file
+   * is read in chunks and a line past the limit is counted through, never held, so memory stays
+   * bounded by this limit whatever the file holds. The default holds every line the recorder
+   * writes with its default `maxLineChars` (4 Mi characters, at most 3 bytes each).
+   * @default 16777216 (16 MiB)
+   */
+  readonly maxLineBytes?: number;
 }
 
-const isCount = (v: unknown): v is number =>
-  typeof v === 'number' && Number.isSafeInteger(v) && v >= 0;
-const isNumber = (v: unknown): v is number => typeof v === 'number' && Number.isFinite(v);
+/** `ReadOptions.maxLineBytes`'s default: 16 MiB. */
+export const DEFAULT_MAX_LINE_BYTES = 16 * 1024 * 1024;
 
-function checkUsage(value: unknown, where: string): string | undefined {
-  if (value === undefined) return undefined;
-  if (typeof value !== 'object' || value === null) return `${where} is not an object`;
-  const u = value as Record<string, unknown>;
-  if (!isCount(u.inputTokens) || !isCount(u.outputTokens))
-    return `${where} needs inputTokens and outputTokens as non-negative integers`;
-  for (const k of ['cacheReadInputTokens', 'reasoningOutputTokens']) {
-    if (u[k] !== undefined && !isCount(u[k])) return `${where}.${k} is not a non-negative integer`;
-  }
-  return undefined;
-}
+/** Whether an NDJSON line is blank (nothing, or only white space): blank lines are not recordings and are passed over in every input form. */
+const isBlank = (text: string): boolean => /^[ \t\r\n]*$/.test(text);
 
-/** Why `value` is not a recorded conversation of this format, or undefined when it is one. */
+/**
+ * Why `value` is not a recorded conversation of this format, or undefined when it is one: first
+ * the JSON Schema (`schemas/recording.schema.json`, interpreted as it is), then what a schema
+ * cannot say: dispatch `n` is its position, `elapsedMs` never decreases from one dispatch to the
+ * next, and the dispatches number `ending.dispatchCount` (fewer only when `truncated`).
+ */
 export function recordingProblem(value: unknown): string | undefined {
-  if (typeof value !== 'object' || value === null || Array.isArray(value))
-    return 'not a JSON object';
-  const r = value as Record<string, unknown>;
-  if (r.version !== RECORDING_FORMAT_VERSION)
-    return `version is ${JSON.stringify(r.version)}, expected ${RECORDING_FORMAT_VERSION}`;
-  if (typeof r.conversationId !== 'string') return 'conversationId is not a string';
-  if (typeof r.orchestrator !== 'string') return 'orchestrator is not a string';
-  if (!isNumber(r.startTimeMs)) return 'startTimeMs is not a number';
-  const e = r.ending as Record<string, unknown> | undefined;
-  if (typeof e !== 'object' || e === null) return 'ending is not an object';
-  if (typeof e.reason !== 'string') return 'ending.reason is not a string';
-  if (!isCount(e.dispatchCount)) return 'ending.dispatchCount is not a non-negative integer';
-  if (!isNumber(e.elapsedMs)) return 'ending.elapsedMs is not a number';
-  if (e.policy !== undefined && typeof e.policy !== 'string')
-    return 'ending.policy is not a string';
-  if (e.observed !== undefined && !isNumber(e.observed)) return 'ending.observed is not a number';
-  if (e.limit !== undefined && !isNumber(e.limit)) return 'ending.limit is not a number';
-  const usage = checkUsage(r.usage, 'usage');
-  if (usage !== undefined) return usage;
-  if (r.truncated !== undefined && r.truncated !== true) return 'truncated is not true';
+  const shape = recordingSchemaCheck()(value, '');
+  if (shape !== undefined) return shape;
+  const r = value as RecordedConversation;
   const dispatches = r.dispatches;
-  if (!Array.isArray(dispatches)) return 'dispatches is not an array';
-  if (dispatches.length > e.dispatchCount)
-    return `${dispatches.length} dispatches recorded but ending.dispatchCount is ${e.dispatchCount}`;
-  if (r.truncated === undefined && dispatches.length !== e.dispatchCount)
-    return `${dispatches.length} dispatches recorded, ending.dispatchCount is ${e.dispatchCount} and the line is not truncated`;
+  const count = r.ending.dispatchCount;
+  if (dispatches.length > count)
+    return `${dispatches.length} dispatches recorded but ending.dispatchCount is ${count}`;
+  if (r.truncated === undefined && dispatches.length !== count)
+    return `${dispatches.length} dispatches recorded, ending.dispatchCount is ${count} and the line is not truncated`;
+  let previous = 0;
   for (let i = 0; i < dispatches.length; i++) {
-    const d = dispatches[i] as Record<string, unknown>;
-    const at = `dispatches[${i}]`;
-    if (typeof d !== 'object' || d === null) return `${at} is not an object`;
-    if (d.n !== i + 1) return `${at}.n is ${JSON.stringify(d.n)}, expected ${i + 1}`;
-    if (!isNumber(d.elapsedMs)) return `${at}.elapsedMs is not a number`;
-    if (typeof d.responder !== 'string') return `${at}.responder is not a string`;
-    if (d.sender !== undefined && typeof d.sender !== 'string')
-      return `${at}.sender is not a string`;
-    if (!isCount(d.queueDepth)) return `${at}.queueDepth is not a non-negative integer`;
-    if (d.observed !== undefined && !isNumber(d.observed)) return `${at}.observed is not a number`;
-    const problem = checkUsage(d.tokens, `${at}.tokens`) ?? checkUsage(d.usage, `${at}.usage`);
-    if (problem !== undefined) return problem;
+    const d = dispatches[i] as RecordedConversation['dispatches'][number];
+    if (d.n !== i + 1) return `dispatches[${i}].n is ${JSON.stringify(d.n)}, expected ${i + 1}`;
+    if (d.elapsedMs < previous)
+      return `dispatches[${i}].elapsedMs is ${d.elapsedMs}, less than the previous dispatch's ${previous}`;
+    previous = d.elapsedMs;
   }
   return undefined;
 }
@@ -107,15 +88,25 @@ function describeParseError(error: unknown): string {
 
 class Reader {
   readonly #options: ReadOptions;
+  readonly maxLineBytes: number;
   skipped = 0;
   constructor(options: ReadOptions) {
     this.#options = options;
+    this.maxLineBytes =
+      options.maxLineBytes === undefined
+        ? DEFAULT_MAX_LINE_BYTES
+        : positiveInteger('readRecordings({ maxLineBytes })', options.maxLineBytes);
+    if (options.onBadLine !== undefined)
+      isFunction('readRecordings({ onBadLine })', options.onBadLine);
   }
 
-  /** The line as a recording, or undefined when it was skipped. Throws when it may not skip. */
+  /** The line as a recording, or undefined when it was skipped or blank. Throws when it may not skip. */
   take(value: unknown, file: string, line: number): RecordedConversation | undefined {
     let parsed = value;
     if (typeof value === 'string') {
+      if (isBlank(value)) return undefined;
+      if (value.length > this.maxLineBytes / 3 && Buffer.byteLength(value) > this.maxLineBytes)
+        return this.tooLong(file, line);
       try {
         parsed = JSON.parse(value);
       } catch (error) {
@@ -130,6 +121,15 @@ class Reader {
     if (problem !== undefined)
       return this.#bad(file, line, `not a recorded conversation: ${problem}`);
     return parsed as RecordedConversation;
+  }
+
+  /** A line past `maxLineBytes`. */
+  tooLong(file: string, line: number): undefined {
+    return this.#bad(
+      file,
+      line,
+      `longer than ${this.maxLineBytes} bytes (maxLineBytes; the recorder writes lines of at most its maxLineChars)`,
+    );
   }
 
   #bad(file: string, line: number, reason: string): undefined {
@@ -195,20 +195,67 @@ export function readRecordingFiles(
   };
 }
 
+const NEWLINE = 0x0a;
+const CHUNK_BYTES = 64 * 1024;
+
+/**
+ * The lines of a file, read in chunks of bytes: a line is decoded only once it is whole and
+ * within `maxLineBytes`; a longer one is counted through to its newline and reported, so no
+ * line, however long, is ever held past the limit (readline would build it as one string, and a
+ * line past V8's largest string ends the process).
+ */
 async function* readFile(reader: Reader, file: string): AsyncGenerator<RecordedConversation> {
-  const stream = createReadStream(file, { encoding: 'utf8' });
-  // Open errors (ENOENT) surface here, as a rejection of the first line, with the path.
-  const lines = createInterface({ input: stream, crlfDelay: Number.POSITIVE_INFINITY });
+  const limit = reader.maxLineBytes;
+  // Open errors (ENOENT) surface here, as a rejection of the first chunk, with the path.
+  const stream = createReadStream(file, { highWaterMark: CHUNK_BYTES });
+  let parts: Buffer[] = [];
+  let length = 0;
+  let tooLong = false;
   let line = 0;
+  const finish = (): RecordedConversation | undefined => {
+    line++;
+    if (tooLong) {
+      tooLong = false;
+      return reader.tooLong(file, line);
+    }
+    const text = (
+      parts.length === 1 ? (parts[0] as Buffer) : Buffer.concat(parts, length)
+    ).toString('utf8');
+    parts = [];
+    length = 0;
+    return reader.take(text.endsWith('\r') ? text.slice(0, -1) : text, file, line);
+  };
+  const add = (piece: Buffer): void => {
+    if (tooLong) return;
+    // A CR before the newline is not part of the line: one byte of slack for it.
+    if (length + piece.length > limit + 1) {
+      tooLong = true;
+      parts = [];
+      length = 0;
+      return;
+    }
+    parts.push(piece);
+    length += piece.length;
+  };
   try {
-    for await (const text of lines) {
-      line++;
-      if (text.trim() === '') continue;
-      const recording = reader.take(text, file, line);
+    for await (const chunk of stream as AsyncIterable<Buffer>) {
+      let from = 0;
+      for (;;) {
+        const at = chunk.indexOf(NEWLINE, from);
+        if (at === -1) break;
+        add(chunk.subarray(from, at));
+        const recording = finish();
+        if (recording !== undefined) yield recording;
+        from = at + 1;
+      }
+      // Copied: the stream may reuse its buffers.
+      if (from < chunk.length) add(Buffer.from(chunk.subarray(from)));
+    }
+    if (length > 0 || tooLong) {
+      const recording = finish();
       if (recording !== undefined) yield recording;
     }
   } finally {
-    lines.close();
     stream.destroy();
   }
 }

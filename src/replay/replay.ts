@@ -103,6 +103,17 @@ export interface ReplayedConversation {
   readonly candidate: CandidateEnding;
   /** The candidate's ending against the recorded one. */
   readonly comparison: Comparison;
+  /**
+   * Fields of the projection the candidate read that the recording does not have
+   * (`projection.sprd`, a misspelling of `spread`), at most 10, up to the first dispatch where it
+   * read none (watching stops there); empty when every field it read was there.
+   */
+  readonly missingFields: readonly string[];
+  /**
+   * Whether the candidate read such a field at every dispatch it checked: what it measured was
+   * undefined (or NaN) throughout, so its verdict on this conversation says nothing.
+   */
+  readonly unmeasured: boolean;
   /** What stopping earlier saves; zeros unless `earlier`. */
   readonly saved: {
     /** Recorded dispatches after the candidate's stop. */
@@ -115,6 +126,29 @@ export interface ReplayedConversation {
 }
 
 const NO_HISTORY: readonly never[] = Object.freeze([]);
+
+/** Keys that code probes without meaning a field (await, JSON.stringify, coercion): never missing. */
+const PROBES = new Set(['then', 'toJSON', 'constructor', 'valueOf', 'toString', 'inspect']);
+const MAX_MISSING_FIELDS = 10;
+
+/**
+ * `value` as the candidate sees it, noting every field it reads that is not there (the path,
+ * `projection.sprd`): a misspelled measure reads undefined on every dispatch and says nothing.
+ */
+function watched<T>(value: T, path: string, onMissing: (field: string) => void): T {
+  if (typeof value !== 'object' || value === null) return value;
+  return new Proxy(value, {
+    get(target, key, receiver) {
+      if (typeof key === 'symbol' || PROBES.has(key)) return Reflect.get(target, key, receiver);
+      const field = `${path}.${key}`;
+      if (!(key in target)) {
+        onMissing(field);
+        return undefined;
+      }
+      return watched(Reflect.get(target, key, receiver), field, onMissing);
+    },
+  });
+}
 
 function tokensOf(usage: RecordedUsage | ReplayedUsage | undefined): number {
   return usage === undefined ? 0 : usage.inputTokens + usage.outputTokens;
@@ -150,36 +184,86 @@ function endedByDecision(recording: RecordedConversation): boolean {
 }
 
 /**
+ * A candidate per orchestrator, by the orchestrator's name: a recording of several orchestrators
+ * (each with its own policy) replays each conversation against its orchestrator's candidate.
+ */
+export type CandidatesByOrchestrator<R = unknown> = Readonly<
+  Record<string, TerminationPolicy<R, undefined>>
+>;
+
+/** What replay runs: one candidate for every conversation, or one per orchestrator. */
+export type Candidate<R = unknown> = TerminationPolicy<R, undefined> | CandidatesByOrchestrator<R>;
+
+/** Whether a value is a candidate per orchestrator: a plain object of termination policies, at least one. */
+export function isCandidatesByOrchestrator(value: unknown): value is CandidatesByOrchestrator {
+  if (typeof value !== 'object' || value === null || isTerminationPolicy(value)) return false;
+  const values = Object.values(value);
+  return values.length > 0 && values.every(isTerminationPolicy);
+}
+
+/** The candidate's name: the policy's, or `orchestrator: name` for each orchestrator. */
+export function candidateName(candidate: Candidate<never>): string {
+  if (isTerminationPolicy(candidate)) return candidate.name;
+  return Object.entries(candidate)
+    .map(([orchestrator, policy]) => `${orchestrator}: ${policy.name}`)
+    .join(', ');
+}
+
+/**
  * Runs `termination` over one recorded conversation: a fresh `start()`, then its check on the
- * state rebuilt at each recorded dispatch, until it says terminate.
+ * state rebuilt at each recorded dispatch, until it says terminate. Given candidates per
+ * orchestrator, the one of the recording's orchestrator (none: the candidate `failed`).
  */
 export function replayConversation<R = unknown>(
   recording: RecordedConversation,
-  termination: TerminationPolicy<R, undefined>,
+  candidates: Candidate<R>,
 ): ReplayedConversation {
+  const termination = isTerminationPolicy(candidates)
+    ? (candidates as TerminationPolicy<R, undefined>)
+    : Object.hasOwn(candidates, recording.orchestrator)
+      ? (candidates as CandidatesByOrchestrator<R>)[recording.orchestrator]
+      : undefined;
   const ending = recording.ending;
   const dispatches = recording.dispatches;
   let candidate: CandidateEnding = { outcome: 'ran_past' };
   let usage = ZERO;
   let tokensAtStop = 0;
   let check: ReturnType<TerminationPolicy<R, undefined>['start']> | undefined;
-  try {
-    check = termination.start();
-    if (typeof check !== 'function') throw new TypeError('start() did not return a function');
-  } catch (error) {
+  const missing = new Set<string>();
+  /** Whether every dispatch checked so far read a field the recording does not have. */
+  let unmeasured = true;
+  let checkedAny = false;
+  let missedNow = false;
+  const onMissing = (field: string): void => {
+    missedNow = true;
+    if (missing.size < MAX_MISSING_FIELDS) missing.add(field);
+  };
+  if (termination === undefined) {
     candidate = {
       outcome: 'failed',
       dispatchCount: 0,
-      error: `start() failed: ${describeThrown(error)}`,
+      error: `no candidate for orchestrator ${JSON.stringify(recording.orchestrator)} (candidates for: ${Object.keys(candidates).join(', ')})`,
     };
-  }
+  } else
+    try {
+      check = termination.start();
+      if (typeof check !== 'function') throw new TypeError('start() did not return a function');
+    } catch (error) {
+      candidate = {
+        outcome: 'failed',
+        dispatchCount: 0,
+        error: `start() failed: ${describeThrown(error)}`,
+      };
+    }
   for (let i = 0; check !== undefined && i < dispatches.length; i++) {
     const d = dispatches[i] as RecordedConversation['dispatches'][number];
     usage = d.usage ?? addUsage(usage, d.tokens);
     const lastMessage: Message<undefined> = { sender: d.sender ?? d.responder, content: undefined };
     const state: ReplayedState<R> = {
       conversationId: recording.conversationId,
-      projection: d.record as R,
+      // Watched until a dispatch reads no missing field (then the conversation is measured and
+      // watching costs nothing more): a field read that the recording lacks is noted.
+      projection: (unmeasured ? watched(d.record, 'projection', onMissing) : d.record) as R,
       lastMessage,
       queueDepth: d.queueDepth,
       dispatchCount: d.n,
@@ -187,8 +271,11 @@ export function replayConversation<R = unknown>(
       usage,
     };
     let decision: unknown;
+    missedNow = false;
     try {
       decision = check(state, d.elapsedMs);
+      checkedAny = true;
+      if (!missedNow) unmeasured = false;
     } catch (error) {
       candidate = { outcome: 'failed', dispatchCount: d.n, error: describeThrown(error) };
       break;
@@ -244,6 +331,8 @@ export function replayConversation<R = unknown>(
   return {
     conversationId: recording.conversationId,
     orchestrator: recording.orchestrator,
+    missingFields: [...missing],
+    unmeasured: checkedAny && unmeasured,
     recorded: {
       reason: ending.reason,
       ...(ending.policy !== undefined ? { policy: ending.policy } : {}),
@@ -302,13 +391,15 @@ export interface ChartPoint {
   readonly recorded: number;
   /** The candidate's stopping dispatch; null when it ran past the recording or failed. */
   readonly candidate: number | null;
+  /** What the candidate did: stopped (at `candidate`), ran past the recording, or failed. */
+  readonly outcome: CandidateEnding['outcome'];
   /** The candidate's ending against the recorded one. */
   readonly comparison: Comparison;
 }
 
 /** What `replay()` found: counts by comparison, what the candidate saves, bounded lists, a chart. */
 export interface ReplayReport {
-  /** The candidate's name. */
+  /** The candidate's name (`orchestrator: name, …` for candidates by orchestrator). */
   readonly policy: string;
   /** Recorded conversations replayed. */
   readonly conversations: number;
@@ -336,6 +427,18 @@ export interface ReplayReport {
   readonly truncated: number;
   /** Recorded dispatches without `record` (the candidate saw `projection: undefined` there). */
   readonly dispatchesWithoutRecord: number;
+  /**
+   * Conversations where the candidate read, at every dispatch it checked, a field the recording
+   * does not have (its measure was undefined throughout: a misspelled field, or one `record`
+   * did not keep), and the first 10 such fields (`projection.sprd`). Non-zero is a warning: the
+   * comparison of those conversations says nothing about the candidate.
+   */
+  readonly unmeasured: {
+    /** How many conversations. */
+    readonly count: number;
+    /** The fields read that were not there, at most 10. */
+    readonly fields: readonly string[];
+  };
   /** Bad lines skipped (`skipBad`). */
   readonly skippedLines: number;
   /** At most `chartSize` conversations, chosen evenly at random (seeded: the same input gives the same chart). */
@@ -420,13 +523,13 @@ function nestedSkipped(recordings: RecordingSource): number {
  */
 export async function replay<R = unknown>(
   recordings: RecordingSource,
-  termination: TerminationPolicy<R, undefined>,
+  termination: Candidate<R>,
   options: ReplayOptions = {},
 ): Promise<ReplayReport> {
-  if (!isTerminationPolicy(termination)) {
+  if (!isTerminationPolicy(termination) && !isCandidatesByOrchestrator(termination)) {
     fail(
       'replay(recordings, termination)',
-      'a termination policy ({ name, start() })',
+      'a termination policy ({ name, start() }) or an object of them by orchestrator name',
       termination,
     );
   }
@@ -463,7 +566,9 @@ export async function replay<R = unknown>(
     unknown: 0,
     truncated: 0,
     withoutRecord: 0,
+    unmeasured: 0,
   };
+  const unmeasuredFields = new Set<string>();
   const totals = {
     dispatches: 0,
     tokens: 0,
@@ -482,6 +587,11 @@ export async function replay<R = unknown>(
     counts.conversations++;
     counts[r.comparison]++;
     if (r.recorded.truncated) counts.truncated++;
+    if (r.unmeasured) {
+      counts.unmeasured++;
+      for (const field of r.missingFields)
+        if (unmeasuredFields.size < MAX_MISSING_FIELDS) unmeasuredFields.add(field);
+    }
     for (const d of recording.dispatches) if (d.record === undefined) counts.withoutRecord++;
     totals.dispatches += r.recorded.dispatchCount;
     totals.tokens += r.recorded.tokens;
@@ -498,6 +608,7 @@ export async function replay<R = unknown>(
       conversationId: r.conversationId,
       recorded: r.recorded.dispatchCount,
       candidate: r.candidate.outcome === 'stopped' ? r.candidate.dispatchCount : null,
+      outcome: r.candidate.outcome,
       comparison: r.comparison,
     };
     // Reservoir sampling: every conversation equally likely to be charted.
@@ -509,7 +620,7 @@ export async function replay<R = unknown>(
     options.onConversation?.(r);
   }
   return {
-    policy: termination.name,
+    policy: candidateName(termination as Candidate<never>),
     conversations: counts.conversations,
     earlier: counts.earlier,
     same: counts.same,
@@ -535,6 +646,7 @@ export async function replay<R = unknown>(
     failed: failed.toJSON(),
     truncated: counts.truncated,
     dispatchesWithoutRecord: counts.withoutRecord,
+    unmeasured: { count: counts.unmeasured, fields: [...unmeasuredFields] },
     skippedLines: stream.skipped + nestedSkipped(recordings),
     chart,
   };

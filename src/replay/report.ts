@@ -3,13 +3,39 @@
  * page (inline SVG, inline CSS, no script, nothing fetched) with the chart of dispatches per
  * conversation, recorded against the candidate's, and the risk list.
  */
-import type { CandidateEnding, ConversationList, ReplayReport, Saving } from './replay.ts';
+import type {
+  CandidateEnding,
+  ChartPoint,
+  ConversationList,
+  ReplayReport,
+  Saving,
+} from './replay.ts';
 
 const int = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 const one = new Intl.NumberFormat('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });
 
 function percent(part: number, whole: number): string {
   return whole > 0 ? `${one.format((100 * part) / whole)}%` : '-';
+}
+
+/**
+ * Terminal control characters (C0 and C1, DEL) and the bidirectional overrides a recording's
+ * strings may hold, matched for escaping: an ESC sequence could clear the screen, an OSC set the
+ * window's title, a CR overwrite the line, a bidi override reorder what is shown.
+ */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: matching them is the point
+const CONTROL = /[\u0000-\u001f\u007f-\u009f\u2028\u2029\u202a-\u202e\u2066-\u2069]/g;
+const NAMED: Record<string, string> = { '\n': '\\n', '\r': '\\r', '\t': '\\t' };
+
+/** `text` with every control character escaped (`\x1b`, `\r`, `\u202e`): safe to print to a terminal. */
+export function printable(text: string): string {
+  return text.replace(CONTROL, (c) => {
+    const code = c.charCodeAt(0);
+    return (
+      NAMED[c] ??
+      (code < 0x100 ? `\\x${code.toString(16).padStart(2, '0')}` : `\\u${code.toString(16)}`)
+    );
+  });
 }
 
 function candidateText(c: CandidateEnding): string {
@@ -46,7 +72,7 @@ function listLines(title: string, list: ConversationList): string[] {
   const shown = list.conversations.slice(0, 10);
   for (const c of shown) {
     lines.push(
-      `  ${c.conversationId} (${c.orchestrator}): recorded ${c.recorded.dispatchCount} ${c.recorded.reason}, candidate ${candidateText(c.candidate)}`,
+      `  ${printable(c.conversationId)} (${printable(c.orchestrator)}): recorded ${c.recorded.dispatchCount} ${printable(c.recorded.reason)}, candidate ${printable(candidateText(c.candidate))}`,
     );
   }
   if (list.count > shown.length) {
@@ -57,11 +83,18 @@ function listLines(title: string, list: ConversationList): string[] {
   return lines;
 }
 
-/** The report as the CLI prints it. */
+/** The warning for conversations the candidate could not measure, or undefined when there are none. */
+function unmeasuredWarning(report: ReplayReport): string | undefined {
+  const { count, fields } = report.unmeasured;
+  if (count === 0) return undefined;
+  return `on ${int.format(count)} of ${int.format(report.conversations)} conversations (${percent(count, report.conversations)}) the candidate read a field the recording does not have at every dispatch (${fields.join(', ')}): what it measured was undefined throughout, so its verdict on them says nothing. A misspelled field, or one record(state) did not keep?`;
+}
+
+/** The report as the CLI prints it; every string from a recording or the candidate is `printable()`. */
 export function formatReport(report: ReplayReport): string {
   const n = report.conversations;
   const out = [
-    `replayed ${int.format(n)} conversation${n === 1 ? '' : 's'} against ${report.policy}`,
+    `replayed ${int.format(n)} conversation${n === 1 ? '' : 's'} against ${printable(report.policy)}`,
     '',
     table([
       ['candidate ended them', 'conversations', 'share'],
@@ -99,6 +132,8 @@ export function formatReport(report: ReplayReport): string {
     );
   if (report.skippedLines > 0) notes.push(`${int.format(report.skippedLines)} bad lines skipped`);
   if (notes.length > 0) out.push('', ...notes.map((note) => `note: ${note}`));
+  const warning = unmeasuredWarning(report);
+  if (warning !== undefined) out.push('', `warning: ${printable(warning)}`);
   return `${out.join('\n')}\n`;
 }
 
@@ -120,16 +155,34 @@ const COLORS = {
   unknown: '#868e96',
 } as const;
 
-/** Scatter of recorded dispatches (x) against the candidate's (y), log scales; ran-past at the top. */
+/**
+ * Where a point goes and how it looks. A conversation the candidate stopped is at (recorded, the
+ * candidate's stop). One it never stopped is on the top line when the recorded policy had stopped
+ * it (later) or the recording is truncated (unknown); but when the recorded conversation ended
+ * without a decision (an error, an abort, the queue running dry) that ending comes anyway: it is
+ * on the diagonal, where it ended, as a ring. One where the candidate failed is on the bottom
+ * line, as a cross.
+ */
+type Placement = 'stopped' | 'ran_past' | 'ended_anyway' | 'failed';
+
+function placement(p: ChartPoint): Placement {
+  if (p.outcome === 'failed') return 'failed';
+  if (p.outcome === 'stopped') return 'stopped';
+  return p.comparison === 'same' ? 'ended_anyway' : 'ran_past';
+}
+
+/** Scatter of recorded dispatches (x) against the candidate's (y), log scales; ran-past at the top, failed at the bottom. */
 function chart(report: ReplayReport): string {
   const W = 640;
-  const H = 420;
-  const M = { left: 60, right: 20, top: 30, bottom: 50 };
+  const H = 440;
+  const M = { left: 60, right: 20, top: 30, bottom: 70 };
   const max = Math.max(1, ...report.chart.map((p) => Math.max(p.recorded, p.candidate ?? 0)));
   const scale = (v: number, span: number) => (Math.log10(1 + v) / Math.log10(1 + max)) * span;
   const x = (v: number) => M.left + scale(v, W - M.left - M.right);
   const plotH = H - M.top - M.bottom;
-  const y = (v: number | null) => (v === null ? M.top - 12 : M.top + plotH - scale(v, plotH));
+  const y = (v: number) => M.top + plotH - scale(v, plotH);
+  const TOP = M.top - 12;
+  const BOTTOM = M.top + plotH + 30;
   const ticks: number[] = [];
   for (let t = 1; t <= max * 10 && ticks.length < 8; t *= 10) ticks.push(t - 1 < max ? t : max);
   const tickMarks = [...new Set(ticks)]
@@ -140,15 +193,29 @@ function chart(report: ReplayReport): string {
     )
     .join('');
   const points = report.chart
-    .map(
-      (p) =>
-        `<circle cx="${x(p.recorded).toFixed(1)}" cy="${y(p.candidate).toFixed(1)}" r="3" fill="${COLORS[p.comparison]}" data-comparison="${p.comparison}"><title>${escapeHtml(p.conversationId)}: recorded ${p.recorded}, candidate ${p.candidate ?? 'ran past'}</title></circle>`,
-    )
+    .map((p) => {
+      const where = placement(p);
+      const cx = x(p.recorded).toFixed(1);
+      const color = COLORS[p.comparison];
+      const data = `data-comparison="${p.comparison}" data-placement="${where}"`;
+      const id = escapeHtml(p.conversationId);
+      switch (where) {
+        case 'stopped':
+          return `<circle cx="${cx}" cy="${y(p.candidate ?? 0).toFixed(1)}" r="3" fill="${color}" ${data}><title>${id}: recorded ${p.recorded}, candidate stopped at ${p.candidate}</title></circle>`;
+        case 'ran_past':
+          return `<circle cx="${cx}" cy="${TOP.toFixed(1)}" r="3" fill="${color}" ${data}><title>${id}: recorded ${p.recorded}, the candidate ran past ${p.comparison === 'unknown' ? 'what was recorded (truncated)' : 'where the recorded policy stopped'}</title></circle>`;
+        case 'ended_anyway':
+          return `<circle cx="${cx}" cy="${y(p.recorded).toFixed(1)}" r="3.5" fill="none" stroke="${color}" stroke-width="1.5" ${data}><title>${id}: ended at ${p.recorded} without a decision (an error, an abort, the queue ran dry), as it would have with the candidate</title></circle>`;
+      }
+      // failed
+      return `<path d="M${Number(cx) - 3} ${BOTTOM - 3}l6 6m0 -6l-6 6" stroke="${color}" stroke-width="1.5" ${data}><title>${id}: recorded ${p.recorded}, the candidate failed</title></path>`;
+    })
     .join('');
   return `<svg id="chart" viewBox="0 0 ${W} ${H}" width="${W}" height="${H}" role="img" aria-label="Dispatches per conversation, recorded against the candidate">
 <line x1="${x(0)}" y1="${y(0)}" x2="${x(max)}" y2="${y(max)}" class="diagonal"/>${tickMarks}
-<text x="${M.left}" y="${M.top - 16}" class="label">ran past the recording</text>
-<text x="${(M.left + W - M.right) / 2}" y="${H - 10}" text-anchor="middle" class="label">recorded dispatches</text>
+<text x="${M.left}" y="${M.top - 16}" class="label">ran past where the recorded policy stopped</text>
+<text x="${M.left}" y="${BOTTOM + 16}" class="label">the candidate failed</text>
+<text x="${(M.left + W - M.right) / 2}" y="${H - 4}" text-anchor="middle" class="label">recorded dispatches</text>
 <text x="14" y="${M.top + plotH / 2}" transform="rotate(-90 14 ${M.top + plotH / 2})" text-anchor="middle" class="label">candidate's dispatches</text>
 ${points}</svg>`;
 }
@@ -196,15 +263,16 @@ body{font:14px system-ui,sans-serif;margin:2em;color:#212529}h1{overflow-wrap:an
 table{border-collapse:collapse;margin:.5em 0}td,th{padding:.2em .8em;border-bottom:1px solid #dee2e6;text-align:right}
 td:first-child,th:first-child{text-align:left}
 svg text{font-size:11px;fill:#495057}.label{font-size:12px}.grid{stroke:#f1f3f5}.diagonal{stroke:#adb5bd;stroke-dasharray:4 3}
+.warning{background:#fff3bf;border-left:4px solid #f08c00;padding:.5em .8em}
 .legend span{margin-right:1em}.legend i{display:inline-block;width:10px;height:10px;border-radius:5px;margin-right:4px}
 </style></head><body>
 <h1>Replay of ${int.format(n)} conversation${n === 1 ? '' : 's'} against <code>${escapeHtml(report.policy)}</code></h1>
 <p>The candidate ended ${int.format(report.earlier)} earlier (${percent(report.earlier, n)}), ${int.format(report.same)} at the same dispatch (${percent(report.same, n)}) and ${int.format(report.later + report.unknown)} later or unknown (${percent(report.later + report.unknown, n)}).</p>
-${summary}
+${unmeasuredWarning(report) === undefined ? '' : `<p class="warning" id="unmeasured"><strong>Warning:</strong> ${escapeHtml(unmeasuredWarning(report) as string)}</p>\n`}${summary}
 <h2>Dispatches per conversation</h2>
 <p class="legend">${legend}</p>
 ${chart(report)}
-<p>${report.chart.length < n ? `${int.format(report.chart.length)} of ${int.format(n)} conversations, sampled evenly. ` : ''}Points below the diagonal stopped earlier than recorded; points on the top line ran past the recording.</p>
+<p>${report.chart.length < n ? `${int.format(report.chart.length)} of ${int.format(n)} conversations, sampled evenly. ` : ''}Points below the diagonal stopped earlier than recorded and points on it at the same dispatch; rings on the diagonal are conversations that ended without a decision (an error, an abort, the queue running dry) where the candidate had not stopped, an ending that would have come anyway; points on the top line ran past where the recorded policy stopped (later) or past a truncated recording (unknown); crosses on the bottom line are conversations where the candidate failed.</p>
 <h2>Cut before they converged (risk): ${int.format(report.risk.count)}</h2>
 ${listTable(report.risk)}
 <h2>Ended converged earlier: ${int.format(report.convergedEarlier.count)}</h2>

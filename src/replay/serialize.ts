@@ -1,7 +1,7 @@
 /**
  * JSON of a value the app hands us, within a budget: what `JSON.stringify` writes for ordinary
  * values (same keys, same order, `toJSON`, `undefined` and functions left out or `null` in
- * arrays), but a cycle, a BigInt, a getter or Proxy that throws, a value nested deeper than
+ * arrays), but a NaN or an infinity (which it writes as null), a cycle, a BigInt, a getter or Proxy that throws, a value nested deeper than
  * `MAX_DEPTH` or one whose JSON passes `budget` characters fails with a short reason instead of
  * throwing, hanging or allocating the whole of a 9 MB value first.
  */
@@ -21,7 +21,9 @@ class Failure {
 export function serializeBounded(value: unknown, budget: number): Serialized {
   // The common small cases (a number, a flag) without a writer.
   if (typeof value === 'number')
-    return { ok: true, json: Number.isFinite(value) ? String(value) : 'null' };
+    return Number.isFinite(value)
+      ? { ok: true, json: String(value) }
+      : { ok: false, reason: nonFinite(value) };
   if (typeof value === 'boolean') return { ok: true, json: value ? 'true' : 'false' };
   if (value === null) return { ok: true, json: 'null' };
   if (value === undefined) return { ok: true, json: undefined };
@@ -33,6 +35,11 @@ export function serializeBounded(value: unknown, budget: number): Serialized {
     if (error instanceof Failure) return { ok: false, reason: error.reason };
     return { ok: false, reason: `reading it threw: ${describeThrown(error)}` };
   }
+}
+
+/** Why a NaN or an infinity cannot be recorded: JSON has neither (`JSON.stringify` writes null). */
+function nonFinite(value: number): string {
+  return `${value} is not JSON (JSON.stringify would write null)`;
 }
 
 /** A short description of a thrown value that never throws itself (a revoked Proxy, a getter). */
@@ -80,7 +87,9 @@ class Writer {
         this.#put(JSON.stringify(value));
         return true;
       case 'number':
-        this.#put(Number.isFinite(value) ? String(value) : 'null');
+        // JSON.stringify writes null, which a candidate would read as 0 (null < 0.5): refused.
+        if (!Number.isFinite(value)) throw new Failure(nonFinite(value));
+        this.#put(String(value));
         return true;
       case 'boolean':
         this.#put(value ? 'true' : 'false');
