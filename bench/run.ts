@@ -225,6 +225,8 @@ function bareLoop(async: boolean, length: number): Variant['time'] {
         const out = (await responder.respond(lastMessage, state, {
           signal: NEVER,
           dispatchNumber: n,
+          idempotencyKey: 'bare',
+          attempt: 1,
           reportUsage: ignoreUsage,
         })) as Message<number>;
         projection.quotes[INDEX[out.sender] as number] = out.content;
@@ -251,7 +253,13 @@ const NEVER = new AbortController().signal;
  */
 function leanLoop(async: boolean, length: number): Variant['time'] {
   const responders = desks(async);
-  const context = { signal: NEVER, dispatchNumber: 0, reportUsage: ignoreUsage };
+  const context = {
+    signal: NEVER,
+    dispatchNumber: 0,
+    idempotencyKey: 'lean',
+    attempt: 1,
+    reportUsage: ignoreUsage,
+  };
   const conversation = async (): Promise<number> => {
     const projection: Desks = { quotes: Float64Array.of(100, 110, 90) };
     const state = { projection } as unknown as ConversationState<Desks, number>;

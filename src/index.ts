@@ -1,18 +1,31 @@
+export {
+  type CheckpointCodec,
+  jsonCodec,
+  type Suspend,
+  suspend,
+  UnstorableValueError,
+} from './core/checkpoint.ts';
 export type { ResponderFailurePolicy } from './core/config.ts';
 export {
+  CheckpointError,
   ConversationAbortedError,
   ConversationError,
+  ConversationExistsError,
+  ConversationLeaseError,
+  ConversationNotFoundError,
   DispatchDeadlineError,
   OrchestratorConfigError,
   PolicyError,
   QueueOverflowError,
   ResponderError,
 } from './core/errors.ts';
+export { isLeaseOwnerAlive, newLeaseOwner, parseLeaseOwner } from './core/lease-owner.ts';
 export { composeListeners } from './core/listeners.ts';
 export type {
   ConversationEnd,
   ConversationObservation,
   ConversationObserver,
+  ConversationResume,
   ConversationStart,
   DispatchInfo,
   ResponderFailure,
@@ -28,16 +41,32 @@ export {
   type TurnSelection,
 } from './core/policy.ts';
 export type {
+  AcquireOutcome,
+  Checkpoint,
+  CommitOutcome,
+  ConversationStatus,
+  ConversationStore,
+  Durability,
+  Lease,
+  ListQuery,
+  StoredConversation,
+  StoreStats,
+} from './core/store.ts';
+export type {
   ConversationListener,
   ConversationResult,
   ConversationState,
+  ConversationSuspension,
   ConversationUsage,
   EndReason,
   Message,
   Projection,
+  RecoverOptions,
+  RecoverResult,
   Responder,
   ResponderContext,
   ResponderOutput,
+  ResumeOptions,
   RunOptions,
   TerminationDecision,
   Usage,

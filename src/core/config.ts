@@ -1,7 +1,19 @@
 /** The orchestrator's validated configuration, shared read-only by its runs. */
+import type { CheckpointCodec } from './checkpoint.ts';
 import type { ConversationObserver } from './observer.ts';
 import type { TerminationPolicy, TurnFunction, TurnPolicy } from './policy.ts';
+import type { ConversationStore, Durability } from './store.ts';
 import type { ConversationListener, ConversationState, Projection, Responder } from './types.ts';
+
+/** A durable orchestrator's store and how it commits (undefined without a store). */
+export interface DurableConfig {
+  readonly store: ConversationStore;
+  readonly durability: Durability;
+  readonly leaseMs: number;
+  readonly storeTimeoutMs: number;
+  readonly codec: CheckpointCodec;
+  readonly maxCheckpointBytes: number;
+}
 
 /** What to do when a responder throws or rejects. */
 export type ResponderFailurePolicy<S, C = unknown> =
@@ -26,4 +38,6 @@ export interface RunConfig<S, C> {
   readonly onResponderError: ResponderFailurePolicy<S, C>;
   readonly onListenerError: (error: unknown) => void;
   readonly yieldIntervalMs: number;
+  /** Set with a store (optional: configs built by hand in tests have none). */
+  readonly durable?: DurableConfig | undefined;
 }

@@ -14,11 +14,17 @@ export interface ContextHost {
   responderSignal(): AbortSignal;
   /** Checks and counts one report of responder `index` (-1: the turn policy). */
   reportUsage(index: number, usage: unknown, dispatchNumber: number): void;
+  /** The conversation's id (the prefix of idempotency keys). */
+  readonly conversationId: string;
 }
 
 export class InvocationContext implements ResponderContext, TurnContext {
   /** 1-based number of the dispatch the invocation in progress would be. */
   dispatchNumber = 0;
+  /** Which invocation of the conversation is in progress: 1, 2, 3 … (kept across resumes). */
+  invocation = 0;
+  /** 1, or more when the invocation runs again after a crash. */
+  attempt = 1;
   readonly #host: ContextHost;
   readonly #index: number;
   #report: ((usage: Usage) => void) | undefined;
@@ -31,6 +37,11 @@ export class InvocationContext implements ResponderContext, TurnContext {
 
   get signal(): AbortSignal {
     return this.#host.responderSignal();
+  }
+
+  /** Made on read: `{conversationId}:{invocation}`. */
+  get idempotencyKey(): string {
+    return `${this.#host.conversationId}:${this.invocation}`;
   }
 
   get reportUsage(): (usage: Usage) => void {

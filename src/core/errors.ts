@@ -309,3 +309,69 @@ function isPlain(value: object): boolean {
   const prototype: unknown = Object.getPrototypeOf(value);
   return prototype === Object.prototype || prototype === null;
 }
+
+// Durable conversations (docs/durability.md).
+
+/** `run(input, { conversationId })` with a store: that id is already stored. Never a second start. */
+export class ConversationExistsError extends Error {
+  override name = 'ConversationExistsError';
+  constructor(
+    /** The id that is taken. */
+    readonly conversationId: string,
+  ) {
+    super(
+      `Conversation ${conversationId} already exists in the store: resume it with orchestrator.resume() or pick another id`,
+    );
+  }
+}
+
+/** `resume(conversationId)`: the store holds no such conversation (never stored, or deleted). */
+export class ConversationNotFoundError extends Error {
+  override name = 'ConversationNotFoundError';
+  constructor(
+    /** The id that was asked for. */
+    readonly conversationId: string,
+  ) {
+    super(`Conversation ${conversationId} is not in the store`);
+  }
+}
+
+/**
+ * Another process holds the conversation: `resume()` found a live lease, or a running
+ * conversation's commit or lease renewal was refused (its lease expired and another process took
+ * it). No responder is invoked after it; `state` is what this process reached (empty, with
+ * dispatch count 0, when `resume()` was refused before loading anything).
+ */
+export class ConversationLeaseError<S = unknown, C = unknown> extends ConversationError<S, C> {
+  override name = 'ConversationLeaseError';
+  constructor(
+    message: string,
+    state: ConversationState<S, C>,
+    elapsedMs: number,
+    /** The live holder, when the store told it (`{host}/{pid}/{token}`). */
+    readonly holder?: string,
+  ) {
+    super(message, 'error', state, elapsedMs);
+  }
+}
+
+/**
+ * A checkpoint could not be stored: a value the codec cannot encode (a cycle, a BigInt, a
+ * function, a Map …: `path` names it), a checkpoint past the store's `maxCheckpointBytes`, or a
+ * store that threw or did not answer within `storeTimeoutMs`. The conversation fails at that
+ * dispatch; `state` is the state reached, and the store keeps the last committed checkpoint, so
+ * `recover()` can pick it up later.
+ */
+export class CheckpointError<S = unknown, C = unknown> extends ConversationError<S, C> {
+  override name = 'CheckpointError';
+  constructor(
+    message: string,
+    state: ConversationState<S, C>,
+    elapsedMs: number,
+    /** Where in the checkpoint the offending value sits (`projection.quotes[2]`), when one did. */
+    readonly path?: string,
+    cause?: unknown,
+  ) {
+    super(message, 'error', state, elapsedMs, cause === undefined ? undefined : { cause });
+  }
+}

@@ -28,6 +28,29 @@ export interface ConversationStart<C = unknown> {
   readonly providers?: readonly (string | undefined)[];
   /** `performance.timeOrigin + performance.now()` at the start, in milliseconds. */
   readonly startTimeMs: number;
+  /**
+   * Set when this start continues a stored conversation (`resume()`, `recover()`): a later
+   * segment of the same conversation. `input` is then the conversation's original input.
+   */
+  readonly resumed?: ConversationResume | undefined;
+}
+
+/** What a resumed conversation's observers learn of what was committed before. */
+export interface ConversationResume {
+  /**
+   * `crash`: the previous holder's lease was still recorded (it died or stalled; the dispatch in
+   * flight runs again); `suspend`: it was suspended; `handoff`: a holder released it while
+   * running (an abort, a drain).
+   */
+  readonly cause: 'crash' | 'suspend' | 'handoff';
+  /** Which segment this is: 2 for the first resume, 3 … (counted in the checkpoint). */
+  readonly segment: number;
+  /** Dispatches committed before this segment. */
+  readonly dispatchCount: number;
+  /** Active milliseconds committed before this segment (time suspended or waiting not counted). */
+  readonly elapsedMs: number;
+  /** What this observer's `save()` returned at the last commit (under its `key`), or `undefined`. */
+  readonly saved: unknown;
 }
 
 /** One successful dispatch, as an observer sees it. */
@@ -38,8 +61,13 @@ export interface DispatchInfo<S, C = unknown> {
   readonly decision: TerminationDecision;
   /** This dispatch's number: 1, 2, 3 … */
   readonly dispatchCount: number;
-  /** Milliseconds since the conversation started. */
+  /** Milliseconds since the conversation started (active time: see `ConversationResume`). */
   readonly elapsedMs: number;
+  /**
+   * The invocation's attempt: 1, or more when it ran again after a crash. The loop always sets
+   * it; optional only so that infos built by hand (tests, replays) need not.
+   */
+  readonly attempt?: number;
   /** Which responder answered: an index into `ConversationStart.responders`. */
   readonly responderIndex: number;
   /**
@@ -97,8 +125,8 @@ export interface ConversationObservation<S, C = unknown> {
    * between calls for speed: read it, do not keep it.
    */
   onDispatch?: ((info: DispatchInfo<S, C>) => void) | undefined;
-  /** A responder is about to be invoked. */
-  onResponderStart?(responderIndex: number, message: Message<C>): void;
+  /** A responder is about to be invoked; `attempt` is 1, or more when it runs again after a crash. */
+  onResponderStart?(responderIndex: number, message: Message<C>, attempt: number): void;
   /**
    * Runs the responder invocation; wrap `invoke` to run it in a context (a span's).
    * Must call `invoke` exactly once and return what it returns.
@@ -120,12 +148,30 @@ export interface ConversationObservation<S, C = unknown> {
   onUsage?(responderIndex: number, usage: Usage, dispatchNumber: number): void;
   /** The listener (or one of the composed listeners) threw or rejected. */
   onListenerError?(error: unknown): void;
-  /** Called exactly once, on every exit path. */
+  /**
+   * Called exactly once, on every exit path of this segment. A suspension is `{ ok: true }` with
+   * `result.suspended` set.
+   */
   onConversationEnd?(end: ConversationEnd<S, C>): void;
+  /**
+   * Called at each commit of a durable conversation, before the checkpoint is encoded: JSON-safe
+   * data (a trace context, a count) stored under the observer's `key` and handed back as
+   * `ConversationStart.resumed.saved` when the conversation resumes. Ignored without a `key`.
+   */
+  save?(): unknown;
+  /** A commit attempt finished: its duration, and the error when it failed (not a refusal). */
+  onCheckpoint?(durationMs: number, error?: unknown): void;
+  /** The store refused a commit or a lease renewal: another process holds the conversation now. */
+  onLeaseConflict?(): void;
 }
 
 /** A plugin of the lifecycle SPI. */
 export interface ConversationObserver<S = unknown, C = unknown> {
+  /**
+   * A stable name under which the observations' `save()` data is kept in checkpoints (1-64
+   * characters of the name rule). Two observers with one key share one slot: give each its own.
+   */
+  readonly key?: string;
   /**
    * Called once per run, before anything else of it: returns the hooks for that conversation,
    * or `undefined` to sit this one out. A throw or anything else is reported and set aside.

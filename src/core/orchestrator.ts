@@ -2,11 +2,13 @@
  * The ConversationOrchestrator: holds the validated, immutable configuration. Each `run()` gets a
  * `ConversationRun` of its own, so concurrent conversations share nothing mutable.
  */
-import type { ResponderFailurePolicy, RunConfig } from './config.ts';
+import { type CheckpointCodec, jsonCodec } from './checkpoint.ts';
+import type { DurableConfig, ResponderFailurePolicy, RunConfig } from './config.ts';
 import { describeValue as describe, OrchestratorConfigError } from './errors.ts';
 import type { ConversationObserver } from './observer.ts';
 import type { TerminationPolicy, TurnFunction, TurnPolicy } from './policy.ts';
 import { ConversationRun } from './run.ts';
+import type { ConversationStore, Durability } from './store.ts';
 import type {
   ConversationListener,
   ConversationResult,
@@ -85,6 +87,38 @@ export interface OrchestratorOptions<S, C = unknown> {
    * @default 5
    */
   readonly yieldIntervalMs?: number;
+  /**
+   * Where conversations are checkpointed (`createMemoryStore()`, the SQLite, PostgreSQL or Redis
+   * stores): with one, `run()` commits as `durability` says, and `resume()` and `recover()`
+   * continue stored conversations. See docs/durability.md.
+   * @default undefined (conversations live in memory only; nothing changes)
+   */
+  readonly store?: ConversationStore;
+  /**
+   * When checkpoints are committed: `sync` before the next responder is invoked, `async` behind
+   * the loop (one commit in flight per conversation, newer ones coalescing), `exit` only when the
+   * conversation suspends or ends. Needs a `store`.
+   * @default 'sync'
+   */
+  readonly durability?: Durability;
+  /**
+   * How long a process holds a conversation without a commit or a renewal: past it, another
+   * process may take it over (renewed at each commit, and every `leaseMs / 3` while a responder
+   * runs long). Between 100 and 600000.
+   * @default 10000
+   */
+  readonly leaseMs?: number;
+  /**
+   * Every store call is bounded by this: a store that does not answer in time fails the
+   * conversation with a `CheckpointError` (never a hang). Between 1 and 2147483647.
+   * @default 5000
+   */
+  readonly storeTimeoutMs?: number;
+  /**
+   * Encodes checkpoints (projection, messages, payloads, policy and observer state) as text.
+   * @default jsonCodec (JSON, refusing with their path the values it cannot store faithfully)
+   */
+  readonly codec?: CheckpointCodec;
 }
 
 /**
@@ -199,6 +233,7 @@ export class ConversationOrchestrator<S, C = unknown> {
       onResponderError,
       onListenerError,
       yieldIntervalMs: nonNegativeNumber('yieldIntervalMs', options.yieldIntervalMs ?? 5),
+      durable: durableConfig(options),
     };
   }
 
@@ -265,6 +300,64 @@ function validateInput(input: unknown, options: RunOptions): void {
   if (options.conversationId !== undefined) {
     conversationId('conversationId', options.conversationId);
   }
+}
+
+const STORE_METHODS = [
+  'create',
+  'acquire',
+  'commit',
+  'renew',
+  'release',
+  'get',
+  'delete',
+  'list',
+] as const;
+
+/** The durable options, checked; `undefined` without a store (and then none of them may be set). */
+function durableConfig<S, C>(options: OrchestratorOptions<S, C>): DurableConfig | undefined {
+  const { store, durability, leaseMs, storeTimeoutMs, codec } = options;
+  if (store === undefined) {
+    if (durability !== undefined) fail('durability', 'set only with a `store`', durability);
+    return undefined;
+  }
+  if (typeof store !== 'object' || store === null) {
+    fail('store', 'a ConversationStore (createMemoryStore() …)', store);
+  }
+  for (const method of STORE_METHODS) {
+    if (typeof store[method] !== 'function') {
+      fail(
+        `store.${method}`,
+        'a function (the store must implement ConversationStore)',
+        store[method],
+      );
+    }
+  }
+  const mode = durability ?? 'sync';
+  if (mode !== 'sync' && mode !== 'async' && mode !== 'exit') {
+    fail('durability', "'sync', 'async' or 'exit'", durability);
+  }
+  const lease = positiveNumber('leaseMs', leaseMs ?? 10_000);
+  if (lease < 100 || lease > 600_000)
+    fail('leaseMs', 'between 100 and 600000 milliseconds', leaseMs);
+  const timeoutMs = timerDelay('storeTimeoutMs', storeTimeoutMs ?? 5_000);
+  const chosen = codec ?? jsonCodec;
+  if (
+    typeof chosen !== 'object' ||
+    chosen === null ||
+    typeof chosen.encode !== 'function' ||
+    typeof chosen.decode !== 'function'
+  ) {
+    fail('codec', 'an object with `encode(value)` and `decode(text)` functions', codec);
+  }
+  const max = store.maxCheckpointBytes;
+  return {
+    store,
+    durability: mode,
+    leaseMs: lease,
+    storeTimeoutMs: timeoutMs,
+    codec: chosen,
+    maxCheckpointBytes: typeof max === 'number' && max > 0 ? max : Number.POSITIVE_INFINITY,
+  };
 }
 
 function historySize(value: unknown): number {

@@ -19,30 +19,53 @@ export interface TurnContext {
   reportUsage(usage: Usage): void;
 }
 
-/** Selects responders for one message. May be async (an LLM picking the next speaker). */
-export type TurnFunction<S, C = unknown> = (
-  message: Message<C>,
-  state: ConversationState<S, C>,
-  responders: readonly Responder<S, C>[],
-  context: TurnContext,
-) => TurnSelection<S, C> | Promise<TurnSelection<S, C>>;
+/**
+ * Selects responders for one message. May be async (an LLM picking the next speaker). A selector
+ * started by a `TurnPolicy` may carry `save`: its per-run state, for durable conversations.
+ */
+export interface TurnFunction<S, C = unknown> {
+  (
+    message: Message<C>,
+    state: ConversationState<S, C>,
+    responders: readonly Responder<S, C>[],
+    context: TurnContext,
+  ): TurnSelection<S, C> | Promise<TurnSelection<S, C>>;
+  /**
+   * The selector's per-run state as JSON-safe data, read at each commit of a durable
+   * conversation and handed back to `TurnPolicy.start(responders, saved)` on resume.
+   */
+  save?: (() => unknown) | undefined;
+}
 
 /** A turn policy with per-conversation state. */
 export interface TurnPolicy<S, C = unknown> {
   /** A short name for the policy (`round_robin`), for messages and traces. */
   readonly name: string;
-  /** Called once per conversation; returns that conversation's selector. */
-  start(responders: readonly Responder<S, C>[]): TurnFunction<S, C>;
+  /**
+   * Called once per conversation (and once per resumed segment); returns that conversation's
+   * selector. `saved` is what the selector's `save()` returned at the last commit, when the
+   * conversation resumes; a selector without `save` is started afresh (warned once per name).
+   */
+  start(responders: readonly Responder<S, C>[], saved?: unknown): TurnFunction<S, C>;
+  /**
+   * `true` when its selectors keep no per-run state (nothing to save, no warning on resume).
+   * @default false
+   */
+  readonly stateless?: boolean;
 }
 
 /**
  * Decides, after one dispatch, whether the conversation ends. Must return a decision
  * (`{ terminate: boolean, reason: string }`); anything else fails the run with a `PolicyError`.
  */
-export type TerminationCheck<S, C = unknown> = (
-  state: ConversationState<S, C>,
-  elapsedMs: number,
-) => TerminationDecision;
+export interface TerminationCheck<S, C = unknown> {
+  (state: ConversationState<S, C>, elapsedMs: number): TerminationDecision;
+  /**
+   * The check's per-run state (a streak, a position) as JSON-safe data, read at each commit of a
+   * durable conversation and handed back to `TerminationPolicy.start(saved)` on resume.
+   */
+  save?: (() => unknown) | undefined;
+}
 
 /**
  * When a conversation ends: `maxDispatches()`, `converged()`, `anyOf()` … or your own object.
@@ -51,8 +74,18 @@ export type TerminationCheck<S, C = unknown> = (
 export interface TerminationPolicy<S, C = unknown> {
   /** Shown as the decision's `policy`. */
   readonly name: string;
-  /** Called once per conversation; returns that conversation's check. */
-  start(): TerminationCheck<S, C>;
+  /**
+   * Called once per conversation (and once per resumed segment); returns that conversation's
+   * check. `saved` is what the check's `save()` returned at the last commit, when the
+   * conversation resumes; a check without `save` is started afresh (warned once per name).
+   */
+  start(saved?: unknown): TerminationCheck<S, C>;
+  /**
+   * `true` when its checks keep no per-run state (they read only the state and the elapsed
+   * time): nothing to save, no warning on resume.
+   * @default false
+   */
+  readonly stateless?: boolean;
 }
 
 /** The decision that lets the conversation go on. */

@@ -186,6 +186,11 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     return this.#endState();
   }
 
+  /** The conversation's id (ContextHost: the prefix of idempotency keys). */
+  get conversationId(): string {
+    return this.#conversationId;
+  }
+
   /** The time since the conversation started (FailurePoint). */
   elapsedMs(): number {
     return this.#elapsed();

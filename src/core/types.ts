@@ -104,6 +104,14 @@ export interface ResponderContext {
   /** 1-based number of the dispatch this invocation would be if it succeeds. */
   readonly dispatchNumber: number;
   /**
+   * `{conversationId}:{invocation}`: the same for a given invocation however often it is run
+   * (a re-run after a crash keeps it), different for every other invocation of every
+   * conversation. Use it to deduplicate side effects (a payment, an email, a cached model call).
+   */
+  readonly idempotencyKey: string;
+  /** 1 on the first invocation; more when the invocation runs again after a crash (see docs/durability.md). */
+  readonly attempt: number;
+  /**
    * Reports tokens this invocation spent; call it once per model call, during the invocation.
    * The counts join `state.usage` and the result's `usage`, even if the invocation then fails or
    * is skipped. A bad value throws a `TypeError` naming what came and changes no total; a report
@@ -184,6 +192,19 @@ export interface ConversationResult<S, C = unknown> {
   readonly elapsedMs: number;
   /** Tokens the conversation's responders and turn policy reported, in total and per responder. */
   readonly usage: ConversationUsage;
+  /**
+   * Set when a responder returned `suspend(payload)`: the conversation waits (in its store) for
+   * `orchestrator.resume(conversationId, { input })`. `decision` then does not terminate.
+   */
+  readonly suspended?: ConversationSuspension | undefined;
+}
+
+/** Why a conversation waits: who suspended it and the payload it gave (what to ask a person). */
+export interface ConversationSuspension {
+  /** The responder that returned `suspend(payload)`. */
+  readonly responder: string;
+  /** What it passed to `suspend()`, as stored (through the orchestrator's codec). */
+  readonly payload: unknown;
 }
 
 /** Per-run options. */
@@ -192,7 +213,45 @@ export interface RunOptions {
   readonly signal?: AbortSignal;
   /**
    * 1-128 characters: ASCII letters, digits, `_`, `.`, `:` or `-`, starting with a letter, a
-   * digit or `_` (it is copied onto every span). Defaults to a random UUID.
+   * digit or `_` (it is copied onto every span). Defaults to a random UUID. With a `store`, an id
+   * already stored rejects the run with a `ConversationExistsError`.
    */
   readonly conversationId?: string;
+}
+
+/** What `orchestrator.resume(conversationId, options)` takes. */
+export interface ResumeOptions<C = unknown> {
+  /**
+   * A message queued first (a person's answer to a suspension): folded into the projection like
+   * a responder's answer, then answered as the turn policy says.
+   * @default undefined (nothing added)
+   */
+  readonly input?: Message<C>;
+  /** As for `run()`: aborting it rejects the resume; the conversation stays resumable. */
+  readonly signal?: AbortSignal;
+}
+
+/** What `orchestrator.recover(options)` takes. */
+export interface RecoverOptions {
+  /**
+   * Conversations resumed at once.
+   * @default 8
+   */
+  readonly concurrency?: number;
+  /** Stops taking new conversations and aborts those being resumed (they stay resumable). */
+  readonly signal?: AbortSignal;
+}
+
+/** What `orchestrator.recover()` resolves with: how many it resumed and how they ended. */
+export interface RecoverResult {
+  /** Conversations this call took over and ran. */
+  readonly resumed: number;
+  /** Of those, how many ended (resolved with a terminating decision). */
+  readonly ended: number;
+  /** Of those, how many suspended again. */
+  readonly suspended: number;
+  /** Of those, how many rejected (a `ConversationError`: failed, aborted, lease lost). */
+  readonly failed: number;
+  /** Conversations listed but taken by another process first (not counted in `resumed`). */
+  readonly skipped: number;
 }

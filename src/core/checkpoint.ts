@@ -1,0 +1,164 @@
+/**
+ * Checkpoints of durable conversations: what the core stores of a conversation (its current
+ * state only, replaced on each commit), the codec that turns it into text, and `suspend()`.
+ */
+import type { ConversationStatus } from './store.ts';
+import type { Message, UsageTotals } from './types.ts';
+
+/**
+ * Turns a checkpoint's values into the text a store keeps, and back. The default is JSON, checked
+ * first so that nothing is silently changed (a Map would become `{}`, NaN `null`): a value it
+ * cannot store fails the conversation with a `CheckpointError` naming its path.
+ */
+export interface CheckpointCodec {
+  /** The text of `value`; throw (an Error naming what) when it cannot be encoded. */
+  encode(value: unknown): string;
+  /** The value back from `encode`'s text. */
+  decode(text: string): unknown;
+}
+
+/** Thrown by the JSON codec: which value cannot be stored, and where. */
+export class UnstorableValueError extends TypeError {
+  override name = 'UnstorableValueError';
+  constructor(
+    /** Where: `projection.quotes[2]`, `queue[0].content`. */
+    readonly path: string,
+    what: string,
+  ) {
+    super(`${path} is ${what}, which JSON cannot store (give the orchestrator a \`codec\`)`);
+  }
+}
+
+function kindOf(value: object): string | undefined {
+  const prototype: unknown = Object.getPrototypeOf(value);
+  if (prototype === Object.prototype || prototype === null || Array.isArray(value))
+    return undefined;
+  const tag = Object.prototype.toString.call(value).slice(8, -1);
+  return `a ${tag === 'Object' ? ((value as { constructor?: { name?: string } }).constructor?.name ?? 'class instance') : tag}`;
+}
+
+/** Finds the first value JSON would refuse or silently change; throws naming its path. */
+function check(value: unknown, path: string, seen: Set<object>): void {
+  switch (typeof value) {
+    case 'string':
+    case 'boolean':
+      return;
+    case 'number':
+      if (!Number.isFinite(value)) throw new UnstorableValueError(path, `${value}`);
+      return;
+    case 'undefined':
+      return;
+    case 'bigint':
+      throw new UnstorableValueError(path, `a BigInt (${value}n)`);
+    case 'function':
+      throw new UnstorableValueError(path, `a function`);
+    case 'symbol':
+      throw new UnstorableValueError(path, `a symbol`);
+  }
+  if (value === null) return;
+  const object = value as object;
+  if (seen.has(object)) throw new UnstorableValueError(path, 'a cycle (a value containing itself)');
+  // A Map or a Set would come back `{}`, a Date a string, a class instance a plain object.
+  const kind = kindOf(object);
+  if (kind !== undefined) throw new UnstorableValueError(path, kind);
+  seen.add(object);
+  if (Array.isArray(object)) {
+    for (let i = 0; i < object.length; i++) {
+      const item: unknown = object[i];
+      // JSON writes `null` for a hole or an `undefined` element.
+      if (item === undefined) throw new UnstorableValueError(`${path}[${i}]`, 'undefined');
+      check(item, `${path}[${i}]`, seen);
+    }
+  } else {
+    for (const key of Object.keys(object)) {
+      const at = /^[A-Za-z_$][\w$]*$/.test(key)
+        ? `${path}.${key}`
+        : `${path}[${JSON.stringify(key)}]`;
+      check((object as Record<string, unknown>)[key], at, seen);
+    }
+  }
+  seen.delete(object);
+}
+
+/**
+ * The default codec: JSON, checked first. Cycles, BigInts, functions, symbols, non-finite
+ * numbers, `undefined` array elements, Maps, Sets, Dates and class instances are refused with
+ * their path (JSON would throw on some and silently change the others).
+ */
+export const jsonCodec: CheckpointCodec = Object.freeze({
+  encode(value: unknown): string {
+    if (typeof value === 'object' && value !== null) {
+      const seen = new Set<object>();
+      for (const key of Object.keys(value)) {
+        check((value as Record<string, unknown>)[key], key, seen);
+      }
+    } else check(value, '$', new Set());
+    return JSON.stringify(value);
+  },
+  decode(text: string): unknown {
+    return JSON.parse(text);
+  },
+});
+
+const SUSPEND = Symbol('conversation-orchestrator.suspend');
+
+/** What `suspend(payload)` returns; a responder returns it instead of a message. */
+export interface Suspend {
+  readonly [SUSPEND]: true;
+  /** What to tell whoever will resume the conversation (a question for a person). */
+  readonly payload: unknown;
+}
+
+/**
+ * Returned by a responder instead of a message: the conversation waits. That dispatch completes
+ * with no output (counted, decided, observed); unless its decision terminates, the conversation
+ * is committed as suspended whatever the `durability`, and `run()`/`resume()` resolve with
+ * `result.suspended = { responder, payload }`. Go on with `orchestrator.resume(id, { input })`.
+ * @example respond: () => suspend({ question: 'Approve a trade of 1,000 shares?' })
+ */
+export function suspend(payload?: unknown): Suspend {
+  return Object.freeze({ [SUSPEND]: true as const, payload });
+}
+
+export function isSuspend(value: unknown): value is Suspend {
+  return typeof value === 'object' && value !== null && SUSPEND in value;
+}
+
+/** The usage ledger as stored: per-party totals and who reported. */
+export interface StoredUsage {
+  readonly total: UsageTotals;
+  readonly byResponder: readonly (UsageTotals | null)[];
+  readonly turnPolicy?: UsageTotals | undefined;
+}
+
+/** The conversation's current state as the checkpoint's `state` (encoded by the codec). */
+export interface CheckpointState<S = unknown, C = unknown> {
+  /** Format version. */
+  readonly v: 1;
+  readonly input: Message<C>;
+  readonly projection: S;
+  readonly lastMessage: Message<C>;
+  readonly queue: readonly Message<C>[];
+  readonly history?: readonly Message<C>[] | undefined;
+  /** The message being answered and the responders (indexes) still to answer it. */
+  readonly answering?:
+    | { readonly message: Message<C>; readonly next: readonly number[] }
+    | undefined;
+  readonly dispatchCount: number;
+  /** Responder invocations so far (the idempotency keys' counter). */
+  readonly invocations: number;
+  /** The attempt of the next invocation (more than 1 after a crash resume). */
+  readonly attempt: number;
+  /** Which segment committed it: 1 for the first run. */
+  readonly segment: number;
+  /** Active milliseconds so far. */
+  readonly elapsedMs: number;
+  readonly usage?: StoredUsage | undefined;
+  readonly termination?: unknown;
+  readonly turn?: unknown;
+  /** Observers' saved data by key. */
+  readonly observers?: Readonly<Record<string, unknown>> | undefined;
+  readonly suspended?: { readonly responder: string; readonly payload: unknown } | undefined;
+}
+
+export type { ConversationStatus };
