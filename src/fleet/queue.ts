@@ -6,13 +6,13 @@
  */
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
+import { ConversationExistsError } from '../core/errors.ts';
 import {
   describeConnection,
   type FleetConnection,
   openClient,
   RedisUnreachableError,
 } from './connection.ts';
-import { ConversationExistsError } from './core-errors.ts';
 import { checkQueueName, DEFAULT_PREFIX, DEFAULT_QUEUE_NAME, SEGMENT_JOB_OPTIONS } from './jobs.ts';
 import { MARKER_TTL_MS, readSuspension, startedKey, suspendedKey } from './markers.ts';
 import { jobIdOf, PAYLOAD_FORMAT, type SegmentPayload } from './payload.ts';
@@ -150,9 +150,7 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
       const token = `${orchestrator} ${Date.now()} ${Math.random().toString(36).slice(2)}`;
       const taken = await client.set(key, token, 'PX', MARKER_TTL_MS, 'NX');
       if (taken !== 'OK') {
-        throw new ConversationExistsError(
-          `Conversation ${JSON.stringify(id)} was already started on queue ${JSON.stringify(queueName)}`,
-        );
+        throw new ConversationExistsError(id);
       }
       try {
         await queue.add('start', payload, { ...SEGMENT_JOB_OPTIONS, jobId: jobIdOf('start', id) });
