@@ -34,6 +34,7 @@ import {
   roundRobin,
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
+import { fleetTables } from './fleet.ts';
 import { sdkFloor } from './floor.ts';
 import { samplerTable } from './sampler.ts';
 
@@ -880,6 +881,10 @@ async function main(): Promise<void> {
     await samplerTable(ROUNDS, clock);
     return;
   }
+  if (only === 'fleet') {
+    await fleetTables();
+    return;
+  }
   leanTables();
   waitingMemoryTable();
   floorTables();
@@ -911,6 +916,7 @@ async function main(): Promise<void> {
   await scrape(true);
 
   await samplerTable(ROUNDS, clock);
+  await fleetTables();
 }
 
 await main();
