@@ -21,6 +21,11 @@ export {
 } from './core/errors.ts';
 export { isLeaseOwnerAlive, newLeaseOwner, parseLeaseOwner } from './core/lease-owner.ts';
 export { composeListeners } from './core/listeners.ts';
+export {
+  createMemoryStore,
+  type MemoryStore,
+  type MemoryStoreOptions,
+} from './core/memory-store.ts';
 export type {
   ConversationEnd,
   ConversationObservation,

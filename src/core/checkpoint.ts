@@ -161,4 +161,44 @@ export interface CheckpointState<S = unknown, C = unknown> {
   readonly suspended?: { readonly responder: string; readonly payload: unknown } | undefined;
 }
 
+/** The first checkpoint of a conversation (`create`): nothing has run yet. */
+export interface FreshState<C = unknown> {
+  readonly v: 1;
+  readonly input: Message<C>;
+  readonly fresh: true;
+  /** The attempt of the first invocation (more than 1 once a crash resume committed it). */
+  readonly attempt?: number | undefined;
+  readonly segment?: number | undefined;
+}
+
+/**
+ * Bounds a store call: rejects when it has not answered within `ms` (the timer is referenced, so
+ * a caller awaiting it sees it settle even when nothing else keeps the process alive), and turns
+ * a synchronous throw into a rejection.
+ */
+export function bounded<T>(call: () => Promise<T>, ms: number, what: string): Promise<T> {
+  let promise: Promise<T>;
+  try {
+    promise = Promise.resolve(call());
+  } catch (error) {
+    return Promise.reject(error);
+  }
+  return new Promise<T>((resolve, reject) => {
+    const timer = setTimeout(
+      () => reject(new Error(`The store did not answer ${what} within ${ms} ms (storeTimeoutMs)`)),
+      ms,
+    );
+    promise.then(
+      (value) => {
+        clearTimeout(timer);
+        resolve(value);
+      },
+      (error: unknown) => {
+        clearTimeout(timer);
+        reject(error);
+      },
+    );
+  });
+}
+
 export type { ConversationStatus };

@@ -10,6 +10,7 @@ import type {
   ConversationEnd,
   ConversationObservation,
   ConversationObserver,
+  ConversationResume,
   ConversationStart,
   DispatchInfo,
   ResponderFailure,
@@ -45,6 +46,11 @@ interface Hooks {
   readonly onUsage: Fn | undefined;
   readonly onListenerError: Fn | undefined;
   readonly onConversationEnd: Fn | undefined;
+  readonly save: Fn | undefined;
+  readonly onCheckpoint: Fn | undefined;
+  readonly onLeaseConflict: Fn | undefined;
+  /** The observer's `key`, under which `save()`'s data is checkpointed. */
+  readonly key: string | undefined;
 }
 
 function hook(observation: object, name: keyof ConversationObservation<unknown>): Fn | undefined {
@@ -54,7 +60,7 @@ function hook(observation: object, name: keyof ConversationObservation<unknown>)
   return value as Fn;
 }
 
-function readHooks(observation: object): Hooks {
+function readHooks(observation: object, key: string | undefined): Hooks {
   return {
     target: observation as ObservationMethods,
     runConversation: hook(observation, 'runConversation'),
@@ -66,7 +72,21 @@ function readHooks(observation: object): Hooks {
     onUsage: hook(observation, 'onUsage'),
     onListenerError: hook(observation, 'onListenerError'),
     onConversationEnd: hook(observation, 'onConversationEnd'),
+    save: hook(observation, 'save'),
+    onCheckpoint: hook(observation, 'onCheckpoint'),
+    onLeaseConflict: hook(observation, 'onLeaseConflict'),
+    key,
   };
+}
+
+/** An observer's `key`, when it is a usable one (read once; a throwing getter means none). */
+function observerKey(observer: object): string | undefined {
+  try {
+    const key: unknown = (observer as { key?: unknown }).key;
+    return typeof key === 'string' && key.length > 0 && key.length <= 64 ? key : undefined;
+  } catch {
+    return undefined;
+  }
 }
 
 export class Observations<S, C> {
@@ -81,17 +101,39 @@ export class Observations<S, C> {
    */
   readonly #soleDispatch: ObservationMethods | undefined;
 
-  constructor(observers: readonly ConversationObserver<S, C>[], start: ConversationStart<C>) {
+  constructor(
+    observers: readonly ConversationObserver<S, C>[],
+    start: ConversationStart<C>,
+    /** On resume: what was committed, and the observers' saved data by key. */
+    resumed?: {
+      readonly resume: Omit<ConversationResume, 'saved'>;
+      readonly saved: Readonly<Record<string, unknown>> | undefined;
+    },
+  ) {
     for (const observer of observers) {
       try {
-        const observation: unknown = observer.startConversation(start);
+        const key = observerKey(observer);
+        const observation: unknown = observer.startConversation(
+          resumed === undefined
+            ? start
+            : {
+                ...start,
+                resumed: {
+                  ...resumed.resume,
+                  saved:
+                    key === undefined || resumed.saved === undefined
+                      ? undefined
+                      : resumed.saved[key],
+                },
+              },
+        );
         if (observation === undefined) continue;
         if (typeof observation !== 'object' || observation === null) {
           throw new TypeError(
             `expected an object of hooks or undefined, got ${observation === null ? 'null' : typeof observation}`,
           );
         }
-        this.#all.push(readHooks(observation));
+        this.#all.push(readHooks(observation, key));
       } catch (error) {
         hookFailed('startConversation', error);
       }
@@ -154,12 +196,12 @@ export class Observations<S, C> {
     return this.#dispatchers.length > 0;
   }
 
-  responderStarted(index: number, message: Message<C>): void {
+  responderStarted(index: number, message: Message<C>, attempt: number): void {
     const starters = this.#starters;
     for (let i = 0; i < starters.length; i++) {
       const o = starters[i] as Hooks;
       try {
-        o.target.onResponderStart(index, message);
+        o.target.onResponderStart(index, message, attempt);
       } catch (error) {
         hookFailed('onResponderStart', error);
       }
@@ -282,6 +324,47 @@ export class Observations<S, C> {
         (o.onListenerError as (error: unknown) => void).call(o.target, error);
       } catch (hookError) {
         hookFailed('onListenerError', hookError);
+      }
+    }
+  }
+
+  /** Each keyed observation's `save()` data, for a checkpoint; undefined when none saves. */
+  save(): Record<string, unknown> | undefined {
+    let saved: Record<string, unknown> | undefined;
+    for (const o of this.#all) {
+      if (o.save === undefined || o.key === undefined) continue;
+      try {
+        const data = (o.save as () => unknown).call(o.target);
+        if (data !== undefined) {
+          saved ??= {};
+          saved[o.key] = data;
+        }
+      } catch (error) {
+        hookFailed('save', error);
+      }
+    }
+    return saved;
+  }
+
+  checkpointed(durationMs: number, error: unknown, failed: boolean): void {
+    for (const o of this.#all) {
+      if (o.onCheckpoint === undefined) continue;
+      try {
+        if (failed) o.target.onCheckpoint(durationMs, error);
+        else o.target.onCheckpoint(durationMs);
+      } catch (hookError) {
+        hookFailed('onCheckpoint', hookError);
+      }
+    }
+  }
+
+  leaseConflict(): void {
+    for (const o of this.#all) {
+      if (o.onLeaseConflict === undefined) continue;
+      try {
+        o.target.onLeaseConflict();
+      } catch (error) {
+        hookFailed('onLeaseConflict', error);
       }
     }
   }

@@ -2,21 +2,42 @@
  * The ConversationOrchestrator: holds the validated, immutable configuration. Each `run()` gets a
  * `ConversationRun` of its own, so concurrent conversations share nothing mutable.
  */
-import { type CheckpointCodec, jsonCodec } from './checkpoint.ts';
+
+import {
+  bounded,
+  type CheckpointCodec,
+  type CheckpointState,
+  type FreshState,
+  jsonCodec,
+} from './checkpoint.ts';
 import type { DurableConfig, ResponderFailurePolicy, RunConfig } from './config.ts';
-import { describeValue as describe, OrchestratorConfigError } from './errors.ts';
+import {
+  CheckpointError,
+  ConversationError,
+  ConversationLeaseError,
+  ConversationNotFoundError,
+  describeValue as describe,
+  describeCause,
+  OrchestratorConfigError,
+} from './errors.ts';
+import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
 import type { ConversationObserver } from './observer.ts';
 import type { TerminationPolicy, TurnFunction, TurnPolicy } from './policy.ts';
-import { ConversationRun } from './run.ts';
-import type { ConversationStore, Durability } from './store.ts';
+import { ConversationRun, type Segment } from './run.ts';
+import type { AcquireOutcome, Checkpoint, ConversationStore, Durability } from './store.ts';
 import type {
   ConversationListener,
   ConversationResult,
+  ConversationState,
   Message,
   Projection,
+  RecoverOptions,
+  RecoverResult,
   Responder,
+  ResumeOptions,
   RunOptions,
 } from './types.ts';
+import { NO_USAGE } from './usage.ts';
 import {
   boundedName,
   conversationId,
@@ -254,6 +275,249 @@ export class ConversationOrchestrator<S, C = unknown> {
     }
     return new ConversationRun(this.#config, input, options).execute();
   }
+
+  /**
+   * Continues a stored conversation from its last checkpoint (crashed, suspended, or released by
+   * an abort) and settles like `run()`. `options.input` is queued first (a person's answer to a
+   * suspension). An ended conversation resolves with its stored result (or rejects with its
+   * stored failure) and runs nothing; an unknown id rejects with `ConversationNotFoundError`;
+   * one a live process holds rejects with `ConversationLeaseError`. Needs a `store`.
+   */
+  resume(id: string, options: ResumeOptions<C> = {}): Promise<ConversationResult<S, C>> {
+    const config = this.#config;
+    const durable = config.durable;
+    try {
+      if (durable === undefined) {
+        throw new OrchestratorConfigError(
+          'Expected the orchestrator to have a `store` to resume conversations from, got none',
+        );
+      }
+      conversationId('conversationId', id);
+      if (typeof options !== 'object' || options === null) {
+        throw new OrchestratorConfigError(
+          `Expected resume \`options\` to be an object, got ${describe(options)}`,
+        );
+      }
+      if (options.input !== undefined) validateInput(options.input, {});
+      if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
+        throw new OrchestratorConfigError(
+          `Expected \`signal\` to be an AbortSignal, got ${describe(options.signal)}`,
+        );
+      }
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return resumeStored(config, durable, id, options);
+  }
+
+  /**
+   * Resumes every conversation of this orchestrator that the store holds as running and that no
+   * live process holds (at start-up, after a crash), `concurrency` at a time, paging through
+   * `store.list()`. Resolves, once they have all settled, with how many it resumed and how they
+   * ended. Needs a `store`.
+   */
+  async recover(options: RecoverOptions = {}): Promise<RecoverResult> {
+    const config = this.#config;
+    const durable = config.durable;
+    if (durable === undefined) {
+      throw new OrchestratorConfigError(
+        'Expected the orchestrator to have a `store` to recover conversations from, got none',
+      );
+    }
+    if (typeof options !== 'object' || options === null)
+      fail('recover options', 'an object', options);
+    const concurrency = positiveInteger('concurrency', options.concurrency ?? 8);
+    const signal = options.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      fail('signal', 'an AbortSignal', signal);
+    }
+    const counts = { resumed: 0, ended: 0, suspended: 0, failed: 0, skipped: 0 };
+    const running = new Set<Promise<void>>();
+    const one = async (id: string): Promise<void> => {
+      try {
+        const result = await resumeStored(
+          config,
+          durable,
+          id,
+          signal === undefined ? {} : { signal },
+          true,
+        );
+        if (result === undefined) counts.skipped++;
+        else {
+          counts.resumed++;
+          if (result.suspended !== undefined) counts.suspended++;
+          else counts.ended++;
+        }
+      } catch (error) {
+        if (
+          error instanceof ConversationLeaseError &&
+          (error as ConversationLeaseError).dispatchCount === 0 &&
+          (error as ConversationLeaseError).holder !== undefined
+        ) {
+          counts.skipped++;
+        } else {
+          counts.resumed++;
+          counts.failed++;
+        }
+      }
+    };
+    let after: string | undefined;
+    for (;;) {
+      if (signal?.aborted) break;
+      const page = await bounded(
+        () =>
+          durable.store.list({
+            orchestrator: config.name,
+            status: 'running',
+            unleased: true,
+            limit: 100,
+            ...(after === undefined ? {} : { after }),
+          }),
+        durable.storeTimeoutMs,
+        'list',
+      );
+      for (const stored of page) {
+        if (signal?.aborted) break;
+        while (running.size >= concurrency) await Promise.race(running);
+        const task = one(stored.conversationId).finally(() => running.delete(task));
+        running.add(task);
+      }
+      if (page.length < 100) break;
+      after = page[page.length - 1]?.conversationId;
+    }
+    await Promise.all(running);
+    return counts;
+  }
+}
+
+/** An empty state, for errors raised before anything of the conversation was loaded. */
+function emptyState<S, C>(id: string): ConversationState<S, C> {
+  return {
+    conversationId: id,
+    projection: undefined as S,
+    lastMessage: { sender: '', content: undefined as C },
+    queueDepth: 0,
+    dispatchCount: 0,
+    history: [],
+    usage: NO_USAGE,
+  };
+}
+
+/**
+ * Acquires a stored conversation and runs its next segment. `quiet`: a conversation another
+ * process took (or that ended, or vanished) meanwhile resolves with `undefined` (for recover()).
+ */
+async function resumeStored<S, C>(
+  config: RunConfig<S, C>,
+  durable: DurableConfig,
+  id: string,
+  options: ResumeOptions<C>,
+  quiet: true,
+): Promise<ConversationResult<S, C> | undefined>;
+async function resumeStored<S, C>(
+  config: RunConfig<S, C>,
+  durable: DurableConfig,
+  id: string,
+  options: ResumeOptions<C>,
+): Promise<ConversationResult<S, C>>;
+async function resumeStored<S, C>(
+  config: RunConfig<S, C>,
+  durable: DurableConfig,
+  id: string,
+  options: ResumeOptions<C>,
+  quiet = false,
+): Promise<ConversationResult<S, C> | undefined> {
+  const owner = newLeaseOwner();
+  // Live before the store sees it: a concurrent acquire must not take it for a dead one's.
+  setLeaseOwnerLive(owner, true);
+  let outcome: AcquireOutcome;
+  try {
+    outcome = await bounded(
+      () => durable.store.acquire(id, owner, durable.leaseMs),
+      durable.storeTimeoutMs,
+      'acquire',
+    );
+  } catch (error) {
+    setLeaseOwnerLive(owner, false);
+    throw new CheckpointError(
+      `Conversation ${id} could not be resumed: ${describeCause(error)}`,
+      emptyState<S, C>(id),
+      0,
+      undefined,
+      error,
+    );
+  }
+  if (outcome.status !== 'acquired') setLeaseOwnerLive(owner, false);
+  switch (outcome.status) {
+    case 'not_found':
+      if (quiet) return undefined;
+      throw new ConversationNotFoundError(id);
+    case 'held':
+      throw new ConversationLeaseError(
+        `Conversation ${id} is held by another live process (${outcome.owner}) until ${new Date(outcome.leaseExpiresAt).toISOString()}`,
+        emptyState<S, C>(id),
+        0,
+        outcome.owner,
+      );
+    case 'ended': {
+      if (quiet) return undefined;
+      return storedEnding<S, C>(durable, outcome.checkpoint);
+    }
+  }
+  let restored: CheckpointState<S, C> | FreshState<C>;
+  try {
+    restored = durable.codec.decode(outcome.checkpoint.state) as
+      | CheckpointState<S, C>
+      | FreshState<C>;
+  } catch (error) {
+    await durable.store.release(id, outcome.lease).catch(() => {});
+    setLeaseOwnerLive(owner, false);
+    throw new CheckpointError(
+      `Conversation ${id}'s checkpoint could not be decoded: ${describeCause(error)}`,
+      emptyState<S, C>(id),
+      0,
+      undefined,
+      error,
+    );
+  }
+  const segment: Segment<C> = {
+    owner,
+    lease: outcome.lease,
+    checkpoint: outcome.checkpoint,
+    takenOver: outcome.takenOver,
+    input: options.input,
+  };
+  return new ConversationRun(
+    config,
+    restored.input,
+    { conversationId: id, ...(options.signal === undefined ? {} : { signal: options.signal }) },
+    segment,
+    restored,
+  ).execute();
+}
+
+/** What an ended conversation's resume answers: its stored result, or its stored failure. */
+function storedEnding<S, C>(
+  durable: DurableConfig,
+  checkpoint: Checkpoint,
+): ConversationResult<S, C> {
+  const stored = durable.codec.decode(checkpoint.result ?? 'null') as
+    | (ConversationResult<S, C> & {
+        error?: { name: string; message: string; reason: string };
+      })
+    | null;
+  if (stored === null) throw new ConversationNotFoundError(checkpoint.conversationId);
+  if (stored.error !== undefined) {
+    const error = new ConversationError<S, C>(
+      stored.error.message,
+      stored.error.reason,
+      stored.state ?? emptyState<S, C>(checkpoint.conversationId),
+      stored.elapsedMs,
+    );
+    error.name = stored.error.name;
+    throw error;
+  }
+  return stored;
 }
 
 function validateResponders<S, C>(value: unknown): readonly Responder<S, C>[] {

@@ -32,6 +32,14 @@ export class MessageQueue<T> {
     return item;
   }
 
+  /** The items, head first (for checkpoints). */
+  toArray(): T[] {
+    const items: T[] = new Array(this.#length);
+    for (let i = 0; i < this.#length; i++)
+      items[i] = this.#items[(this.#head + i) & this.#mask] as T;
+    return items;
+  }
+
   #grow(): void {
     const capacity = this.#items.length * 2;
     const next = new Array<T | undefined>(capacity);

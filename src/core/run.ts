@@ -22,13 +22,23 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import type { RunConfig } from './config.ts';
+import {
+  bounded,
+  type CheckpointState,
+  type FreshState,
+  isSuspend,
+  UnstorableValueError,
+} from './checkpoint.ts';
+import type { DurableConfig, RunConfig } from './config.ts';
 import { type ContextHost, InvocationContext } from './context.ts';
 import {
   badPolicyAnswer,
   badResponderOutput,
+  CheckpointError,
   ConversationAbortedError,
   ConversationError,
+  ConversationExistsError,
+  ConversationLeaseError,
   DispatchDeadlineError,
   describeCause,
   type FailurePoint,
@@ -40,8 +50,9 @@ import {
   unexpectedFailure,
   unknownResponder,
 } from './errors.ts';
+import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
 import { Observations } from './observations.ts';
-import type { DispatchInfo } from './observer.ts';
+import type { ConversationEnd, ConversationResume, DispatchInfo } from './observer.ts';
 import {
   CONTINUE,
   decisionExpected,
@@ -54,10 +65,12 @@ import {
 } from './policy.ts';
 import { History, MessageQueue } from './queue.ts';
 import { onAbort } from './signals.ts';
+import type { Checkpoint, ConversationStatus, Lease } from './store.ts';
 import type {
   ConversationListener,
   ConversationResult,
   ConversationState,
+  ConversationSuspension,
   ConversationUsage,
   Message,
   Responder,
@@ -67,7 +80,7 @@ import type {
   UsageTotals,
 } from './types.ts';
 import { NO_CONVERSATION_USAGE, NO_USAGE, readUsage, UsageLedger } from './usage.ts';
-import { rateLimitedWarning } from './warnings.ts';
+import { rateLimitedWarning, warnUnsaved } from './warnings.ts';
 
 const QUEUE_EXHAUSTED: TerminationDecision = Object.freeze({
   terminate: true,
@@ -97,7 +110,15 @@ const ENDED = 2;
 const nativeThen = Promise.prototype.then;
 // Reports a throwing onResponderError function without flooding the log.
 const warnFailurePolicy = rateLimitedWarning('ConversationResponderErrorPolicyWarning');
-
+/** A stored conversation this run continues (resume, recover). */
+export interface Segment<C> {
+  readonly owner: string;
+  readonly lease: Lease;
+  readonly checkpoint: Checkpoint;
+  readonly takenOver: boolean;
+  /** The person's answer (`resume(id, { input })`). */
+  readonly input?: Message<C> | undefined;
+}
 /** A message has a string `sender`; a value whose property reads throw is not one. */
 function isMessage(value: unknown): value is Message {
   if (typeof value !== 'object' || value === null) return false;
@@ -118,7 +139,7 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
 
 export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   readonly #config: RunConfig<S, C>;
-  readonly #input: Message<C>;
+  #input: Message<C>;
   readonly #conversationId: string;
   readonly #signal: AbortSignal | undefined;
   readonly #queue = new MessageQueue<Message<C>>();
@@ -181,6 +202,26 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   #resumer: (() => void) | undefined;
   #onDeadline: (() => void) | undefined;
 
+  // Durable conversations (a store): none of this is touched per dispatch without one, apart
+  // from `#slow`, the one check #completeDispatch makes (a store, or a suspension to settle).
+  readonly #durable: DurableConfig | undefined;
+  #slow: boolean;
+  #suspension: ConversationSuspension | undefined;
+  /** Responder invocations so far (idempotency keys), and which one is a re-run, how often. */
+  #invocations = 0;
+  #retryInvocation = 0;
+  #retryAttempt = 1;
+  #segment: Segment<C> | undefined;
+  /** The decoded checkpoint this segment continues (undefined: a fresh start). */
+  #restored: CheckpointState<S, C> | undefined;
+  #segmentNumber = 1;
+  #owner: string | undefined;
+  #lease: Lease | undefined;
+  #seq = 0;
+  #inflight: Promise<void> | undefined;
+  #heartbeat: NodeJS.Timeout | undefined;
+  #lastRenew = 0;
+
   /** Where the loop stands, for the errors it builds: the state at the end (FailurePoint). */
   state(): ConversationState<S, C> {
     return this.#endState();
@@ -218,8 +259,29 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     );
   }
 
-  constructor(config: RunConfig<S, C>, input: Message<C>, options: RunOptions) {
+  constructor(
+    config: RunConfig<S, C>,
+    input: Message<C>,
+    options: RunOptions,
+    segment?: Segment<C>,
+    restored?: CheckpointState<S, C> | FreshState<C>,
+  ) {
     this.#config = config;
+    this.#durable = config.durable;
+    this.#slow = config.durable !== undefined;
+    this.#segment = segment;
+    if (segment !== undefined) {
+      this.#owner = segment.owner;
+      this.#lease = segment.lease;
+      this.#seq = segment.checkpoint.seq;
+      if (restored !== undefined) {
+        this.#segmentNumber = (restored.segment ?? 1) + 1;
+        if (!('fresh' in restored)) this.#restored = restored;
+        this.#invocations = 'fresh' in restored ? 0 : restored.invocations;
+        this.#retryInvocation = this.#invocations + 1;
+        this.#retryAttempt = (restored.attempt ?? 1) + (segment.takenOver ? 1 : 0);
+      }
+    }
     this.#input = input;
     this.#lastMessage = input;
     // randomUUID() builds its string from ~20 concatenated pieces (480 bytes held per waiting
@@ -236,42 +298,113 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     return new Promise<ConversationResult<S, C>>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
-      this.#begin();
+      if (this.#durable !== undefined && this.#segment === undefined) this.#create(this.#durable);
+      else this.#begin();
     });
+  }
+
+  /** A new durable conversation: stored (its id reserved, its lease taken) before anything runs. */
+  #create(durable: DurableConfig): void {
+    const owner = newLeaseOwner();
+    // Live before the store sees it: a concurrent acquire must not take it for a dead one's.
+    setLeaseOwnerLive(owner, true);
+    const fail = (error: unknown): void => {
+      setLeaseOwnerLive(owner, false);
+      this.#settled = true;
+      this.#reject(error as ConversationError<S, C>);
+    };
+    let state: string;
+    try {
+      const fresh: FreshState<C> = { v: 1, input: this.#input, fresh: true };
+      state = durable.codec.encode(fresh);
+    } catch (error) {
+      fail(this.#checkpointError(error, 'its input'));
+      return;
+    }
+    const checkpoint: Checkpoint = {
+      conversationId: this.#conversationId,
+      orchestrator: this.#config.name,
+      status: 'running',
+      seq: 1,
+      dispatchCount: 0,
+      state,
+    };
+    bounded(
+      () => durable.store.create(checkpoint, owner, durable.leaseMs),
+      durable.storeTimeoutMs,
+      'create',
+    ).then(
+      (outcome) => {
+        if (!outcome.created) {
+          fail(new ConversationExistsError(this.#conversationId));
+          return;
+        }
+        this.#owner = owner;
+        this.#lease = outcome.lease;
+        this.#seq = 1;
+        this.#begin();
+      },
+      (error: unknown) => fail(this.#checkpointError(error, 'its creation')),
+    );
   }
 
   #begin(): void {
     const config = this.#config;
-    this.#startedAt = performance.now();
+    const restored = this.#restored;
+    const now = performance.now();
+    // Elapsed counts active time only: a resumed conversation goes on from what was committed.
+    this.#startedAt = restored === undefined ? now : now - restored.elapsedMs;
     // Without observers every run shares one empty set of them: nothing to start, nothing held.
     this.#observations =
       config.observers.length === 0
         ? (NO_OBSERVATIONS as Observations<S, C>)
-        : new Observations(config.observers, {
-            orchestrator: config.name,
-            conversationId: this.#conversationId,
-            input: this.#input,
-            responders: config.responderNames,
-            providers: config.providers,
-            startTimeMs: performance.timeOrigin + this.#startedAt,
-          });
+        : new Observations(
+            config.observers,
+            {
+              orchestrator: config.name,
+              conversationId: this.#conversationId,
+              input: this.#input,
+              responders: config.responderNames,
+              providers: config.providers,
+              startTimeMs: performance.timeOrigin + now,
+            },
+            this.#segment === undefined ? undefined : this.#resumeInfo(restored),
+          );
     this.#wrapsResponders = this.#observations.wrapsResponders;
     this.#watchesStarts = this.#observations.watchesStarts;
     this.#watchesDispatches = this.#observations.watchDispatches;
     try {
-      try {
-        this.#projection = config.projection.initial(this.#input);
-      } catch (error) {
-        throw new PolicyError('projection', this.#snapshot(0), 0, error);
+      if (restored === undefined) {
+        try {
+          this.#projection = config.projection.initial(this.#input);
+        } catch (error) {
+          throw new PolicyError('projection', this.#snapshot(0), 0, error);
+        }
+        this.#history?.push(this.#input);
+      } else this.#restore(restored);
+      this.#state = this.#snapshot(this.#dispatchCount);
+      if (this.#segment === undefined) {
+        this.#check = this.#startPolicy('termination', () => config.termination.start());
+      } else {
+        const saved = restored?.termination;
+        this.#check = this.#startPolicy('termination', () => config.termination.start(saved));
+        if (
+          restored !== undefined &&
+          this.#check.save === undefined &&
+          !config.termination.stateless
+        )
+          warnUnsaved('termination', config.termination.name);
       }
-      this.#history?.push(this.#input);
-      this.#state = this.#snapshot(0);
-      this.#check = this.#startPolicy('termination', () => config.termination.start());
       const turnPolicy = config.turnPolicy;
-      this.#turn =
-        typeof turnPolicy === 'function'
-          ? turnPolicy
-          : this.#startPolicy('turn', () => turnPolicy.start(config.responders));
+      if (typeof turnPolicy === 'function') this.#turn = turnPolicy;
+      else if (this.#segment === undefined) {
+        this.#turn = this.#startPolicy('turn', () => turnPolicy.start(config.responders));
+      } else {
+        const saved = restored?.turn;
+        this.#turn = this.#startPolicy('turn', () => turnPolicy.start(config.responders, saved));
+        if (restored !== undefined && this.#turn.save === undefined && !turnPolicy.stateless)
+          warnUnsaved('turn', turnPolicy.name);
+      }
       if (this.#signal !== undefined) {
         if (this.#signal.aborted) throw this.#abortedError();
         this.#unsubscribe = onAbort(this.#signal, () => {
@@ -290,15 +423,81 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         decision: CONTINUE,
         dispatchCount: 0,
         elapsedMs: 0,
+        attempt: 1,
         responderIndex: 0,
         durationMs: 0,
         usage: undefined,
       };
     }
-    this.#lastTick = this.#lastYield = this.#startedAt;
-    this.#queue.push(this.#input);
-    // Observers may enter a context (the conversation span's) once for the whole loop.
-    this.#observations.enter(() => this.#pump());
+    this.#lastTick = this.#lastYield = now;
+    if (restored === undefined) this.#queue.push(this.#input);
+    const durable = this.#durable;
+    if (durable === undefined) {
+      // Observers may enter a context (the conversation span's) once for the whole loop.
+      this.#observations.enter(() => this.#pump());
+      return;
+    }
+    this.#lastRenew = now;
+    if (this.#owner !== undefined) setLeaseOwnerLive(this.#owner, true);
+    this.#heartbeat = setInterval(() => this.#renewIfIdle(durable), durable.leaseMs / 3);
+    this.#heartbeat.unref();
+    if (this.#segment === undefined) this.#observations.enter(() => this.#pump());
+    // A resumed segment commits first (running again, the person's answer, the attempt raised),
+    // so a crash right after cannot lose them nor count the attempt twice.
+    else this.#observations.enter(() => void this.#waitCommit(this.#commit('running')));
+  }
+
+  /** What a resumed segment's observers learn. */
+  #resumeInfo(restored: CheckpointState<S, C> | undefined): {
+    readonly resume: Omit<ConversationResume, 'saved'>;
+    readonly saved: Readonly<Record<string, unknown>> | undefined;
+  } {
+    const segment = this.#segment as Segment<C>;
+    const cause = segment.takenOver
+      ? 'crash'
+      : segment.checkpoint.status === 'suspended'
+        ? 'suspend'
+        : 'handoff';
+    return {
+      resume: {
+        cause,
+        segment: this.#segmentNumber,
+        dispatchCount: restored?.dispatchCount ?? 0,
+        elapsedMs: restored?.elapsedMs ?? 0,
+      },
+      saved: restored?.observers,
+    };
+  }
+
+  /** Puts the loop back where the checkpoint left it; then the person's answer, queued first. */
+  #restore(restored: CheckpointState<S, C>): void {
+    this.#projection = restored.projection;
+    this.#lastMessage = restored.lastMessage;
+    this.#dispatchCount = restored.dispatchCount;
+    if (restored.history !== undefined) for (const m of restored.history) this.#history?.push(m);
+    if (restored.usage !== undefined) {
+      this.#usage = UsageLedger.fromStored(restored.usage);
+      this.#usageTotals = this.#usage.totals;
+    }
+    const answering = restored.answering;
+    if (answering !== undefined && answering.next.length > 0) {
+      this.#message = answering.message;
+      const names = this.#config.responderNames;
+      this.#selection = answering.next.map((i) => names[i] as string);
+      this.#nextSelected = 0;
+    }
+    const input = this.#segment?.input;
+    if (input !== undefined) {
+      try {
+        this.#projection = this.#config.projection.fold(this.#projection, input);
+      } catch (error) {
+        throw new PolicyError('projection', this.#snapshot(this.#dispatchCount), 0, error);
+      }
+      this.#lastMessage = input;
+      this.#history?.push(input);
+      this.#queue.push(input);
+    }
+    for (const message of restored.queue) this.#queue.push(message);
   }
 
   #startPolicy<T>(stage: 'turn' | 'termination', start: () => T): T {
@@ -378,8 +577,12 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     const message = this.#message;
     const context = this.#contexts[index] ?? this.#newContext(index);
     context.dispatchNumber = this.#dispatchCount + 1;
+    const invocation = ++this.#invocations;
+    context.invocation = invocation;
+    const attempt = invocation === this.#retryInvocation ? this.#retryAttempt : 1;
+    context.attempt = attempt;
     this.#invoking = index;
-    if (this.#watchesStarts) this.#observations.responderStarted(index, message);
+    if (this.#watchesStarts) this.#observations.responderStarted(index, message, attempt);
     let output: unknown;
     let pending: boolean;
     try {
@@ -468,6 +671,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       info.elapsedMs = elapsedMs;
       info.responderIndex = index;
       info.durationMs = durationMs;
+      info.attempt = this.#invocations === this.#retryInvocation ? this.#retryAttempt : 1;
       info.usage =
         this.#usage === undefined ? undefined : this.#usage.takeInvocation(index, dispatchCount);
       this.#observations.dispatched(info);
@@ -476,6 +680,8 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     if (listener !== undefined)
       this.#callListener(listener, state, decision, dispatchCount, elapsedMs);
     this.#notifying = false;
+    // A store, or a suspension: the one check the loop makes for them.
+    if (this.#slow) return this.#afterDispatchSlow(decision);
     // The ending was decided before an abort raised while we told of it: the decision stands.
     if (decision.terminate) {
       this.#succeed(decision);
@@ -486,6 +692,191 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       return ENDED;
     }
     return NEXT;
+  }
+
+  /** After a dispatch, with a store or a suspension: commit as `durability` says, or suspend. */
+  #afterDispatchSlow(decision: TerminationDecision): Step {
+    const suspension = this.#suspension;
+    this.#suspension = undefined;
+    if (decision.terminate) {
+      this.#succeed(decision);
+      return ENDED;
+    }
+    if (suspension !== undefined) {
+      this.#settle(decision, suspension);
+      return ENDED;
+    }
+    if (this.#abortedWhileNotifying) {
+      this.#interrupt(this.#abortedError());
+      return ENDED;
+    }
+    const durable = this.#durable as DurableConfig;
+    if (durable.durability === 'sync') return this.#waitCommit(this.#commit('running'));
+    // Group commit: one in flight; the dispatches completing meanwhile go with the next one.
+    if (durable.durability === 'async' && this.#inflight === undefined) {
+      this.#commit('running').then(undefined, (error: unknown) =>
+        this.#interrupt(error as ConversationError<S, C>),
+      );
+    }
+    return NEXT;
+  }
+
+  /** Waits for a commit before the next step (sync durability, a resumed segment's first commit). */
+  #waitCommit(commit: Promise<void>): Step {
+    this.#waiting = true;
+    this.#waitingFor = -2;
+    commit.then(
+      () => {
+        if (this.#settled || !this.#waiting) return;
+        this.#waiting = false;
+        if (this.#lastTick - this.#lastYield >= this.#config.yieldIntervalMs)
+          this.#yieldToEventLoop();
+        else this.#pump();
+      },
+      (error: unknown) => this.#fail(error),
+    );
+    return WAIT;
+  }
+
+  /**
+   * Commits the conversation's current state (`status`, with `result` text when it ended).
+   * Resolves when the store has it; rejects with a CheckpointError (unstorable value, store
+   * failure or timeout) or a ConversationLeaseError (refused: another process holds it).
+   */
+  #commit(status: ConversationStatus, result?: string): Promise<void> {
+    const durable = this.#durable as DurableConfig;
+    let checkpoint: Checkpoint;
+    try {
+      checkpoint = this.#checkpoint(durable, status, result);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    const started = performance.now();
+    const lease = this.#lease as Lease;
+    const observations = this.#observations;
+    const commit = bounded(
+      () => durable.store.commit(checkpoint, lease, durable.leaseMs),
+      durable.storeTimeoutMs,
+      `commit (seq ${checkpoint.seq})`,
+    ).then(
+      (outcome) => {
+        observations.checkpointed(performance.now() - started, undefined, false);
+        if (!outcome.ok) {
+          observations.leaseConflict();
+          throw this.#leaseLost(`its commit was refused (${outcome.reason})`);
+        }
+        this.#seq = checkpoint.seq;
+        this.#lease = outcome.lease;
+        this.#lastRenew = performance.now();
+      },
+      (error: unknown) => {
+        observations.checkpointed(performance.now() - started, error, true);
+        throw this.#checkpointError(error, `the commit of dispatch ${checkpoint.dispatchCount}`);
+      },
+    );
+    this.#inflight = commit;
+    const done = (): void => {
+      if (this.#inflight === commit) this.#inflight = undefined;
+    };
+    commit.then(done, done);
+    return commit;
+  }
+
+  /** The checkpoint of the conversation as it stands (a consistent point: between steps). */
+  #checkpoint(durable: DurableConfig, status: ConversationStatus, result?: string): Checkpoint {
+    let text: string;
+    try {
+      const selection = this.#selection;
+      const next: number[] = [];
+      if (selection !== undefined) {
+        for (let i = this.#nextSelected; i < selection.length; i++) {
+          next.push(this.#responderIndexOf(selection[i]));
+        }
+      }
+      const state: CheckpointState<S, C> = {
+        v: 1,
+        input: this.#input,
+        projection: this.#projection,
+        lastMessage: this.#lastMessage,
+        queue: this.#queue.toArray(),
+        history: this.#history?.toArray(),
+        answering: next.length === 0 ? undefined : { message: this.#message, next },
+        dispatchCount: this.#dispatchCount,
+        invocations: this.#invocations,
+        attempt: this.#invocations + 1 === this.#retryInvocation ? this.#retryAttempt : 1,
+        segment: this.#segmentNumber,
+        elapsedMs: this.#elapsed(),
+        usage: this.#usage?.toStored(),
+        termination: this.#check.save?.(),
+        turn: this.#turn.save?.(),
+        observers: this.#observations.save(),
+      };
+      text = durable.codec.encode(state);
+    } catch (error) {
+      throw this.#checkpointError(error, `dispatch ${this.#dispatchCount}`);
+    }
+    const bytes = Buffer.byteLength(text) + (result === undefined ? 0 : Buffer.byteLength(result));
+    if (bytes > durable.maxCheckpointBytes) {
+      throw new CheckpointError(
+        `Conversation ${this.#conversationId} could not be checkpointed at dispatch ${this.#dispatchCount}: expected at most ${durable.maxCheckpointBytes} bytes (the store's maxCheckpointBytes), got ${bytes}`,
+        this.#endState(),
+        this.#elapsed(),
+      );
+    }
+    return {
+      conversationId: this.#conversationId,
+      orchestrator: this.#config.name,
+      status,
+      seq: this.#seq + 1,
+      dispatchCount: this.#dispatchCount,
+      state: text,
+      ...(result === undefined ? {} : { result }),
+      ...(status === 'suspended' ? { suspendedAt: Date.now() } : {}),
+    };
+  }
+
+  /** A CheckpointError naming the conversation, where it was and the offending value's path. */
+  #checkpointError(error: unknown, at: string): ConversationError<S, C> {
+    if (error instanceof ConversationError) return error as ConversationError<S, C>;
+    const path = error instanceof UnstorableValueError ? error.path : undefined;
+    return new CheckpointError(
+      `Conversation ${this.#conversationId} could not be checkpointed at ${at}: ${describeCause(error)}`,
+      this.#endState(),
+      this.#elapsed(),
+      path,
+      error,
+    );
+  }
+
+  #leaseLost(why: string): ConversationLeaseError<S, C> {
+    return new ConversationLeaseError(
+      `Conversation ${this.#conversationId} is held by another process: ${why}; this process stopped at dispatch ${this.#dispatchCount} and invokes no more responders`,
+      this.#endState(),
+      this.#elapsed(),
+    );
+  }
+
+  /** The heartbeat: renews the lease when no commit did for a third of it (a long responder). */
+  #renewIfIdle(durable: DurableConfig): void {
+    if (this.#settled || this.#inflight !== undefined) return;
+    if (performance.now() - this.#lastRenew < durable.leaseMs / 3) return;
+    const lease = this.#lease as Lease;
+    this.#lastRenew = performance.now();
+    bounded(
+      () => durable.store.renew(this.#conversationId, lease, durable.leaseMs),
+      durable.storeTimeoutMs,
+      'renew',
+    ).then(
+      (renewed) => {
+        if (this.#settled) return;
+        if (renewed === undefined) {
+          this.#observations.leaseConflict();
+          this.#interrupt(this.#leaseLost('its lease renewal was refused'));
+        } else if (this.#lease === lease) this.#lease = renewed;
+      },
+      // A renewal that fails is tried again at the next beat; the commit will tell if it is lost.
+      () => {},
+    );
   }
 
   /** Waits for a responder's answer (`index`) or the turn policy's selection (-1). */
@@ -596,7 +987,14 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   /** Folds one message of an answer (`index`: its place in an array answer). */
   #fold(message: unknown, responder: string, index: number | undefined): void {
     if (this.#settled) return;
-    if (!isMessage(message)) throw badResponderOutput(responder, message, this, index);
+    if (!isMessage(message)) {
+      if (index === undefined && isSuspend(message)) {
+        this.#suspension = { responder, payload: message.payload };
+        this.#slow = true;
+        return;
+      }
+      throw badResponderOutput(responder, message, this, index);
+    }
     const maxQueueLength = this.#config.maxQueueLength;
     if (this.#queue.length >= maxQueueLength) {
       throw queueOverflow(maxQueueLength, this);
@@ -691,6 +1089,11 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   }
 
   #succeed(decision: TerminationDecision): void {
+    this.#settle(decision, undefined);
+  }
+
+  /** Ends the run with a result: ended, or suspended (committed first with a store). */
+  #settle(decision: TerminationDecision, suspension: ConversationSuspension | undefined): void {
     if (this.#settled) return;
     this.#settled = true;
     this.#cleanup();
@@ -702,15 +1105,29 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       dispatchCount: this.#dispatchCount,
       elapsedMs: this.#elapsed(),
       usage: this.#finalUsage(),
+      ...(suspension === undefined ? {} : { suspended: suspension }),
     };
-    const resolve = this.#resolve;
-    try {
-      this.#observations.ended({ ok: true, result });
-    } finally {
-      // Settles whatever the observers did: the run's promise never hangs.
-      this.#letGo();
-      resolve(result);
+    const durable = this.#durable;
+    if (durable === undefined) {
+      this.#finish({ ok: true, result });
+      return;
     }
+    let text: string | undefined;
+    if (suspension === undefined) {
+      try {
+        text = durable.codec.encode(result);
+      } catch (error) {
+        this.#finishFailed(this.#checkpointError(error, 'its result'));
+        return;
+      }
+    }
+    // Suspensions and endings are committed whatever the durability, after any commit in flight.
+    this.#afterInflight(() =>
+      this.#commit(suspension === undefined ? 'ended' : 'suspended', text),
+    ).then(
+      () => this.#finish({ ok: true, result }),
+      (error: unknown) => this.#finishFailed(error),
+    );
   }
 
   #fail(thrown: unknown): void {
@@ -722,12 +1139,88 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         ? (thrown as ConversationError<S, C>)
         : unexpectedFailure(thrown, this);
     if (this.#usage !== undefined) settleUsage(error, this.#finalUsage());
+    const durable = this.#durable;
+    const lease = this.#lease;
+    if (durable === undefined || lease === undefined) {
+      this.#finish({ ok: false, error });
+      return;
+    }
+    const done = (): void => this.#finish({ ok: false, error });
+    if (
+      error instanceof ConversationAbortedError ||
+      error instanceof CheckpointError ||
+      error instanceof ConversationLeaseError
+    ) {
+      // The conversation stays resumable as last committed: released, for recover() or resume().
+      this.#afterInflight(() =>
+        bounded(
+          () => durable.store.release(this.#conversationId, this.#lease ?? lease),
+          durable.storeTimeoutMs,
+          'release',
+        ),
+      ).then(done, done);
+      return;
+    }
+    // A failure is an ending: committed as ended with what failed, so resume() tells it again.
+    let text: string;
+    try {
+      text = durable.codec.encode({
+        conversationId: this.#conversationId,
+        state: error.state,
+        dispatchCount: error.dispatchCount,
+        elapsedMs: error.elapsedMs,
+        usage: error.usage,
+        error: { name: error.name, message: error.message, reason: error.reason },
+      });
+    } catch {
+      text = JSON.stringify({
+        conversationId: this.#conversationId,
+        dispatchCount: error.dispatchCount,
+        elapsedMs: error.elapsedMs,
+        error: { name: error.name, message: error.message, reason: error.reason },
+      });
+    }
+    this.#afterInflight(() => this.#commit('ended', text)).then(done, done);
+  }
+
+  #afterInflight<T>(next: () => Promise<T>): Promise<T> {
+    const inflight = this.#inflight;
+    return inflight === undefined ? next() : inflight.then(next, next);
+  }
+
+  /** A durable ending's commit failed: the run rejects with that failure. */
+  #finishFailed(thrown: unknown): void {
+    const error =
+      thrown instanceof ConversationError
+        ? (thrown as ConversationError<S, C>)
+        : unexpectedFailure(thrown, this);
+    if (this.#usage !== undefined) settleUsage(error, this.#finalUsage());
+    const durable = this.#durable as DurableConfig;
+    const lease = this.#lease;
+    const done = (): void => this.#finish({ ok: false, error });
+    if (lease === undefined || error instanceof ConversationLeaseError) {
+      done();
+      return;
+    }
+    bounded(
+      () => durable.store.release(this.#conversationId, lease),
+      durable.storeTimeoutMs,
+      'release',
+    ).then(done, done);
+  }
+
+  /** Tells the observers how it ended, lets go, settles the run's promise. */
+  #finish(end: ConversationEnd<S, C>): void {
+    if (this.#owner !== undefined) setLeaseOwnerLive(this.#owner, false);
+    const resolve = this.#resolve;
     const reject = this.#reject;
     try {
-      this.#observations.ended({ ok: false, error });
+      this.#observations.ended(end);
     } finally {
+      // Settles whatever the observers did: the run's promise never hangs.
       this.#letGo();
-      reject(error);
+      if (end.ok) resolve(end.result);
+      else reject(end.error);
     }
   }
 
@@ -747,6 +1240,10 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   /** Leaves nothing behind: no timer, no immediate, no abort listener. */
   #cleanup(): void {
     this.#clearDeadline();
+    if (this.#heartbeat !== undefined) {
+      clearInterval(this.#heartbeat);
+      this.#heartbeat = undefined;
+    }
     if (this.#immediate !== undefined) {
       clearImmediate(this.#immediate);
       this.#immediate = undefined;

@@ -3,6 +3,7 @@
  * context, checked, then added to the totals. Nothing here runs unless something reports: a
  * conversation where nobody does shares one frozen zero totals object and one empty final usage.
  */
+import type { StoredUsage } from './checkpoint.ts';
 import { describeCause, describeValue } from './errors.ts';
 import type { ConversationUsage, Usage, UsageTotals } from './types.ts';
 import { isBoundedName, NAME_EXPECTED } from './validate.ts';
@@ -99,6 +100,15 @@ class Counter {
     );
   }
 
+  static from(totals: UsageTotals): Counter {
+    const counter = new Counter();
+    counter.input = totals.inputTokens;
+    counter.output = totals.outputTokens;
+    counter.cacheRead = totals.cacheReadInputTokens;
+    counter.reasoning = totals.reasoningOutputTokens;
+    return counter;
+  }
+
   totals(): UsageTotals {
     const totals: { -readonly [K in keyof UsageTotals]: UsageTotals[K] } = {
       inputTokens: this.input,
@@ -178,6 +188,35 @@ export class UsageLedger {
       return undefined;
     }
     return invocation.totals();
+  }
+
+  /** The totals as a checkpoint keeps them (JSON-safe). */
+  toStored(): StoredUsage {
+    const byResponder: (UsageTotals | null)[] = [];
+    for (let i = 0; i < this.#byResponder.length; i++) {
+      byResponder.push(this.#byResponder[i]?.totals() ?? null);
+    }
+    return {
+      total: this.totals,
+      byResponder,
+      ...(this.#turnPolicy === undefined ? {} : { turnPolicy: this.#turnPolicy.totals() }),
+    };
+  }
+
+  /** A ledger back from a checkpoint. */
+  static fromStored(stored: StoredUsage): UsageLedger {
+    const ledger = new UsageLedger();
+    const total = Counter.from(stored.total);
+    ledger.#total.input = total.input;
+    ledger.#total.output = total.output;
+    ledger.#total.cacheRead = total.cacheRead;
+    ledger.#total.reasoning = total.reasoning;
+    ledger.totals = ledger.#total.totals();
+    stored.byResponder.forEach((totals, index) => {
+      if (totals !== null) ledger.#byResponder[index] = Counter.from(totals);
+    });
+    if (stored.turnPolicy !== undefined) ledger.#turnPolicy = Counter.from(stored.turnPolicy);
+    return ledger;
   }
 
   /** The conversation's final usage, per responder (by name) and for the turn policy. */

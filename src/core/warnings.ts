@@ -22,3 +22,17 @@ export function rateLimitedWarning(type: string, intervalMs = 60_000): (message:
     process.emitWarning(`${message}${note}`, type);
   };
 }
+
+/** Policy names already warned of: a policy without `save` is started afresh on resume. */
+const warnedUnsaved = new Set<string>();
+
+/** Warns once per policy name that a resumed conversation restarts a policy that saves nothing. */
+export function warnUnsaved(kind: string, name: string): void {
+  const key = `${kind}:${name}`;
+  if (warnedUnsaved.has(key)) return;
+  warnedUnsaved.add(key);
+  process.emitWarning(
+    `The ${kind} policy \`${name}\` has no save(): a resumed conversation starts it afresh (give its started function a save() and read the saved value in start()); see docs/durability.md`,
+    'ConversationResumeWarning',
+  );
+}

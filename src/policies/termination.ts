@@ -10,10 +10,12 @@ import {
   isDecision,
   isReasonName,
   REASON_EXPECTED,
+  type TerminationCheck,
   type TerminationPolicy,
 } from '../core/policy.ts';
 import type { ConversationState, TerminationDecision } from '../core/types.ts';
 import { fail, nonNegativeNumber, positiveInteger, positiveNumber } from '../core/validate.ts';
+import { warnUnsaved } from '../core/warnings.ts';
 
 /**
  * Ends the conversation after `n` dispatches, with reason `max_dispatches`; the decision's
@@ -33,6 +35,7 @@ export function maxDispatches<S, C = unknown>(n: number): TerminationPolicy<S, C
   const atLimit = stop(n);
   return {
     name: 'max_dispatches',
+    stateless: true,
     start: () => (state) => {
       const count = state.dispatchCount;
       if (count < n) return CONTINUE;
@@ -49,6 +52,7 @@ export function timeout<S, C = unknown>(ms: number): TerminationPolicy<S, C> {
   positiveNumber('timeout(ms)', ms);
   return {
     name: 'timeout',
+    stateless: true,
     start: () => (_state, elapsedMs) =>
       elapsedMs >= ms
         ? Object.freeze({
@@ -103,6 +107,7 @@ export function tokenBudget<S, C = unknown>(options: TokenBudgetOptions): Termin
     });
   return {
     name: 'token_budget',
+    stateless: true,
     start: () => (state) => {
       // A state built by hand (a test, a replay) may have no usage: nothing was spent.
       const usage = state.usage;
@@ -162,9 +167,11 @@ export function converged<S, C = unknown>(
   const measure = options.measure;
   return {
     name: 'converged',
-    start() {
-      let streak = 0;
-      return (state) => {
+    start(saved) {
+      // Resumed: the streak saved at the last commit.
+      let streak =
+        typeof saved === 'number' && Number.isSafeInteger(saved) && saved >= 0 ? saved : 0;
+      const check: TerminationCheck<S, C> = (state) => {
         const value: unknown = measure(state);
         if (typeof value !== 'number' || !Number.isFinite(value)) {
           streak = 0;
@@ -182,6 +189,8 @@ export function converged<S, C = unknown>(
               limit: tolerance,
             };
       };
+      check.save = () => streak;
+      return check;
     },
   };
 }
@@ -196,6 +205,7 @@ export function stopWhen<S, C = unknown>(
   const stop = Object.freeze({ terminate: true, reason, policy: 'stop_when' });
   return {
     name: 'stop_when',
+    stateless: true,
     start: () => (state, elapsedMs) => (predicate(state, elapsedMs) ? stop : CONTINUE),
   };
 }
@@ -212,9 +222,10 @@ export function anyOf<S, C = unknown>(
   members('anyOf', policies);
   return {
     name: `any_of(${policies.map((p) => p.name).join(',')})`,
-    start() {
-      const checks = policies.map((p) => p.start());
-      return (state, elapsedMs) => {
+    stateless: policies.every((p) => p.stateless === true),
+    start(saved) {
+      const checks = startMembers(policies, saved);
+      const check: TerminationCheck<S, C> = (state, elapsedMs) => {
         let decided: TerminationDecision | undefined;
         let explained: TerminationDecision | undefined;
         for (let i = 0; i < checks.length; i++) {
@@ -228,6 +239,8 @@ export function anyOf<S, C = unknown>(
         }
         return decided ?? explained ?? CONTINUE;
       };
+      check.save = () => checks.map((c) => c.save?.() ?? null);
+      return check;
     },
   };
 }
@@ -245,9 +258,10 @@ export function allOf<S, C = unknown>(
   const name = `all_of(${policies.map((p) => p.name).join(',')})`;
   return {
     name,
-    start() {
-      const checks = policies.map((p) => p.start());
-      return (state, elapsedMs) => {
+    stateless: policies.every((p) => p.stateless === true),
+    start(saved) {
+      const checks = startMembers(policies, saved);
+      const check: TerminationCheck<S, C> = (state, elapsedMs) => {
         let first: TerminationDecision | undefined;
         let holding: TerminationDecision | undefined;
         let all = true;
@@ -273,11 +287,31 @@ export function allOf<S, C = unknown>(
         if (first.limit !== undefined) ending.limit = first.limit;
         return ending;
       };
+      check.save = () => checks.map((c) => c.save?.() ?? null);
+      return check;
     },
   };
 }
 
 type Check<S, C> = ReturnType<TerminationPolicy<S, C>['start']>;
+
+/**
+ * A composite's members, started afresh, or (resumed: `saved` is the array its `save()` made)
+ * each with its own saved state; a stateful member without `save` is warned of once.
+ */
+function startMembers<S, C>(
+  policies: readonly TerminationPolicy<S, C>[],
+  saved: unknown,
+): TerminationCheck<S, C>[] {
+  if (saved === undefined) return policies.map((p) => p.start());
+  const states = Array.isArray(saved) ? saved : [];
+  return policies.map((p, i) => {
+    const state: unknown = states[i];
+    const check = p.start(state === null ? undefined : state);
+    if (check.save === undefined && p.stateless !== true) warnUnsaved('termination', p.name);
+    return check;
+  });
+}
 
 /** A member's answer, checked as the loop checks a policy's: a composite hides no bad answer. */
 function memberDecision(

@@ -3,7 +3,7 @@
  * A policy's `start()` is called once per conversation, so rotation state never leaks between
  * conversations. A plain function is accepted too: it is a stateless policy.
  */
-import type { TurnPolicy, TurnSelection } from '../core/policy.ts';
+import type { TurnFunction, TurnPolicy, TurnSelection } from '../core/policy.ts';
 import type { Responder } from '../core/types.ts';
 
 /**
@@ -17,18 +17,24 @@ export function roundRobin<S, C = unknown>(): TurnPolicy<S, C> {
   let selections: readonly TurnSelection<S, C>[] = [];
   return {
     name: 'round_robin',
-    start(responders) {
+    start(responders, saved) {
       if (responders !== madeFor) {
         selections = responders.map((r) => [r] as const);
         madeFor = responders;
       }
       const single = selections;
-      let next = 0;
-      return () => {
+      // Resumed: the position saved at the last commit.
+      let next =
+        typeof saved === 'number' && Number.isInteger(saved) && saved >= 0 && saved < single.length
+          ? saved
+          : 0;
+      const select: TurnFunction<S, C> = () => {
         const selection = single[next] as TurnSelection<S, C>;
         next = next + 1 === single.length ? 0 : next + 1;
         return selection;
       };
+      select.save = () => next;
+      return select;
     },
   };
 }
@@ -37,6 +43,8 @@ export function roundRobin<S, C = unknown>(): TurnPolicy<S, C> {
 export function broadcast<S, C = unknown>(): TurnPolicy<S, C> {
   return {
     name: 'broadcast',
+    // Its map is a cache of selections, not state: nothing to save.
+    stateless: true,
     start(responders) {
       const bySender = new Map<string, readonly Responder<S, C>[]>();
       return (message) => {
@@ -69,6 +77,7 @@ export function addressed<S, C = unknown>(options: AddressedOptions = {}): TurnP
   const NONE: TurnSelection<S, C> = [];
   return {
     name: 'addressed',
+    stateless: true,
     start(responders) {
       const names = responders.map((r) => r.name);
       return (message) => {
