@@ -26,17 +26,15 @@ import {
   roundRobin,
   stopWhen,
 } from '../src/index.ts';
+import { createRedisStore } from '../src/stores/redis/index.ts';
 
 const REDIS_SERVER = '/usr/bin/redis-server';
 const CONVERSATIONS = Number(process.env.BENCH_FLEET_CONVERSATIONS ?? 1_000);
 const LATENCY_ROUNDS = Number(process.env.BENCH_FLEET_ROUNDS ?? 40);
 const RESPONDER_MS = 100;
-const ext = import.meta.url.endsWith('.ts') ? 'ts' : 'js';
 
 async function openStore(url: string): Promise<ConversationStore> {
-  const path = `../src/stores/redis/index.${ext}`;
-  const mod = (await import(path)) as { createRedisStore(o: { url: string }): ConversationStore };
-  return mod.createRedisStore({ url });
+  return createRedisStore({ url });
 }
 
 function freePort(): Promise<number> {
@@ -127,8 +125,7 @@ async function workerMain(url: string, queueName: string): Promise<void> {
     connection: url,
     queueName,
     store,
-    // biome-ignore lint/suspicious/noExplicitAny: until the core's resume() is merged
-    orchestrators: [threeTurns(store) as any],
+    orchestrators: [threeTurns(store)],
     concurrency: CONVERSATIONS,
     onEvent: () => undefined,
   });
@@ -207,8 +204,7 @@ async function latency(url: string, store: ConversationStore): Promise<[number, 
     connection: url,
     queueName: 'latency',
     store,
-    // biome-ignore lint/suspicious/noExplicitAny: until the core's resume() is merged
-    orchestrators: [orchestrator as any],
+    orchestrators: [orchestrator],
     onEvent: () => undefined,
   });
   await worker.ready();

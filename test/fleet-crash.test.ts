@@ -14,28 +14,25 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createConversationQueue } from '../src/fleet/index.ts';
 import type { ConversationStore } from '../src/index.ts';
+import { createRedisStore } from '../src/stores/redis/index.ts';
 import { type DeskState, deskInput, desks, type Invocation } from './fixtures/fleet-app.ts';
-import { type FleetRedis, startFleetRedis } from './helpers/fleet-redis.ts';
 import {
   readInvocations,
   spawnWorker,
   type WorkerProcess,
   waitFor,
 } from './helpers/fleet-workers.ts';
+import { type RunningRedis, startRedis } from './helpers/redis.ts';
 
-let redis: FleetRedis;
+let redis: RunningRedis;
 let store: ConversationStore;
 let dir: string;
 const workers: WorkerProcess[] = [];
 
 beforeAll(async () => {
-  redis = await startFleetRedis();
+  redis = await startRedis();
   dir = mkdtempSync(join(tmpdir(), 'co-fleet-'));
-  const path = '../src/stores/redis/index.ts';
-  const mod = (await import(path)) as {
-    createRedisStore(o: { url: string }): ConversationStore;
-  };
-  store = mod.createRedisStore({ url: redis.url });
+  store = createRedisStore({ url: redis.url });
 }, 60_000);
 
 afterAll(async () => {
@@ -222,7 +219,7 @@ describe('a fleet of workers', () => {
       60_000,
       () => '60 invocations',
     );
-    await redis.kill();
+    await redis.kill('SIGKILL');
     await new Promise((r) => setTimeout(r, 1_500));
     await redis.restart();
     await waitFor(

@@ -11,11 +11,12 @@ import {
   RedisUnreachableError,
 } from '../src/fleet/index.ts';
 import { ConversationExistsError } from '../src/index.ts';
-import { type FleetRedis, freePort, startFleetRedis } from './helpers/fleet-redis.ts';
+import { freePort } from './helpers/prometheus.ts';
+import { type RunningRedis, startRedis } from './helpers/redis.ts';
 
-let redis: FleetRedis;
+let redis: RunningRedis;
 beforeAll(async () => {
-  redis = await startFleetRedis();
+  redis = await startRedis();
 }, 30_000);
 afterAll(async () => {
   await redis?.stop();

@@ -6,6 +6,7 @@
  * a Restate handler) calls `runSegment` the same way. The engine promises to deliver a payload at
  * least once; the store's fencing makes running it more than once harmless.
  */
+import { ConversationLeaseError } from '../core/errors.ts';
 import { newLeaseOwner } from '../core/lease-owner.ts';
 import type { ConversationStore, StoredConversation } from '../core/store.ts';
 import { UnknownOrchestratorError } from './errors.ts';
@@ -167,12 +168,13 @@ async function settle(
   return { status: 'suspended', seq: after.seq, dispatchCount: after.dispatchCount };
 }
 
-/** Whether a lease error says our own commits were refused (we held it, someone took it). */
+/**
+ * Whether a lease error says our own run lost its lease mid-way (a commit or a renewal refused:
+ * we were paused and another process took over). The core names the live holder only when it
+ * refused to start (the store told who holds it); a run that lost its lease cannot know who.
+ */
 function isFenced(error: unknown): boolean {
-  if (!(error instanceof Error)) return false;
-  const reason = (error as { reason?: unknown }).reason;
-  if (typeof reason === 'string') return reason === 'fenced' || reason === 'lost';
-  return /fenc|refused|lost/i.test(error.message);
+  return error instanceof ConversationLeaseError && error.holder === undefined;
 }
 
 /**
@@ -188,12 +190,14 @@ export async function markFailed(
   const acquired = await store.acquire(conversationId, owner, 10_000);
   if (acquired.status !== 'acquired') return false;
   const checkpoint = acquired.checkpoint;
+  // The core's shape of a failed ending (what `resume()` then rejects with): no state is known
+  // here, the core puts an empty one in its place.
   const result = JSON.stringify({
     conversationId,
-    failed: true,
-    error: { name: error.name, message: error.message },
     decision: { terminate: true, reason: 'error' },
     dispatchCount: checkpoint.dispatchCount,
+    elapsedMs: 0,
+    error: { name: error.name, message: error.message, reason: 'error' },
   });
   const committed = await store.commit(
     { ...checkpoint, status: 'ended', seq: checkpoint.seq + 1, result, suspendedAt: undefined },
