@@ -30,7 +30,7 @@ let dir: string;
 const workers: WorkerProcess[] = [];
 
 beforeAll(async () => {
-  redis = await startRedis();
+  redis = await startRedis({ aof: true, appendfsync: 'always' });
   dir = mkdtempSync(join(tmpdir(), 'co-fleet-'));
   store = createRedisStore({ url: redis.url });
 }, 60_000);
@@ -86,7 +86,7 @@ function worker(queue: string, log: string, extra: Record<string, string> = {}):
     QUEUE: queue,
     LOG: log,
     CONCURRENCY: '20',
-    RESPONDER_MS: '20',
+    RESPONDER_MS: '50',
     LEASE_MS: '2000',
     LOCK_MS: '2000',
     STALLED_MS: '1000',
@@ -113,17 +113,18 @@ describe('a fleet of workers', () => {
     let victim = worker('kills', log);
     await Promise.all([steady.ready, victim.ready]);
     const queue = createConversationQueue({ connection: redis.url, queueName: 'kills' });
-    for (const [n, id] of ids.entries()) {
-      await queue.start('desks', deskInput(n), { conversationId: id });
-    }
+    // Three waves, one kill each, so that the victim is always mid-work when it dies.
     const killed: number[] = [];
     for (let kill = 1; kill <= 3; kill++) {
+      const wave = ids.slice(Math.floor(((kill - 1) * N) / 3), Math.floor((kill * N) / 3));
+      for (const id of wave) {
+        await queue.start('desks', deskInput(ids.indexOf(id)), { conversationId: id });
+      }
       const pid = victim.pid;
-      // Let the victim get well into its conversations, then kill it mid-dispatch.
       await waitFor(
-        () => readInvocations(log).filter((i) => i.pid === pid).length >= 40,
+        () => readInvocations(log).filter((i) => i.pid === pid).length >= 25,
         60_000,
-        () => `40 invocations on worker ${pid}`,
+        () => `25 invocations on worker ${pid}`,
       );
       victim.signal('SIGKILL');
       await victim.exited;
@@ -224,8 +225,11 @@ describe('a fleet of workers', () => {
     await redis.restart();
     await waitFor(
       () => allEnded(ids),
-      180_000,
-      () => `${N} conversations ended after the restart`,
+      60_000,
+      async () => {
+        const states = await Promise.all(ids.map(async (id) => (await store.get(id))?.status));
+        return `${N} conversations ended after the restart (${states.join(',')})\n${a.output().slice(-4000)}\n${b.output().slice(-4000)}`;
+      },
     );
 
     expect(await Promise.all(ids.map(stored))).toEqual(expected);

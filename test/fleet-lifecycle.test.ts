@@ -34,7 +34,7 @@ let dir: string;
 const workers: WorkerProcess[] = [];
 
 beforeAll(async () => {
-  redis = await startRedis();
+  redis = await startRedis({ aof: true, appendfsync: 'always' });
   dir = mkdtempSync(join(tmpdir(), 'co-fleet-life-'));
   store = createRedisStore({ url: redis.url });
 }, 60_000);

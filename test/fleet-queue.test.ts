@@ -16,7 +16,7 @@ import { type RunningRedis, startRedis } from './helpers/redis.ts';
 
 let redis: RunningRedis;
 beforeAll(async () => {
-  redis = await startRedis();
+  redis = await startRedis({ aof: true, appendfsync: 'always' });
 }, 30_000);
 afterAll(async () => {
   await redis?.stop();

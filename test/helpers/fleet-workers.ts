@@ -65,15 +65,16 @@ export function spawnWorker(env: Record<string, string>): WorkerProcess {
 export async function waitFor(
   done: () => boolean | Promise<boolean>,
   timeoutMs: number,
-  what: () => string,
+  what: () => string | Promise<string>,
   failed: () => boolean = () => false,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     if (await done()) return;
-    if (failed()) throw new Error(`Gave up waiting: ${what()}`);
-    if (Date.now() > deadline)
-      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what()}`);
+    if (failed()) throw new Error(`Gave up waiting: ${await what()}`);
+    if (Date.now() > deadline) {
+      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${await what()}`);
+    }
     await new Promise((r) => setTimeout(r, 100));
   }
 }
