@@ -14,6 +14,7 @@ export type FleetConnection = string | RedisOptions | Redis;
 
 /** Redis could not be reached (or answered an error) within the bound: names the server. */
 export class RedisUnreachableError extends Error {
+  /** The class's name, for logs. */
   override readonly name = 'RedisUnreachableError';
   /** `redis://host:port/db`, without the password. */
   readonly url: string;

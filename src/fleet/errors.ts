@@ -2,6 +2,7 @@
 
 /** A job names an orchestrator this worker does not run: failed at once, never retried. */
 export class UnknownOrchestratorError extends Error {
+  /** The class's name, for logs. */
   override readonly name = 'UnknownOrchestratorError';
   /** The name the job carried. */
   readonly orchestrator: string;

@@ -16,9 +16,13 @@ export const PAYLOAD_FORMAT = 'conversation-orchestrator/segment@1';
  * - `continue`: go on from the last checkpoint (a conversation handed back by a draining worker).
  */
 export interface SegmentPayload {
+  /** `PAYLOAD_FORMAT`: marks the job as ours, with the format's version. */
   readonly format: typeof PAYLOAD_FORMAT;
+  /** What the segment does (see above). */
   readonly kind: 'start' | 'resume' | 'continue';
+  /** The name of the orchestrator that runs the conversation. */
   readonly orchestrator: string;
+  /** The conversation's id. */
   readonly conversationId: string;
   /** The run's input (`start`) or the person's answer (`resume`). */
   readonly input?: unknown;
@@ -34,6 +38,7 @@ const KINDS = new Set(['start', 'resume', 'continue']);
 
 /** A payload the worker refuses, with what was wrong. */
 export class ForeignPayloadError extends Error {
+  /** The class's name, for logs. */
   override readonly name = 'ForeignPayloadError';
 }
 

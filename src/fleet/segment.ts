@@ -17,8 +17,10 @@ import { withTrace } from './trace.ts';
 export interface FleetOrchestrator {
   /** The orchestrator's name: jobs are matched to orchestrators by it. */
   readonly name: string;
+  /** Starts a durable conversation with this id (rejects `ConversationExistsError` when taken). */
   // biome-ignore lint/suspicious/noExplicitAny: the message type is the orchestrator's own
   run(input: any, options: { conversationId: string; signal?: AbortSignal }): Promise<unknown>;
+  /** Goes on from the conversation's last checkpoint, with a person's answer first when given. */
   resume(
     conversationId: string,
     options?: { input?: unknown; signal?: AbortSignal },
@@ -28,23 +30,50 @@ export interface FleetOrchestrator {
 /** How a segment left its conversation. */
 export type SegmentOutcome =
   /** The conversation has ended (completed or failed): nothing more to run. */
-  | { readonly status: 'ended'; readonly dispatchCount: number }
+  | {
+      /** Ended. */
+      readonly status: 'ended';
+      /** Its dispatches in all. */
+      readonly dispatchCount: number;
+    }
   /** It waits for a person: `seq` is the suspended checkpoint's commit sequence. */
-  | { readonly status: 'suspended'; readonly seq: number; readonly dispatchCount: number }
+  | {
+      /** Suspended. */
+      readonly status: 'suspended';
+      /** The suspended checkpoint's commit sequence: what a resume answers. */
+      readonly seq: number;
+      /** Its dispatches so far. */
+      readonly dispatchCount: number;
+    }
   /** The segment was stopped (a drain) at a commit point: run it again elsewhere. */
-  | { readonly status: 'handed_back' }
+  | {
+      /** Handed back. */
+      readonly status: 'handed_back';
+    }
   /** Another live holder has the lease (or took it from us): try again at `retryAt`. */
   | {
+      /** Held elsewhere. */
       readonly status: 'held';
+      /** Epoch milliseconds: when the other holder's lease expires (look again then). */
       readonly retryAt: number;
       /** True when our own run lost its lease mid-segment (we were paused, another took over). */
       readonly fenced: boolean;
     }
   /** Nothing to do: a resume for a suspension already answered, or a conversation gone. */
-  | { readonly status: 'stale'; readonly reason: string; readonly stored?: StoredConversation };
+  | {
+      /** Nothing done. */
+      readonly status: 'stale';
+      /** Why, in a sentence. */
+      readonly reason: string;
+      /** What the store holds, when it holds the conversation. */
+      readonly stored?: StoredConversation;
+    };
 
+/** What `runSegment` runs a payload with. */
 export interface SegmentContext {
+  /** The store every worker shares. */
   readonly store: ConversationStore;
+  /** The orchestrators this process runs, by name. */
   readonly orchestrators: ReadonlyMap<string, FleetOrchestrator>;
   /** Aborted when the worker drains: the run stops at a commit point and stays resumable. */
   readonly signal: AbortSignal;

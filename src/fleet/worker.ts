@@ -38,8 +38,11 @@ export interface FleetEvent {
    * `redis_error` (a connection error; ioredis reconnects), `stale` (a resume already answered).
    */
   readonly type: 'refused' | 'unknown_orchestrator' | 'fenced' | 'retry' | 'redis_error' | 'stale';
+  /** What happened, in a sentence. */
   readonly message: string;
+  /** The BullMQ job it concerns, when one. */
   readonly jobId?: string | undefined;
+  /** The conversation it concerns, when one. */
   readonly conversationId?: string | undefined;
 }
 
