@@ -34,6 +34,7 @@ import {
   roundRobin,
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
+import { durableTable } from './durable.ts';
 import { fleetTables } from './fleet.ts';
 import { sdkFloor } from './floor.ts';
 import { samplerTable } from './sampler.ts';
@@ -816,6 +817,10 @@ async function main(): Promise<void> {
     `\nNode ${process.version}, ${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}; ${ROUNDS} rounds (${FLOOR_ROUNDS} for the floor) of ${DISPATCHES_PER_ROUND.toLocaleString('en')} dispatches per variant, medians; ${WALL ? 'wall time' : 'CPU time of the process'}; load average ${loadavg()[0]?.toFixed(1)} at the start.`,
   );
   const only = process.env.BENCH_ONLY;
+  if (only === 'durable') {
+    await durableTable(ROUNDS, clock);
+    return;
+  }
   if (only === 'floor') {
     if (process.env.BENCH_CONTEXT === 'als') {
       context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
@@ -916,6 +921,7 @@ async function main(): Promise<void> {
   await scrape(true);
 
   await samplerTable(ROUNDS, clock);
+  await durableTable(ROUNDS, clock);
   await fleetTables();
 }
 

@@ -1,3 +1,5 @@
+import type { Suspend } from './checkpoint.ts';
+
 /**
  * The vocabulary of a conversation: messages, responders, the state snapshot that policies and
  * listeners see, and the decisions the termination policy hands back.
@@ -94,8 +96,8 @@ export interface TerminationDecision {
   readonly limit?: number;
 }
 
-/** What a responder may answer: nothing, one message, or several. */
-export type ResponderOutput<C> = Message<C> | readonly Message<C>[] | undefined | null;
+/** What a responder may answer: nothing, one message, several, or `suspend(payload)`. */
+export type ResponderOutput<C> = Message<C> | readonly Message<C>[] | Suspend | undefined | null;
 
 /** What a responder gets besides the message and the state. One object per conversation: read it during the call. */
 export interface ResponderContext {
