@@ -37,7 +37,9 @@ import { createConversationTelemetry } from '../src/observability/index.ts';
 import { durableTable } from './durable.ts';
 import { fleetTables } from './fleet.ts';
 import { sdkFloor } from './floor.ts';
+import { networkStoresTable } from './network-stores.ts';
 import { samplerTable } from './sampler.ts';
+import { storesTables } from './stores.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 150_000);
@@ -886,6 +888,14 @@ async function main(): Promise<void> {
     await samplerTable(ROUNDS, clock);
     return;
   }
+  if (only === 'stores') {
+    await storesTables();
+    return;
+  }
+  if (only === 'network-stores') {
+    await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
+    return;
+  }
   if (only === 'fleet') {
     await fleetTables();
     return;
@@ -922,6 +932,8 @@ async function main(): Promise<void> {
 
   await samplerTable(ROUNDS, clock);
   await durableTable(ROUNDS, clock);
+  await storesTables();
+  await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
   await fleetTables();
 }
 

@@ -47,6 +47,10 @@ const TABLES = [
     options: ['src/replay/recorder.ts', 'ConversationRecorderOptions'],
     table: ['docs/replay.md', '### Options of `createConversationRecorder(options)`'],
   },
+  {
+    options: ['src/stores/sqlite/options.ts', 'SqliteStoreOptions'],
+    table: ['docs/stores.md', '### Options of `createSqliteStore(options)`'],
+  },
 ] as const;
 
 describe('options tables', () => {

@@ -28,6 +28,17 @@ function importsOf(file: string): string[] {
 
 const graph = new Map(sourceFiles(SRC).map((f) => [relative(SRC, f), importsOf(f)]));
 
+const DATABASE_CLIENTS = ['better-sqlite3', 'pg', 'ioredis', 'bullmq'];
+
+/** The database clients a file names in an import, an export or a `require`/`import()` string. */
+function clientsOf(file: string): string[] {
+  const text = readFileSync(join(SRC, file), 'utf8');
+  const specifiers = [
+    ...text.matchAll(/(?:from\s+|import\s*\(\s*|require\s*\(\s*|\)\s*\(\s*)'([^']+)'/g),
+  ].map((m) => m[1] as string);
+  return specifiers.filter((s) => DATABASE_CLIENTS.some((c) => s === c || s.startsWith(`${c}/`)));
+}
+
 function cyclesWithin(prefix: string): string[][] {
   const cycles: string[][] = [];
   const state = new Map<string, 'visiting' | 'done'>();
@@ -69,6 +80,36 @@ describe('layering of the source', () => {
         imports.filter((i) => i.startsWith('observability/')).map((i) => `${file} -> ${i}`),
       );
     expect(sideways).toEqual([]);
+  });
+
+  it('lets stores and the testing kit import the core, and nothing else outside their folder', () => {
+    const outside = [...graph]
+      .filter(([file]) => file.startsWith('stores/') || file.startsWith('testing/'))
+      .flatMap(([file, imports]) => {
+        const own = file.startsWith('stores/') ? file.split('/').slice(0, 2).join('/') : 'testing';
+        return imports
+          .filter((i) => !i.startsWith('core/') && !i.startsWith(`${own}/`))
+          .map((i) => `${file} -> ${i}`);
+      });
+    expect(outside).toEqual([]);
+    expect(graph.get('stores/sqlite/store.ts')).toContain('core/store.ts');
+    expect(graph.get('testing/kit.ts')).toContain('core/store.ts');
+  });
+
+  it('has no database client in the core, the policies or the root entry point; stores load theirs', () => {
+    const files = [...graph.keys()].filter(
+      (f) => f.startsWith('core/') || f.startsWith('policies/') || f === 'index.ts',
+    );
+    expect(files.flatMap((f) => clientsOf(f).map((c) => `${f} -> ${c}`))).toEqual([]);
+    expect(
+      [...graph.keys()]
+        .filter((f) => f === 'index.ts' || f.startsWith('core/'))
+        .flatMap((f) =>
+          (graph.get(f) ?? []).filter((i) => i.startsWith('stores/') || i.startsWith('testing/')),
+        ),
+    ).toEqual([]);
+    // The check reads what it means to: the SQLite store names its client.
+    expect(clientsOf('stores/sqlite/store.ts')).toContain('better-sqlite3');
   });
 
   it('has no import cycle inside src/core', () => {

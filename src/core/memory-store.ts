@@ -24,12 +24,12 @@ export interface MemoryStoreOptions {
    * conversation is created.
    * @default 604800000 (7 days)
    */
-  readonly retentionMs?: number;
+  readonly retentionMs?: number | undefined;
   /**
    * The largest checkpoint (`state` + `result`, UTF-8 bytes) it accepts.
    * @default 16777216 (16 MiB)
    */
-  readonly maxCheckpointBytes?: number;
+  readonly maxCheckpointBytes?: number | undefined;
   /**
    * The store's clock (epoch milliseconds), for tests of lease expiry and retention.
    * @default Date.now

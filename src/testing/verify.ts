@@ -1,0 +1,167 @@
+/**
+ * `verifyConversationStore`: runs the conformance checks against a store made by a factory and
+ * reports each by name. Independent of any test framework: it never throws for a failed check,
+ * it reports it.
+ */
+import type { ConversationStore } from '../core/store.ts';
+import { fencingChecks } from './checks-fencing.ts';
+import { limitChecks } from './checks-limits.ts';
+import { recordChecks } from './checks-records.ts';
+import {
+  type Check,
+  type CheckContext,
+  type ConversationStoreFactory,
+  runPrefix,
+  type StoreFactoryOptions,
+} from './kit.ts';
+
+const CHECKS: readonly Check[] = [...recordChecks, ...fencingChecks, ...limitChecks];
+
+/** The names of the conformance checks, in the order they run. */
+export const conformanceCheckNames: readonly string[] = CHECKS.map((c) => c.name);
+
+/** Options of `verifyConversationStore(factory, options)`. */
+export interface VerifyConversationStoreOptions {
+  /**
+   * Run only the checks with these names (see `conformanceCheckNames`).
+   * @default every check
+   */
+  readonly only?: readonly string[] | undefined;
+  /**
+   * Skip the checks with these names (reported as skipped, not failed).
+   * @default none
+   */
+  readonly skip?: readonly string[] | undefined;
+  /**
+   * The longest one check may take before it is reported failed, in milliseconds.
+   * @default 60000
+   */
+  readonly timeoutMs?: number | undefined;
+  /**
+   * Called as each check ends (progress for a long run).
+   * @default none
+   */
+  readonly onCheck?: ((check: ConformanceCheck) => void) | undefined;
+}
+
+/** The outcome of one check. */
+export interface ConformanceCheck {
+  /** What the check verifies, as a sentence. */
+  readonly name: string;
+  /** Whether the store passed it (`true` for a skipped check too). */
+  readonly ok: boolean;
+  /** Why it failed: the assertion's or the store's message. */
+  readonly error?: string | undefined;
+  /** `true` when `skip` named it. */
+  readonly skipped?: boolean | undefined;
+  /** How long it took, in milliseconds. */
+  readonly durationMs: number;
+}
+
+/** What `verifyConversationStore` resolves with. */
+export interface ConformanceReport {
+  /** `true` when every check that ran passed. */
+  readonly passed: boolean;
+  /** Every check, in the order they ran. */
+  readonly checks: readonly ConformanceCheck[];
+}
+
+function unknownNames(names: readonly string[] | undefined, option: string): void {
+  const unknown = (names ?? []).filter((n) => !conformanceCheckNames.includes(n));
+  if (unknown.length > 0) {
+    throw new TypeError(
+      `verifyConversationStore: \`${option}\` names no check: ${unknown.map((n) => JSON.stringify(n)).join(', ')} (see conformanceCheckNames)`,
+    );
+  }
+}
+
+/**
+ * Checks that a `ConversationStore` keeps its promises (see `ConversationStore`): round trips,
+ * get/delete, list and stats, suspended and ended conversations, create, acquire and commit races
+ * (exactly one wins, never a fork), stale epochs, sequence gaps and replays, renew, release and
+ * lease expiry, retention, 1,000 conversations at once, the size limit, and a closed store.
+ * Each check gets a fresh store from `factory` and closes it after; conversation ids and
+ * orchestrator names are unique to the run, so a factory may hand out stores on one database.
+ *
+ * @example
+ * ```ts
+ * import { verifyConversationStore } from 'conversation-orchestrator/testing';
+ * import { createSqliteStore } from 'conversation-orchestrator/sqlite';
+ * const report = await verifyConversationStore(() => createSqliteStore({ path: ':memory:' }));
+ * for (const check of report.checks) if (!check.ok) console.error(check.name, check.error);
+ * ```
+ */
+export async function verifyConversationStore(
+  factory: ConversationStoreFactory,
+  options: VerifyConversationStoreOptions = {},
+): Promise<ConformanceReport> {
+  if (typeof factory !== 'function') {
+    throw new TypeError(
+      `verifyConversationStore: expected \`factory\` to be a function that makes a store, got ${typeof factory}`,
+    );
+  }
+  unknownNames(options.only, 'only');
+  unknownNames(options.skip, 'skip');
+  const timeoutMs = options.timeoutMs ?? 60_000;
+  const prefix = runPrefix();
+  const checks: ConformanceCheck[] = [];
+  for (const check of CHECKS) {
+    if (options.only !== undefined && !options.only.includes(check.name)) continue;
+    const started = performance.now();
+    let outcome: ConformanceCheck;
+    if (options.skip?.includes(check.name)) {
+      outcome = { name: check.name, ok: true, skipped: true, durationMs: 0 };
+    } else {
+      const error = await runOne(check, factory, prefix, timeoutMs);
+      const durationMs = Math.round(performance.now() - started);
+      outcome =
+        error === undefined
+          ? { name: check.name, ok: true, durationMs }
+          : { name: check.name, ok: false, error, durationMs };
+    }
+    checks.push(outcome);
+    options.onCheck?.(outcome);
+  }
+  return { passed: checks.every((c) => c.ok), checks };
+}
+
+/** Runs one check on fresh stores; resolves with the failure's message, or `undefined`. */
+async function runOne(
+  check: Check,
+  factory: ConversationStoreFactory,
+  prefix: string,
+  timeoutMs: number,
+): Promise<string | undefined> {
+  const stores: ConversationStore[] = [];
+  const makeStore = async (options: StoreFactoryOptions) => {
+    const store = await factory(options);
+    stores.push(store);
+    return store;
+  };
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    const store = await makeStore(check.storeOptions ?? {});
+    const context: CheckContext = {
+      store,
+      makeStore,
+      id: (label) => `${prefix}-${label}`,
+      orchestrator: (label) => `${prefix}-${label}`,
+      owner: (label) => `conformance-kit.invalid/1/${prefix}-${label}`,
+    };
+    await Promise.race([
+      check.run(context),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(
+          () => reject(new Error(`the check did not finish within ${timeoutMs} ms`)),
+          timeoutMs,
+        );
+      }),
+    ]);
+    return undefined;
+  } catch (error) {
+    return error instanceof Error ? error.message : String(error);
+  } finally {
+    clearTimeout(timer);
+    for (const store of stores) await store.close().catch(() => {});
+  }
+}
