@@ -159,6 +159,7 @@ describe('a fleet of workers', () => {
     // For docs/fleet.md (not asserted: timing): from each kill to the re-runs of its dispatches.
     const recovery = killed.map((pid, k) => {
       const again = rerun.filter((runs) => runs[0]?.pid === pid).map((runs) => runs[1]?.at ?? 0);
+      if (again.length === 0) return 'nothing in flight';
       return `${((Math.min(...again) - (killedAt[k] ?? 0)) / 1000).toFixed(1)}-${((Math.max(...again) - (killedAt[k] ?? 0)) / 1000).toFixed(1)} s`;
     });
     console.log(`recovery after each SIGKILL (first-last re-run): ${recovery.join(', ')}`);
