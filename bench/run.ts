@@ -35,6 +35,7 @@ import {
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { durableTable } from './durable.ts';
+import { fleetTables } from './fleet.ts';
 import { sdkFloor } from './floor.ts';
 import { networkStoresTable } from './network-stores.ts';
 import { samplerTable } from './sampler.ts';
@@ -895,6 +896,10 @@ async function main(): Promise<void> {
     await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
     return;
   }
+  if (only === 'fleet') {
+    await fleetTables();
+    return;
+  }
   leanTables();
   waitingMemoryTable();
   floorTables();
@@ -929,6 +934,7 @@ async function main(): Promise<void> {
   await durableTable(ROUNDS, clock);
   await storesTables();
   await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
+  await fleetTables();
 }
 
 await main();
