@@ -6,6 +6,7 @@
  */
 
 import { describe, duration, expect, OpsConfigError } from './check.ts';
+import { checkDurable } from './durable-config.ts';
 import {
   METRIC_ONLY_LABELS,
   parseSelector,
@@ -183,6 +184,82 @@ export interface OpsConfig {
      */
     readonly tokensPerSecond: number;
   };
+  /**
+   * `OrchestratorExcludedEndings` (critical): most conversations end with a reason the SLOs
+   * exclude (`slos.convergence.excludedReasons`, `aborted` by default), which no SLO alert can
+   * see: 100% of conversations aborted is otherwise no event at all.
+   */
+  readonly excludedEndings: AlertConfig & {
+    /**
+     * The share of the conversations ending over `window` that end with an excluded reason,
+     * above which the alert fires (quiet below `minTraffic` conversations a second).
+     * @default 0.5
+     */
+    readonly share: number;
+    /**
+     * The window the share is measured over.
+     * @default '1h'
+     */
+    readonly window: Duration;
+  };
+  /**
+   * `OrchestratorWedgedConversations` (critical): on one instance, a share of the conversations
+   * started never end while the others go on (no `dispatchTimeoutMs`, a responder that never
+   * answers): `in_progress` grows, and the stalled alert, which needs no dispatch at all, stays
+   * quiet.
+   */
+  readonly wedgedConversations: AlertConfig & {
+    /**
+     * The growth of `orchestrator_conversations_in_progress` over `window`, as a share of the
+     * conversations started in it, above which the alert fires. Steady traffic keeps it near 0.
+     * @default 0.1
+     */
+    readonly share: number;
+    /**
+     * The window growth and starts are measured over: longer than your slowest healthy
+     * conversation, or its start-up looks like a leak.
+     * @default '1h'
+     */
+    readonly window: Duration;
+  };
+  /**
+   * `OrchestratorRecoveryBacklog` (critical): the store holds running conversations whose lease
+   * no worker holds (`orchestrator_conversations_unleased` above 0) for this long: nobody
+   * recovers them.
+   * @default { for: '10m' }
+   */
+  readonly recoveryBacklog: AlertConfig;
+  /** `OrchestratorCheckpointFailures` (critical): checkpoint commits fail, for this long. */
+  readonly checkpointFailures: AlertConfig;
+  /** `OrchestratorLeaseConflicts` (warning): workers keep contesting conversations' leases. */
+  readonly leaseConflicts: AlertConfig & {
+    /**
+     * Lease conflicts per second (over `rateWindow`) above which the alert fires. A crash
+     * recovered, or a zombie refused, is one conflict now and then; a steady stream is two
+     * workers fighting (a lease shorter than a commit's pause).
+     * @default 0.1
+     */
+    readonly perSecond: number;
+  };
+  /** `OrchestratorSuspendedTooLong` (warning): a suspended conversation has waited too long. */
+  readonly suspendedConversations: AlertConfig & {
+    /**
+     * How long a conversation may stay suspended (waiting for a person, an approval) before
+     * someone should look: the age of the oldest one above it fires.
+     * @default '7d'
+     */
+    readonly maxAge: Duration;
+  };
+  /** `OrchestratorQueueJobsStalled` (warning): BullMQ finds jobs stalled (a worker died or blocked). */
+  readonly queueStalledJobs: AlertConfig;
+  /** `OrchestratorQueueWaitTooLong` (warning): the oldest job of a BullMQ queue waits too long. */
+  readonly queueWait: AlertConfig & {
+    /**
+     * How long a job may wait in its queue before a worker takes it.
+     * @default '5m'
+     */
+    readonly maxWait: Duration;
+  };
   /** `OrchestratorRunawayConversations` (warning): conversations spend too many tokens each. */
   readonly runawayConversations: AlertConfig & {
     /**
@@ -286,6 +363,14 @@ export const DEFAULT_OPS_CONFIG: OpsConfig = {
   jobDown: { for: '2m' },
   tokenBurn: { tokensPerSecond: 10_000, for: '15m' },
   runawayConversations: { p95Tokens: 200_000, for: '15m' },
+  excludedEndings: { share: 0.5, window: '1h', for: '15m' },
+  wedgedConversations: { share: 0.1, window: '1h', for: '30m' },
+  recoveryBacklog: { for: '10m' },
+  checkpointFailures: { for: '5m' },
+  leaseConflicts: { perSecond: 0.1, for: '15m' },
+  suspendedConversations: { maxAge: '7d', for: '15m' },
+  queueStalledJobs: { for: '5m' },
+  queueWait: { maxWait: '5m', for: '5m' },
   prices: null,
   runbookUrl:
     'https://github.com/conversation-orchestrator/conversation-orchestrator/blob/main/prometheus/runbook.md',
@@ -299,7 +384,17 @@ export const DEFAULT_OPS_CONFIG: OpsConfig = {
 };
 
 /** Labels the rules set or aggregate by themselves: a group label cannot be one of them. */
-const RULE_LABELS = ['orchestrator', 'responder', 'reason', 'le', 'quantile'];
+const RULE_LABELS = [
+  'orchestrator',
+  'responder',
+  'reason',
+  'le',
+  'quantile',
+  'store',
+  'cause',
+  'queue',
+  'state',
+];
 
 /** The options of one alert each. */
 const ALERTS = [
@@ -309,6 +404,14 @@ const ALERTS = [
   'jobDown',
   'tokenBurn',
   'runawayConversations',
+  'excludedEndings',
+  'wedgedConversations',
+  'recoveryBacklog',
+  'checkpointFailures',
+  'leaseConflicts',
+  'suspendedConversations',
+  'queueStalledJobs',
+  'queueWait',
 ] as const;
 
 /** The options that are objects of their own. */
@@ -417,6 +520,14 @@ export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
     jobDown: { ...d.jobDown, ...input.jobDown },
     tokenBurn: { ...d.tokenBurn, ...input.tokenBurn },
     runawayConversations: { ...d.runawayConversations, ...input.runawayConversations },
+    excludedEndings: { ...d.excludedEndings, ...input.excludedEndings },
+    wedgedConversations: { ...d.wedgedConversations, ...input.wedgedConversations },
+    recoveryBacklog: { ...d.recoveryBacklog, ...input.recoveryBacklog },
+    checkpointFailures: { ...d.checkpointFailures, ...input.checkpointFailures },
+    leaseConflicts: { ...d.leaseConflicts, ...input.leaseConflicts },
+    suspendedConversations: { ...d.suspendedConversations, ...input.suspendedConversations },
+    queueStalledJobs: { ...d.queueStalledJobs, ...input.queueStalledJobs },
+    queueWait: { ...d.queueWait, ...input.queueWait },
     prices: input.prices === undefined ? d.prices : input.prices,
     kubernetes: { ...d.kubernetes, ...input.kubernetes },
   };
@@ -455,6 +566,7 @@ export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
   );
   checkSlos(config);
   checkUsage(config);
+  checkDurable(config);
   for (const alert of ALERTS) duration(`${alert}.for`, config[alert].for);
   let url: URL | undefined;
   try {

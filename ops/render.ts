@@ -5,6 +5,7 @@
  */
 import { stringify } from 'yaml';
 import type { OpsConfig } from './config.ts';
+import { durabilityDashboard } from './dashboards/durability.ts';
 import { overviewDashboard } from './dashboards/overview.ts';
 import { respondersDashboard } from './dashboards/responders.ts';
 import { sloDashboard } from './dashboards/slo.ts';
@@ -39,6 +40,7 @@ export function renderOps(config: OpsConfig): Map<string, string> {
     'responders.json': respondersDashboard(config),
     'slo.json': sloDashboard(config),
     'usage.json': usageDashboard(config),
+    'durability.json': durabilityDashboard(config),
   };
   const files = new Map<string, string>([
     ['prometheus/rules/orchestrator.rules.yml', RULES_HEADER + yaml(groups)],

@@ -14,6 +14,8 @@ import {
   METRIC_RESPONDER_ERRORS,
 } from '../src/observability/semconv.ts';
 import type { Duration, OpsConfig } from './config.ts';
+import { durableAlerts } from './durable.ts';
+import { endingAlerts } from './endings.ts';
 import { byOrchestrator, byResponder, humanDuration, recordName } from './names.ts';
 import { sloAlerts, sloRecordingRules } from './slo.ts';
 import { usageAlerts, usageRecordingRules } from './usage.ts';
@@ -233,7 +235,8 @@ export function rules(config: OpsConfig): Rules {
         name: 'orchestrator.usage',
         rules: [...usageRecordingRules(config), ...usageAlerts(config)],
       },
-      { name: 'orchestrator.alerts', rules: alerts },
+      { name: 'orchestrator.alerts', rules: [...alerts, ...endingAlerts(config)] },
+      { name: 'orchestrator.durable', rules: durableAlerts(config) },
     ],
   };
 }

@@ -93,6 +93,10 @@ export const METRIC_ONLY_LABELS = [
   'reason',
   'le',
   'quantile',
+  'store',
+  'cause',
+  'queue',
+  'state',
 ];
 
 /** Labels that differ per replica: the manifests cannot set them to a constant. */

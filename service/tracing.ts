@@ -18,7 +18,11 @@ import {
   type SpanExporter,
   type SpanProcessor,
 } from '@opentelemetry/sdk-trace-base';
-import { createConversationSampler, type PrometheusRegistry } from '../src/observability/index.ts';
+import {
+  createConversationSampler,
+  createExportTracker,
+  type PrometheusRegistry,
+} from '../src/observability/index.ts';
 
 export interface TracingOptions {
   /** The plugin keeps this many dispatch events per conversation span; the SDK keeps as many. */
@@ -59,10 +63,17 @@ export interface Tracing {
   /** A one-line description for the terminal. */
   readonly description: string;
   /**
-   * Whether the trace was kept by the sampler and so exported (it decides as the conversation
-   * ends); false with tracing off. The live page links only kept traces.
+   * Whether the trace can be linked: a batch of it was delivered, or the sampler kept it (it
+   * decides as the conversation ends, before the batch goes out) while the endpoint accepts
+   * exports (the last export succeeded). False with tracing off, and while the endpoint refuses
+   * or has not answered yet: no link to a trace that never arrived.
    */
   kept(traceId: string): boolean;
+  /**
+   * Calls back once a batch of the trace is delivered (`true`), or it fails or is forgotten
+   * (`false`); `false` at once with tracing off. For links written only once delivered.
+   */
+  whenExported(traceId: string, callback: (delivered: boolean) => void): void;
   /** Flushes (within `flushTimeoutMs`) and stops the exporter; never rejects. */
   shutdown(): Promise<FlushReport | undefined>;
 }
@@ -74,6 +85,7 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
       description:
         'tracing off: set OTEL_EXPORTER_OTLP_ENDPOINT=http://localhost:4318 (and OTEL_SERVICE_NAME) to export traces over OTLP/HTTP',
       kept: () => false,
+      whenExported: (_traceId, callback) => callback(false),
       shutdown: () => Promise.resolve(undefined),
     };
   }
@@ -81,7 +93,24 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
   env.OTEL_METRICS_EXPORTER ??= 'none';
   env.OTEL_LOGS_EXPORTER ??= 'none';
   const counts = { ended: 0, exported: 0, failed: 0, dropped: 0 };
-  const exporter = new CountingExporter(new OTLPTraceExporter(), counts, options.onExportFailure);
+  // Whether the last export was delivered (undefined before the first answer).
+  const health: { lastDelivered: boolean | undefined } = { lastDelivered: undefined };
+  const counting = new CountingExporter(new OTLPTraceExporter(), counts, (spans, error) => {
+    options.onExportFailure(spans, error);
+  });
+  // What the exporter delivered gates the exemplars of the registry and the page's trace links.
+  const exporter = createExportTracker({
+    exporter: {
+      export: (spans, callback) =>
+        counting.export(spans as ReadableSpan[], (result) => {
+          health.lastDelivered = result.code === ExportResultCode.SUCCESS;
+          callback(result);
+        }),
+      shutdown: () => counting.shutdown(),
+      forceFlush: () => counting.forceFlush(),
+    },
+    registry: options.sampling.registry,
+  });
   // sdk-trace-base passes its config on to @opentelemetry/sdk-trace's processor, which takes
   // `selfObsMeterProvider`; the shim's type does not list it yet (a test sees the drops).
   const config: BufferConfig & { selfObsMeterProvider: MeterProvider } = {
@@ -112,7 +141,9 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
   });
   sdk.start();
   return {
-    kept: (traceId) => sampler.kept(traceId),
+    kept: (traceId) =>
+      exporter.exported(traceId) || (health.lastDelivered === true && sampler.kept(traceId)),
+    whenExported: (traceId, callback) => exporter.whenExported(traceId, callback),
     description: `tracing on: OTLP/HTTP to ${endpoint}; traces kept: ${rules.join(', ')}, and ${Number((ratio * 100).toFixed(4))}% of the rest (--sample-ratio)`,
     shutdown: async () => {
       let timer: NodeJS.Timeout | undefined;

@@ -84,7 +84,7 @@ describe('defineOpsConfig', () => {
     ],
     [
       { selector: 'job="agents",orchestrator="fx_desks"' },
-      'Expected `selector` to be matchers on target labels only (it selects `up{…}` too, which has no `__name__`, `orchestrator`, `responder`, `reason`, `le`, `quantile`), got `orchestrator="fx_desks"` (string)',
+      'Expected `selector` to be matchers on target labels only (it selects `up{…}` too, which has no `__name__`, `orchestrator`, `responder`, `reason`, `le`, `quantile`, `store`, `cause`, `queue`, `state`), got `orchestrator="fx_desks"` (string)',
     ],
     [
       { selector: 'job=~"agents-.*"' },
@@ -108,11 +108,11 @@ describe('defineOpsConfig', () => {
     ],
     [
       { groupLabels: ['orchestrator'] },
-      'Expected `groupLabels` to be an array of distinct label names other than `orchestrator`, `responder`, `reason`, `le`, `quantile`, got `["orchestrator"]` (object)',
+      'Expected `groupLabels` to be an array of distinct label names other than `orchestrator`, `responder`, `reason`, `le`, `quantile`, `store`, `cause`, `queue`, `state`, got `["orchestrator"]` (object)',
     ],
     [
       { groupLabels: ['job', 'job'] },
-      'Expected `groupLabels` to be an array of distinct label names other than `orchestrator`, `responder`, `reason`, `le`, `quantile`, got `["job","job"]` (object)',
+      'Expected `groupLabels` to be an array of distinct label names other than `orchestrator`, `responder`, `reason`, `le`, `quantile`, `store`, `cause`, `queue`, `state`, got `["job","job"]` (object)',
     ],
     [
       { rateWindw: '10m' } as OpsConfigInput,
@@ -256,6 +256,30 @@ describe('defineOpsConfig', () => {
       'Expected `targetDown.for` to be a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero), got `` (string)',
     ],
     [
+      { excludedEndings: { share: 1 } },
+      'Expected `excludedEndings.share` to be a ratio between 0 and 1, got `1` (number)',
+    ],
+    [
+      { wedgedConversations: { window: '1 hour' } },
+      'Expected `wedgedConversations.window` to be a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero), got `1 hour` (string)',
+    ],
+    [
+      { leaseConflicts: { perSecond: -0.1 } },
+      'Expected `leaseConflicts.perSecond` to be a non-negative number of conflicts per second, got `-0.1` (number)',
+    ],
+    [
+      { suspendedConversations: { maxAge: '0d' } },
+      'Expected `suspendedConversations.maxAge` to be a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero), got `0d` (string)',
+    ],
+    [
+      { queueWait: { maxWait: 300 } } as unknown as OpsConfigInput,
+      'Expected `queueWait.maxWait` to be a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero), got `300` (number)',
+    ],
+    [
+      { recoveryBacklog: { for: '10 minutes' } },
+      'Expected `recoveryBacklog.for` to be a Prometheus duration such as `5m` or `1h30m` (units from y to ms, each once, largest first, more than zero), got `10 minutes` (string)',
+    ],
+    [
       { runbookUrl: 'https://example.com/runbook.md#top' },
       'Expected `runbookUrl` to be an http(s) URL without a #fragment, got `https://example.com/runbook.md#top` (string)',
     ],
@@ -290,7 +314,7 @@ describe('defineOpsConfig', () => {
       const file = join(dir, 'rules.yml');
       writeFileSync(file, renderOps(config).get('prometheus/rules/orchestrator.rules.yml') ?? '');
       const check = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
-      expect(check.stdout + check.stderr).toContain('SUCCESS: 63 rules found');
+      expect(check.stdout + check.stderr).toContain('SUCCESS: 71 rules found');
       expect(check.status).toBe(0);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -357,7 +381,7 @@ describe('a variant for your own config, with one command', () => {
   it('writes rules promtool accepts, where every selection carries the selector and the thresholds are the config', () => {
     const file = join(out, 'prometheus/rules/orchestrator.rules.yml');
     const check = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
-    expect(check.stdout).toMatch(/SUCCESS: 67 rules found/);
+    expect(check.stdout).toMatch(/SUCCESS: 74 rules found/);
     const rules = rulesOf(read('prometheus/rules/orchestrator.rules.yml'));
     for (const rule of rules.filter((r) => r.record)) {
       expect(rule.record).toMatch(/^namespace_job_orchestrator(_\w+)?:/);

@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
+import { durationSeconds } from '../ops/check.ts';
 import { DEFAULT_OPS_CONFIG } from '../ops/config.ts';
 import { renderOps } from '../ops/render.ts';
 import { METRIC_CONVERSATION_TOKENS, METRIC_TOKENS } from '../ops/usage.ts';
@@ -20,6 +21,13 @@ import {
 const DATASOURCE = { type: 'prometheus', uid: ['$', '{datasource}'].join('') };
 const runbook = readFileSync('prometheus/runbook.md', 'utf8');
 const RUNBOOK_URL = `${DEFAULT_OPS_CONFIG.runbookUrl}#`;
+/** The metrics of BullMQ queues, labelled by `queue`, not `orchestrator`. */
+const QUEUE_METRICS = [
+  semconv.BULLMQ_METRIC_JOB_COUNT,
+  semconv.METRIC_QUEUE_JOB_WAIT,
+  semconv.METRIC_QUEUE_OLDEST_WAITING,
+  semconv.METRIC_QUEUE_JOBS_STALLED,
+];
 const TEST_FILES = readdirSync('prometheus/tests')
   .filter((f) => f.endsWith('.test.yml'))
   .map((f) => `prometheus/tests/${f}`);
@@ -36,6 +44,8 @@ describe('prometheus rules', () => {
 
   it('pass their promtool unit tests', () => {
     expect(TEST_FILES.sort()).toEqual([
+      'prometheus/tests/durable.test.yml',
+      'prometheus/tests/endings.test.yml',
       'prometheus/tests/orchestrator.test.yml',
       'prometheus/tests/slo-long.test.yml',
       'prometheus/tests/slo.test.yml',
@@ -210,6 +220,32 @@ describe('grafana', () => {
     );
   });
 
+  it('the README and docs/ops.md say how many dashboards ship, and docs/ops.md names each file', () => {
+    const files = dashboardFiles()
+      .map((f) => f.slice('grafana/dashboards/'.length))
+      .sort();
+    const words = ['one', 'two', 'three', 'four', 'five', 'six', 'seven', 'eight', 'nine', 'ten'];
+    const count = words[files.length - 1];
+    const numberOfDashboards = new RegExp(
+      `\\b(${words.join('|')})\\s+(?:Grafana\\s+)?dashboards\\b`,
+      'gi',
+    );
+    for (const page of ['README.md', 'docs/ops.md']) {
+      const said = [...readFileSync(page, 'utf8').matchAll(numberOfDashboards)].map((m) =>
+        (m[1] as string).toLowerCase(),
+      );
+      expect(said.length, page).toBeGreaterThan(0);
+      expect(said, page).toEqual(said.map(() => count));
+    }
+    const row = readFileSync('docs/ops.md', 'utf8')
+      .split('\n')
+      .find((l) => l.startsWith('| `grafana/dashboards/'));
+    const named = [
+      ...(row?.split('|')[1] ?? '').matchAll(/`(?:grafana\/dashboards\/)?([\w-]+\.json)`/g),
+    ];
+    expect(named.map((m) => m[1]).sort()).toEqual(files);
+  });
+
   it('dashboards have fixed uids, a datasource variable, and every query uses it', () => {
     const uids = dashboardFiles().map((f) => {
       const d = JSON.parse(readFileSync(f, 'utf8'));
@@ -229,6 +265,7 @@ describe('grafana', () => {
       return d.uid;
     });
     expect(uids.sort()).toEqual([
+      'orchestrator-durability',
       'orchestrator-overview',
       'orchestrator-responders',
       'orchestrator-slo',
@@ -247,13 +284,15 @@ describe('grafana', () => {
       expect(variables.length).toBeGreaterThanOrEqual(1);
       return d.panels.flatMap((p) =>
         p.targets.flatMap((t) => {
-          // The sampler's metrics are per process (it sees every orchestrator's conversations):
-          // no orchestrator label to filter on.
+          // The sampler's metrics are per process (it sees every orchestrator's conversations),
+          // and a queue's serve no one orchestrator: no orchestrator label to filter on. Only
+          // the queue's have a queue label.
           const processWide = t.expr.includes(semconv.METRIC_SAMPLER_DECISIONS);
+          const perQueue = QUEUE_METRICS.some((m) => t.expr.includes(m));
+          const applies = (v: string) =>
+            v === 'orchestrator' ? !processWide && !perQueue : v === 'queue' ? perQueue : true;
           const missing = [
-            ...variables
-              .filter((v) => !t.expr.includes(`$${v}`) && !(processWide && v === 'orchestrator'))
-              .map((v) => `$${v}`),
+            ...variables.filter((v) => applies(v) && !t.expr.includes(`$${v}`)).map((v) => `$${v}`),
             ...(t.expr.includes('job="conversation-orchestrator"') ? [] : ['job']),
           ];
           return missing.length > 0 ? [`${d.uid} / ${p.title}: ${missing.join(', ')}`] : [];
@@ -442,6 +481,23 @@ describe('docker-compose.yml', () => {
       encoding: 'utf8',
     });
     expect(r.status).toBe(0);
+  });
+
+  it("keeps Prometheus' samples at least as long as the longest range a rule reads", () => {
+    const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as {
+      services: { prometheus: { command: string[] } };
+    };
+    const retention = compose.services.prometheus.command
+      .filter((c) => c.startsWith('--storage.tsdb.retention.time='))
+      .map((c) => c.slice('--storage.tsdb.retention.time='.length));
+    expect(retention).toHaveLength(1);
+    // Every range selector and subquery range of every rule: `[30d]`, `[1h:5m]`.
+    const ranges = rules().flatMap((r) =>
+      [...r.expr.matchAll(/\[(\d[\dywdhms]*)(?::[\dywdhms]*)?\]/g)].map((m) => m[1] as string),
+    );
+    const longest = Math.max(...ranges.map(durationSeconds));
+    expect(longest).toBe(durationSeconds(DEFAULT_OPS_CONFIG.slos.convergence.period));
+    expect(durationSeconds(retention[0] as string)).toBeGreaterThanOrEqual(longest);
   });
 
   it('sends alerts to the compose Alertmanager on its port', () => {

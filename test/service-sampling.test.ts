@@ -18,7 +18,8 @@ beforeAll(async () => {
   // Ratio 0: of the conversations that converged, none is kept (none runs 5 s in this window).
   service = await startService(
     ['--rate', '60', '--concurrency', '16', '--latency-ms', '1', '--sample-ratio', '0'],
-    { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url },
+    // Batches every 500 ms: exemplars are written once their trace's batch is delivered.
+    { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '500' },
   );
   await new Promise((resolve) => setTimeout(resolve, 3000));
   const res = await fetch(`${service.url}/metrics`, {

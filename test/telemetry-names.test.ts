@@ -129,14 +129,34 @@ async function exercise() {
 }
 
 describe('telemetry names: docs/telemetry.md, code and exposition agree', () => {
-  it('the metrics table lists exactly the METRIC_* constants', () => {
-    expect([...documented('## Metrics')].sort()).toEqual(constants('METRIC_'));
+  it("the metrics tables list exactly the METRIC_* constants, and BullMQ's table the BULLMQ_METRIC_* ones", () => {
+    expect(
+      [
+        ...documented('## Metrics'),
+        ...documented('## Metrics of durable conversations and fleets'),
+      ].sort(),
+    ).toEqual(constants('METRIC_'));
+    expect([...documented("### BullMQ's own queue metrics")].sort()).toEqual(
+      constants('BULLMQ_METRIC_'),
+    );
   });
 
-  it('the registry exposes exactly the documented metrics', async () => {
+  it('the registry exposes exactly the metrics documented for a registry without a store', async () => {
     const { registry } = await exercise();
     const exposed = (await registry.getMetricsAsJSON()).map((m) => m.name).sort();
-    expect(exposed).toEqual(constants('METRIC_'));
+    expect(exposed).toEqual([...documented('## Metrics')].sort());
+  });
+
+  it('names the durable metrics as the issue fixes them', () => {
+    expect(documented('## Metrics of durable conversations and fleets').slice(0, 7)).toEqual([
+      'orchestrator_responder_reinvocations_total',
+      'orchestrator_conversations_resumed_total',
+      'orchestrator_checkpoint_duration_seconds',
+      'orchestrator_checkpoint_failures_total',
+      'orchestrator_lease_conflicts_total',
+      'orchestrator_conversations_suspended',
+      'orchestrator_oldest_suspended_seconds',
+    ]);
   });
 
   it('the attributes table lists exactly the ATTR_* constants', () => {

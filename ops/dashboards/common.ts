@@ -55,6 +55,9 @@ export const UNIT = {
   burnRate: 'suffix: x',
   tokensPerSecond: 'suffix: tokens/s',
   tokens: 'short',
+  commitsPerSecond: 'suffix: commits/s',
+  conflictsPerSecond: 'suffix: conflicts/s',
+  jobs: 'short',
 } as const;
 
 /** Label matchers of the dashboard's variables, after the config's own selector. */

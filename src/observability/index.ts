@@ -6,13 +6,20 @@ export {
   DEFAULT_DISPATCH_DURATION_BUCKETS,
 } from './metrics.ts';
 export type { PrometheusRegistry } from './registry.ts';
-export { ConversationSampler, createConversationSampler } from './sampler.ts';
+export {
+  createExportTracker,
+  type ExportResultLike,
+  ExportTracker,
+  type ExportTrackerOptions,
+  type SpanExporterLike,
+} from './sampling/export-tracking.ts';
+export { ConversationSampler, createConversationSampler } from './sampling/sampler.ts';
 export type {
   ConversationSamplerOptions,
   SampledSpan,
   SpanProcessorLike,
   StartedSpan,
-} from './sampler-types.ts';
+} from './sampling/types.ts';
 export * as semconv from './semconv.ts';
 export { ConversationTelemetry, createConversationTelemetry } from './telemetry.ts';
 export type { TelemetryOptions } from './types.ts';

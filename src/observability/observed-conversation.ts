@@ -24,7 +24,7 @@ import type {
 import type { ConversationState, Message, Usage } from '../core/types.ts';
 import { DispatchEvents } from './dispatch-events.ts';
 import type { HistogramSeries } from './dispatch-histogram.ts';
-import { type ExemplarFilter, exemplarFilterOf } from './exemplar-filter.ts';
+import { type ExemplarFilter, exemplarDeferOf, exemplarFilterOf } from './exemplar-filter.ts';
 import {
   addExplanation,
   errorMessage,
@@ -555,20 +555,48 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   ): void {
     const traceId = this.#traceId as string;
     const metrics = this.#settings.metrics;
-    if (metrics === undefined || !filter(traceId)) return;
+    if (metrics === undefined) return;
     const startTimeMs = this.#startTimeMs;
-    metrics.keptEndExemplars(
-      this.#metricsRecord as OrchestratorRecord,
-      reason,
-      elapsedMs / 1000,
-      dispatches,
-      tokens,
-      traceId,
-      (startTimeMs + elapsedMs) / 1000,
-    );
+    const record = this.#metricsRecord as OrchestratorRecord;
     const durations = this.#durations as HistogramSeries[];
+    if (filter(traceId)) {
+      metrics.keptEndExemplars(
+        record,
+        reason,
+        elapsedMs / 1000,
+        dispatches,
+        tokens,
+        traceId,
+        (startTimeMs + elapsedMs) / 1000,
+      );
+      events.forEachKept(Number.POSITIVE_INFINITY, (_count, atMs, durationMs, responder) => {
+        durations[responder]?.keptExemplar(durationMs / 1000, traceId, (startTimeMs + atMs) / 1000);
+      });
+      return;
+    }
+    // Not decided yet (a conversation nested in another that still runs, or a trace not exported
+    // yet): the exemplars wait for the decision, as plain numbers (the events are released).
+    const kept: number[] = [];
     events.forEachKept(Number.POSITIVE_INFINITY, (_count, atMs, durationMs, responder) => {
-      durations[responder]?.keptExemplar(durationMs / 1000, traceId, (startTimeMs + atMs) / 1000);
+      kept.push(durationMs / 1000, (startTimeMs + atMs) / 1000, responder);
+    });
+    exemplarDeferOf(metrics.registry)(traceId, () => {
+      metrics.keptEndExemplars(
+        record,
+        reason,
+        elapsedMs / 1000,
+        dispatches,
+        tokens,
+        traceId,
+        (startTimeMs + elapsedMs) / 1000,
+      );
+      for (let i = 0; i < kept.length; i += 3) {
+        durations[kept[i + 2] as number]?.keptExemplar(
+          kept[i] as number,
+          traceId,
+          kept[i + 1] as number,
+        );
+      }
     });
   }
 

@@ -145,6 +145,44 @@ export const METRIC_SAMPLER_BUFFERED_SPANS = 'orchestrator_sampler_buffered_span
 /** Traces waiting for their conversation's decision now. */
 export const METRIC_SAMPLER_PENDING_TRACES = 'orchestrator_sampler_pending_traces';
 
+// --- Metrics of durable conversations and fleets (emitted once a store is attached) ---
+/**
+ * Counter of dispatches run again after a crash (the responder call in flight when a worker
+ * died), by `orchestrator` and `responder`: counted here instead of `orchestrator_dispatches_total`.
+ */
+export const METRIC_RESPONDER_REINVOCATIONS = 'orchestrator_responder_reinvocations_total';
+/** Counter of conversations resumed, by `orchestrator` and `cause` (`crash`, `suspend`, `handoff`). */
+export const METRIC_CONVERSATIONS_RESUMED = 'orchestrator_conversations_resumed_total';
+/** Histogram of one checkpoint commit's duration (seconds), by `orchestrator` and `store`. */
+export const METRIC_CHECKPOINT_DURATION = 'orchestrator_checkpoint_duration_seconds';
+/** Counter of checkpoint commits that failed (the store threw), by `orchestrator` and `store`. */
+export const METRIC_CHECKPOINT_FAILURES = 'orchestrator_checkpoint_failures_total';
+/** Counter of commits or acquisitions refused because another owner holds the lease, by `orchestrator`. */
+export const METRIC_LEASE_CONFLICTS = 'orchestrator_lease_conflicts_total';
+/** Gauge of conversations suspended in the store, by `orchestrator` (read from the store at scrape time). */
+export const METRIC_CONVERSATIONS_SUSPENDED = 'orchestrator_conversations_suspended';
+/** Gauge of the age (seconds) of the oldest suspended conversation, by `orchestrator` (read at scrape time). */
+export const METRIC_OLDEST_SUSPENDED = 'orchestrator_oldest_suspended_seconds';
+/**
+ * Gauge of conversations the store has running whose lease no worker holds (expired or never
+ * taken): the recovery backlog, by `orchestrator` (read from the store at scrape time).
+ */
+export const METRIC_CONVERSATIONS_UNLEASED = 'orchestrator_conversations_unleased';
+/** Histogram of how long a BullMQ job waited before a worker took it (seconds), by `queue`. */
+export const METRIC_QUEUE_JOB_WAIT = 'orchestrator_queue_job_wait_seconds';
+/** Gauge of the age (seconds) of the oldest job waiting in a BullMQ queue, by `queue` (read at scrape time). */
+export const METRIC_QUEUE_OLDEST_WAITING = 'orchestrator_queue_oldest_waiting_seconds';
+/** Counter of BullMQ jobs a worker found stalled (BullMQ's `stalled` event), by `queue`. */
+export const METRIC_QUEUE_JOBS_STALLED = 'orchestrator_queue_jobs_stalled_total';
+
+// --- BullMQ's own metrics (`queue.exportPrometheusMetrics()`), exposed beside the plugin's ---
+/** Gauge of jobs by `queue` and `state` (`waiting`, `active`, `delayed`, `failed`, `completed`, `prioritized`, `waiting-children`). */
+export const BULLMQ_METRIC_JOB_COUNT = 'bullmq_job_count';
+/** Counter of completed jobs, by `queue`. */
+export const BULLMQ_METRIC_JOBS_COMPLETED = 'bullmq_job_completed_total';
+/** Counter of failed jobs, by `queue`. */
+export const BULLMQ_METRIC_JOBS_FAILED = 'bullmq_job_failed_total';
+
 // --- Metric labels ---
 /** The metric label holding the orchestrator's `name`. */
 export const LABEL_ORCHESTRATOR = 'orchestrator';
@@ -175,6 +213,15 @@ export const LABEL_RULE = 'rule';
 export const LABEL_LIMIT = 'limit';
 /** The exemplar label carrying the trace id (Grafana's Prometheus datasource links it to Jaeger). */
 export const EXEMPLAR_TRACE_ID = 'trace_id';
+
+/** The label of the durable metrics naming the store (`memory`, `sqlite`, `postgres`, `redis`, or the store's own name). */
+export const LABEL_STORE = 'store';
+/** Why a conversation resumed: `crash`, `suspend` or `handoff`. */
+export const LABEL_CAUSE = 'cause';
+/** The BullMQ queue's name. */
+export const LABEL_QUEUE = 'queue';
+/** BullMQ's job state label (`bullmq_job_count`). */
+export const LABEL_STATE = 'state';
 
 /** The value a reason label takes past the cap on distinct user reasons. */
 export const REASON_OTHER = 'other';

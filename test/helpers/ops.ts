@@ -71,7 +71,7 @@ export function interpolate(expr: string): string {
   return expr
     .replaceAll('$__rate_interval', '1m')
     .replaceAll('$__interval', '15s')
-    .replace(/\$(orchestrator|responder|instance)\b/g, '.*');
+    .replace(/\$(orchestrator|responder|instance|queue)\b/g, '.*');
 }
 
 /** `label_values(metric{...}, label)` as the series selector Grafana sends. */
@@ -83,7 +83,8 @@ export function variableSelector(expr: string): string | undefined {
 export function exposedSeriesNames(): Set<string> {
   const names = new Set<string>();
   for (const [key, value] of Object.entries(semconv)) {
-    if (!key.startsWith('METRIC_')) continue;
+    // The plugin's metrics, and BullMQ's own exposed beside them.
+    if (!key.startsWith('METRIC_') && !key.startsWith('BULLMQ_METRIC_')) continue;
     names.add(value as string);
     for (const suffix of ['_bucket', '_sum', '_count']) names.add(`${value}${suffix}`);
   }

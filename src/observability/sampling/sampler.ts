@@ -10,17 +10,10 @@
  * the decision; spans of traces without a conversation pass straight through.
  */
 import { type Context, diag, SpanStatusCode } from '@opentelemetry/api';
-import { fail, positiveInteger, positiveNumber } from '../core/validate.ts';
-import { addExemplarFilter } from './exemplar-filter.ts';
-import { rateLimited } from './guard.ts';
-import { asRegistry } from './registry.ts';
-import { type SamplerMetrics, samplerMetricsFor } from './sampler-metrics.ts';
-import type {
-  ConversationSamplerOptions,
-  SampledSpan,
-  SpanProcessorLike,
-  StartedSpan,
-} from './sampler-types.ts';
+import { fail, positiveInteger, positiveNumber } from '../../core/validate.ts';
+import { addExemplarFilter } from '../exemplar-filter.ts';
+import { rateLimited } from '../guard.ts';
+import { asRegistry } from '../registry.ts';
 import {
   ATTR_CONVERSATION_DISPATCH_COUNT,
   ATTR_CONVERSATION_ELAPSED_MS,
@@ -43,8 +36,15 @@ import {
   SAMPLER_RULE_SLOW,
   SAMPLER_RULE_UNCLASSIFIED,
   SPAN_CONVERSATION_PREFIX,
-} from './semconv.ts';
+} from '../semconv.ts';
+import { type SamplerMetrics, samplerMetricsFor } from './metrics.ts';
 import { traceIdRatio } from './trace-ratio.ts';
+import type {
+  ConversationSamplerOptions,
+  SampledSpan,
+  SpanProcessorLike,
+  StartedSpan,
+} from './types.ts';
 
 /** Reasons of a failed conversation: always kept, whatever `keepReasons` says. */
 const FAILED_REASONS: ReadonlySet<string> = new Set(['error', 'deadline', 'queue_overflow']);
@@ -64,6 +64,11 @@ interface PendingTrace {
   keepRule: string | undefined;
   /** Spans lost to the bounds. */
   lost: number;
+  /**
+   * Exemplar writes of its conversations that ended before the trace was decided (nested ones):
+   * run if it is kept. Bounded like its spans (`maxSpansPerTrace`, and `maxBufferedSpans` in all).
+   */
+  readonly deferred: (() => void)[];
 }
 
 /** A trace kept while conversations of it were still running (early, or before one started). */
@@ -124,6 +129,8 @@ export class ConversationSampler implements SpanProcessorLike {
    */
   readonly #keptRunning = new WeakMap<SampledSpan, PinnedTrace>();
   #buffered = 0;
+  /** Deferred exemplar writes held, all traces together. */
+  #deferred = 0;
   #closed = false;
   readonly #timer: ReturnType<typeof setInterval>;
 
@@ -188,7 +195,10 @@ export class ConversationSampler implements SpanProcessorLike {
           return self.#pending.size;
         },
       });
-      addExemplarFilter(registry, (traceId) => this.kept(traceId));
+      addExemplarFilter(registry, {
+        kept: (traceId) => this.kept(traceId),
+        defer: (traceId, write) => this.#defer(traceId, write),
+      });
     } else {
       this.#metrics = undefined;
     }
@@ -240,7 +250,15 @@ export class ConversationSampler implements SpanProcessorLike {
       this.#decisions.delete(traceId);
       const now = performance.now();
       this.#decideOld(now);
-      pending = { traceId, since: now, spans: [], open: [], keepRule: undefined, lost: 0 };
+      pending = {
+        traceId,
+        since: now,
+        spans: [],
+        open: [],
+        keepRule: undefined,
+        lost: 0,
+        deferred: [],
+      };
       this.#pending.set(traceId, pending);
     }
     pending.open.push(span);
@@ -353,10 +371,16 @@ export class ConversationSampler implements SpanProcessorLike {
     const at = open.indexOf(span as StartedSpan);
     if (at >= 0) open.splice(at, 1);
     pending.keepRule ??= this.#keepRule(span);
-    // The conversation span is never lost to the bounds: at most one per running conversation.
+    if (open.length > 0) {
+      // A conversation that ends while others of its trace run (one nested in an outer
+      // conversation's responder, or beside it) waits like any span, within the bounds: an outer
+      // conversation running 50,000 inner ones must not buffer 50,000 spans past them.
+      this.#buffer(pending, span);
+      return;
+    }
+    // The last conversation of the trace decides it now: never lost to the bounds.
     pending.spans.push(span);
     this.#buffered++;
-    if (open.length > 0) return;
     const rule = pending.keepRule;
     if (rule !== undefined) this.#decide(pending, true, rule);
     else this.#decide(pending, this.#inRatio(pending.traceId), SAMPLER_RULE_RATIO);
@@ -383,7 +407,31 @@ export class ConversationSampler implements SpanProcessorLike {
     this.#pending.delete(pending.traceId);
     this.#remember(pending.traceId, keep, rule);
     this.#buffered -= pending.spans.length;
+    this.#deferred -= pending.deferred.length;
     if (keep) for (const span of pending.spans) this.#forward(span);
+    if (keep) {
+      for (const write of pending.deferred) {
+        try {
+          write();
+        } catch {
+          // The telemetry's own write: nothing the app handed over, and no span to lose.
+        }
+      }
+    }
+  }
+
+  /** Holds a nested conversation's exemplars until its trace is decided (within the bounds). */
+  #defer(traceId: string, write: () => void): boolean {
+    const pending = this.#closed ? undefined : this.#pending.get(traceId);
+    if (pending === undefined) return false;
+    if (
+      pending.deferred.length < this.#maxSpansPerTrace &&
+      this.#deferred < this.#maxBufferedSpans
+    ) {
+      pending.deferred.push(write);
+      this.#deferred++;
+    }
+    return true;
   }
 
   /**

@@ -3,8 +3,8 @@
  * its bounds, and what it holds now. Plain numbers read at scrape time, like the telemetry's. Two
  * samplers on one registry share the set (their counts add up).
  */
-import { CollectedCounter, type Series } from './collected-counter.ts';
-import { assertFree, type PrometheusRegistry, registerCollector } from './registry.ts';
+import { CollectedCounter, type Series } from '../collected-counter.ts';
+import { assertFree, type PrometheusRegistry, registerCollector } from '../registry.ts';
 import {
   LABEL_DECISION,
   LABEL_LIMIT,
@@ -26,7 +26,7 @@ import {
   SAMPLER_RULE_SHUTDOWN,
   SAMPLER_RULE_SLOW,
   SAMPLER_RULE_UNCLASSIFIED,
-} from './semconv.ts';
+} from '../semconv.ts';
 
 /** Every (decision, rule) the sampler makes; each series starts at 0. */
 const DECISIONS: readonly (readonly [string, string])[] = [

@@ -12,7 +12,7 @@ import type {
   SpanContext,
   SpanStatus,
 } from '@opentelemetry/api';
-import type { PrometheusRegistry } from './registry.ts';
+import type { PrometheusRegistry } from '../registry.ts';
 
 /** What the sampler reads of an ended span (the SDK's `ReadableSpan` has it). */
 export interface SampledSpan {
@@ -81,7 +81,8 @@ export interface ConversationSamplerOptions {
   /**
    * Spans buffered for one trace while its conversation runs; later ones are lost and counted
    * (`orchestrator_sampler_spans_lost_total{limit="trace"}`, `conversation.sampler.spans_lost`).
-   * The conversation span itself is never lost.
+   * The conversation span that decides its trace (the last of it to end) is never lost; one
+   * that ends while another conversation of its trace runs (nested) counts like any span.
    * @default 1000
    */
   readonly maxSpansPerTrace?: number;

@@ -1,0 +1,127 @@
+/**
+ * Alerts on durable conversations and fleets: the recovery backlog, checkpoint failures, lease
+ * conflicts, conversations suspended too long, and BullMQ jobs that stall or wait too long. The
+ * store-read gauges (`orchestrator_conversations_unleased`, `orchestrator_oldest_suspended_seconds`,
+ * the oldest waiting job) are read by every worker from the one store or queue: the rules take
+ * their `max`, never a sum.
+ */
+import {
+  METRIC_CHECKPOINT_FAILURES,
+  METRIC_CONVERSATIONS_SUSPENDED,
+  METRIC_CONVERSATIONS_UNLEASED,
+  METRIC_LEASE_CONFLICTS,
+  METRIC_OLDEST_SUSPENDED,
+  METRIC_QUEUE_JOBS_STALLED,
+  METRIC_QUEUE_OLDEST_WAITING,
+} from '../src/observability/semconv.ts';
+import { durationSeconds } from './check.ts';
+import type { OpsConfig } from './config.ts';
+import { byOrchestrator, humanDuration } from './names.ts';
+import type { AlertingRule } from './rules.ts';
+
+export function durableAlerts(config: OpsConfig): AlertingRule[] {
+  const S = config.selector;
+  const W = config.rateWindow;
+  const O = byOrchestrator(config).join(', ');
+  const Q = [...config.groupLabels, 'queue'].join(', ');
+  const runbook = (alert: string) => `${config.runbookUrl}#${alert.toLowerCase()}`;
+  const c = config;
+  // The count for the description, asked of Prometheus for the alert's own labels.
+  const by = byOrchestrator(config);
+  const suspendedMatchers = by.map((l) => `${l}=%q`).join(',');
+  const suspendedArgs = by.map((l) => `$labels.${l}`).join(' ');
+  return [
+    {
+      alert: 'OrchestratorRecoveryBacklog',
+      expr: `max by (${O}) (${METRIC_CONVERSATIONS_UNLEASED}{${S}}) > 0\n`,
+      for: c.recoveryBacklog.for,
+      labels: { severity: 'critical' },
+      annotations: {
+        summary: 'Conversations are running in the store but no worker holds them.',
+        description:
+          'The store of orchestrator {{ $labels.orchestrator }} has {{ $value }} running conversations ' +
+          `whose lease no worker holds, for ${humanDuration(c.recoveryBacklog.for)}: nobody recovers them.`,
+        runbook_url: runbook('OrchestratorRecoveryBacklog'),
+      },
+    },
+    {
+      alert: 'OrchestratorCheckpointFailures',
+      expr: `sum by (${O}, store) (rate(${METRIC_CHECKPOINT_FAILURES}{${S}}[${W}])) > 0\n`,
+      for: c.checkpointFailures.for,
+      labels: { severity: 'critical' },
+      annotations: {
+        summary: 'Checkpoint commits to the conversation store are failing.',
+        description:
+          'Orchestrator {{ $labels.orchestrator }} fails {{ $value | printf `%.3g` }} checkpoint commits a second ' +
+          `to its {{ $labels.store }} store over the last ${humanDuration(W)}: the conversations cannot be made durable.`,
+        runbook_url: runbook('OrchestratorCheckpointFailures'),
+      },
+    },
+    {
+      alert: 'OrchestratorLeaseConflicts',
+      expr: [
+        `sum by (${O}) (rate(${METRIC_LEASE_CONFLICTS}{${S}}[${W}]))`,
+        `  > ${c.leaseConflicts.perSecond} # leaseConflicts.perSecond`,
+        '',
+      ].join('\n'),
+      for: c.leaseConflicts.for,
+      labels: { severity: 'warning' },
+      annotations: {
+        summary: 'Workers keep contesting the leases of conversations.',
+        description:
+          'Orchestrator {{ $labels.orchestrator }} meets {{ $value | printf `%.3g` }} lease conflicts a second ' +
+          `over the last ${humanDuration(W)} (threshold ${c.leaseConflicts.perSecond}): commits of a worker ` +
+          'that lost its lease are refused.',
+        runbook_url: runbook('OrchestratorLeaseConflicts'),
+      },
+    },
+    {
+      alert: 'OrchestratorSuspendedTooLong',
+      expr: [
+        `max by (${O}) (${METRIC_OLDEST_SUSPENDED}{${S}})`,
+        `  > ${durationSeconds(c.suspendedConversations.maxAge)} # suspendedConversations.maxAge (${c.suspendedConversations.maxAge}) in seconds`,
+        '',
+      ].join('\n'),
+      for: c.suspendedConversations.for,
+      labels: { severity: 'warning' },
+      annotations: {
+        summary: 'A suspended conversation has waited longer than it should.',
+        description:
+          'The oldest suspended conversation of orchestrator {{ $labels.orchestrator }} has waited ' +
+          `{{ $value | humanizeDuration }} (more than ${humanDuration(c.suspendedConversations.maxAge)}); ` +
+          `{{ with printf \`max(${METRIC_CONVERSATIONS_SUSPENDED}{${suspendedMatchers}})\` ${suspendedArgs} | query }}{{ . | first | value }}{{ else }}an unknown number of{{ end }} conversations are suspended.`,
+        runbook_url: runbook('OrchestratorSuspendedTooLong'),
+      },
+    },
+    {
+      alert: 'OrchestratorQueueJobsStalled',
+      expr: `sum by (${Q}) (increase(${METRIC_QUEUE_JOBS_STALLED}{${S}}[${W}])) > 0\n`,
+      for: c.queueStalledJobs.for,
+      labels: { severity: 'warning' },
+      annotations: {
+        summary: 'BullMQ keeps finding jobs stalled.',
+        description:
+          `BullMQ found {{ $value | printf \`%.3g\` }} jobs of queue {{ $labels.queue }} stalled over the last ${humanDuration(W)}: ` +
+          'their worker died or blocked its event loop past the lock, and another worker resumes them.',
+        runbook_url: runbook('OrchestratorQueueJobsStalled'),
+      },
+    },
+    {
+      alert: 'OrchestratorQueueWaitTooLong',
+      expr: [
+        `max by (${Q}) (${METRIC_QUEUE_OLDEST_WAITING}{${S}})`,
+        `  > ${durationSeconds(c.queueWait.maxWait)} # queueWait.maxWait (${c.queueWait.maxWait}) in seconds`,
+        '',
+      ].join('\n'),
+      for: c.queueWait.for,
+      labels: { severity: 'warning' },
+      annotations: {
+        summary: 'Jobs wait too long in a BullMQ queue before a worker takes them.',
+        description:
+          'The oldest waiting job of queue {{ $labels.queue }} has waited {{ $value | humanizeDuration }} ' +
+          `(more than ${humanDuration(c.queueWait.maxWait)}): the workers are too few, busy or gone.`,
+        runbook_url: runbook('OrchestratorQueueWaitTooLong'),
+      },
+    },
+  ];
+}
