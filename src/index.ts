@@ -1,3 +1,4 @@
+export { type AiSdkUsage, usageFromAiSdk } from './core/ai-sdk-usage.ts';
 export {
   type CheckpointCodec,
   jsonCodec,

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { type ConversationListener, composeListeners } from '../src/index.ts';
+import { type ConversationListener, composeListeners, maxDispatches } from '../src/index.ts';
 import { counterOrchestrator } from './helpers/desks.ts';
 
 describe('composeListeners', () => {
@@ -36,10 +36,54 @@ describe('composeListeners', () => {
     await new Promise((r) => setTimeout(r, 10));
     expect(result.state.projection).toBe(55);
     expect(after).toBe(10);
-    expect(errors).toHaveLength(10);
-    const first = errors[0] as AggregateError;
-    expect(first).toBeInstanceOf(AggregateError);
-    expect(first.errors.map((e: Error) => e.message)).toEqual(['sync', 'async']);
+    // The throw at once, the rejection when the promises settled: each dispatch, both.
+    const messages = errors.map((e) => (e as Error).message);
+    expect(messages.filter((m) => m === 'sync')).toHaveLength(10);
+    expect(messages.filter((m) => m === 'async')).toHaveLength(10);
+    expect(messages).toHaveLength(20);
+  });
+
+  it('reports every synchronous throw at once while another listener’s promise never settles', async () => {
+    const errors: string[] = [];
+    const neverSettles: ConversationListener<number, number> = () => new Promise(() => {});
+    const syncThrow: ConversationListener<number, number> = (_s, _d, n) => {
+      throw new Error(`sync ${n}`);
+    };
+    await counterOrchestrator({
+      listener: composeListeners(neverSettles, syncThrow),
+      onListenerError: (e) => errors.push((e as Error).message),
+      termination: maxDispatches(3),
+    }).run({ sender: 'user', content: 0 });
+    expect(errors).toEqual(['sync 1', 'sync 2', 'sync 3']);
+  });
+
+  it('reports several synchronous throws of one call as one AggregateError, in order', async () => {
+    const errors: unknown[] = [];
+    const throwing =
+      (label: string): ConversationListener<number, number> =>
+      () => {
+        throw new Error(label);
+      };
+    await counterOrchestrator({
+      listener: composeListeners(() => new Promise(() => {}), throwing('x'), throwing('y')),
+      onListenerError: (e) => errors.push(e),
+      termination: maxDispatches(1),
+    }).run({ sender: 'user', content: 0 });
+    expect(errors).toHaveLength(1);
+    expect((errors[0] as AggregateError).errors.map((e: Error) => e.message)).toEqual(['x', 'y']);
+  });
+
+  it('hands reportError to each listener, for work it hands off', async () => {
+    const errors: string[] = [];
+    await counterOrchestrator({
+      listener: composeListeners((_s, _d, n, _ms, reportError) => {
+        setTimeout(() => reportError?.(new Error(`flush ${n} failed`)), 1);
+      }),
+      onListenerError: (e) => errors.push((e as Error).message),
+      termination: maxDispatches(2),
+    }).run({ sender: 'user', content: 0 });
+    await new Promise((r) => setTimeout(r, 20));
+    expect(errors).toEqual(['flush 1 failed', 'flush 2 failed']);
   });
 
   it('rejects a non-function clearly', () => {

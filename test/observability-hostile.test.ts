@@ -265,7 +265,7 @@ describe('stateAttributes results that cannot be read cost what cannot be read',
     ]);
   });
 
-  it('copies at most the event attribute limit in force from a 30,000-key result', async () => {
+  it('copies at most the room the event attribute limit leaves beside the plugin’s own from a 30,000-key result', async () => {
     const { exporter, tracer } = memoryTracing({ attributePerEventCountLimit: 16 });
     let reads = 0;
     const many = new Proxy(
@@ -284,30 +284,119 @@ describe('stateAttributes results that cannot be read cost what cannot be read',
     await hostileContent(telemetry, (n) => n).run({ sender: 'user', content: 0 });
     const events = dispatchEvents(spansNamed(exporter, 'invoke_workflow counter')[0]);
     expect(events).toHaveLength(10);
-    // The SDK keeps 16 of an event's attributes: 16 state attributes copied, the plugin's own
-    // (6, and the decision's observed and limit when it has them) before them, so it drops as
-    // many as those, not 30,000.
-    expect(events.map((e) => e.droppedAttributesCount)).toEqual(events.map(own));
-    expect(events.every((e) => own(e) >= 6 && Object.keys(e.attributes ?? {}).length === 16)).toBe(
-      true,
+    // 16 less the 11 attributes the plugin may write itself: 5 state attributes per event, the
+    // SDK drops nothing, and 30,000 keys cost 5 reads a dispatch.
+    expect(events.map((e) => e.droppedAttributesCount)).toEqual(Array(10).fill(0));
+    expect(events.map((e) => Object.keys(e.attributes ?? {}).length - own(e))).toEqual(
+      Array(10).fill(5),
     );
-    expect(reads).toBe(10 * 16);
+    expect(reads).toBe(10 * 5);
   });
 
-  it('copies at most the SDK default of 128 when the span says no limit of its own', async () => {
+  it('copies at most 128 - 11 when the span says no limit of its own', async () => {
     const { exporter, tracer } = memoryTracing();
     const many = Object.fromEntries(Array.from({ length: 30_000 }, (_, i) => [`desks.k${i}`, i]));
     const telemetry = createConversationTelemetry<number, unknown>({
       tracer,
       stateAttributes: () => many,
     });
-    const started = performance.now();
     await hostileContent(telemetry, (n) => n).run({ sender: 'user', content: 0 });
     const events = dispatchEvents(spansNamed(exporter, 'invoke_workflow counter')[0]);
-    expect(events.map((e) => e.droppedAttributesCount)).toEqual(events.map(own));
-    expect(events.every((e) => Object.keys(e.attributes ?? {}).length === 128)).toBe(true);
-    // 10 dispatches of 30,000 keys each: the copy, not the SDK, bounds the work.
-    expect(performance.now() - started).toBeLessThan(2_000);
+    expect(events.map((e) => e.droppedAttributesCount)).toEqual(Array(10).fill(0));
+    expect(events.map((e) => Object.keys(e.attributes ?? {}).length - own(e))).toEqual(
+      Array(10).fill(117),
+    );
+  });
+});
+
+describe('stateAttributes never take the place of the plugin’s own event attributes', () => {
+  const forged = () => ({
+    'conversation.dispatch.count': 999,
+    'conversation.decision.reason': 'forged',
+    'gen_ai.agent.name': 'mallory',
+    'desks.spread': 0.5,
+  });
+
+  it('keeps the plugin’s values when stateAttributes returns its names, and reports each clash once', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const { logger, warnings } = warningsLogger();
+    const telemetry = createConversationTelemetry<number, unknown>({
+      tracer,
+      logger,
+      stateAttributes: forged,
+    });
+    await hostileContent(telemetry, (n) => n).run({ sender: 'user', content: 0 });
+    const events = dispatchEvents(spansNamed(exporter, 'invoke_workflow counter')[0]);
+    expect(
+      events.map((e) => [
+        e.attributes?.['conversation.dispatch.count'],
+        e.attributes?.['conversation.decision.reason'],
+        e.attributes?.['gen_ai.agent.name'],
+        e.attributes?.['desks.spread'],
+      ]),
+    ).toEqual(
+      Array.from({ length: 10 }, (_, i) => [
+        i + 1,
+        i === 9 ? 'max_dispatches' : 'continue',
+        i % 2 === 0 ? 'a' : 'b',
+        0.5,
+      ]),
+    );
+    const said = (key: string) =>
+      `conversation-orchestrator: stateAttributes returned \`${key}\`, an attribute of the plugin's own; the plugin's value is kept and this one dropped (said once)`;
+    expect(warnings).toEqual([
+      said('conversation.dispatch.count'),
+      said('conversation.decision.reason'),
+      said('gen_ai.agent.name'),
+    ]);
+  });
+
+  it('keeps them on the events of telemetry.listener() too', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const { logger, warnings } = warningsLogger();
+    const telemetry = createConversationTelemetry<number, number>({
+      tracer,
+      logger,
+      stateAttributes: forged,
+    });
+    const orchestrator = counterOrchestrator({ listener: telemetry.listener('counter') });
+    await tracer.startActiveSpan('around', async (span) => {
+      await orchestrator.run({ sender: 'user', content: 0 });
+      span.end();
+    });
+    const events = dispatchEvents(spansNamed(exporter, 'around')[0]);
+    expect(events.map((e) => e.attributes?.['conversation.dispatch.count'])).toEqual(
+      Array.from({ length: 10 }, (_, i) => i + 1),
+    );
+    expect(new Set(events.map((e) => e.attributes?.['conversation.decision.reason']))).toEqual(
+      new Set(['continue', 'max_dispatches']),
+    );
+    expect(events.map((e) => e.attributes?.['gen_ai.agent.name'])).toEqual(
+      Array.from({ length: 10 }, (_, i) => ['a', 'b', 'c'][i % 3]),
+    );
+    expect(warnings).toHaveLength(3);
+  });
+
+  it('keeps conversation.dispatch.content and every attribute of its own beside 200 state attributes', async () => {
+    const { exporter, tracer } = memoryTracing();
+    const state = Object.fromEntries(Array.from({ length: 200 }, (_, i) => [`desks.k${i}`, i]));
+    const telemetry = createConversationTelemetry<number, unknown>({
+      tracer,
+      captureContent: true,
+      stateAttributes: () => state,
+    });
+    await hostileContent(telemetry, (n) => `quote ${n}`).run({ sender: 'user', content: 0 });
+    const events = dispatchEvents(spansNamed(exporter, 'invoke_workflow counter')[0]);
+    expect(events.map((e) => e.attributes?.['conversation.dispatch.content'])).toEqual(
+      Array.from({ length: 10 }, (_, i) => `quote ${i + 1}`),
+    );
+    expect(events.map((e) => e.droppedAttributesCount)).toEqual(Array(10).fill(0));
+    // The SDK's 128 less the plugin's 11: the first 117 state keys, in their order.
+    const stateKeys = (e: (typeof events)[number]) =>
+      Object.keys(e.attributes ?? {}).filter((k) => k.startsWith('desks.'));
+    expect(events.map(stateKeys)).toEqual(
+      Array(10).fill(Array.from({ length: 117 }, (_, i) => `desks.k${i}`)),
+    );
   });
 });
 

@@ -154,6 +154,37 @@ describe('metrics', () => {
     ).toBe(0);
   });
 
+  it('counts a listener promise that rejects after its run settled, as onListenerError hears of it', async () => {
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry<number, number>({ registry });
+    const rejections: (() => void)[] = [];
+    const heard: string[] = [];
+    const o = new ConversationOrchestrator<number, number>({
+      name: 'late',
+      responders: [{ name: 'a', respond: (m) => ({ sender: 'a', content: m.content + 1 }) }],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (s) => s },
+      termination: maxDispatches(3),
+      // Each dispatch's promise rejects only when the test says so: after the run settled.
+      listener: (_s, _d, n) =>
+        new Promise((_resolve, reject) => {
+          rejections.push(() => reject(new Error(`late ${n}`)));
+        }),
+      onListenerError: (e) => heard.push((e as Error).message),
+      observers: [telemetry],
+    });
+    const result = await o.run({ sender: 'user', content: 0 });
+    expect(result.dispatchCount).toBe(3);
+    const before = samples(await registry.metrics());
+    expect(before.get('orchestrator_listener_errors_total{orchestrator="late"}')).toBe(0);
+    for (const reject of rejections) reject();
+    await new Promise((r) => setImmediate(r));
+    expect(heard).toEqual(['late 1', 'late 2', 'late 3']);
+    const after = samples(await registry.metrics());
+    expect(after.get('orchestrator_listener_errors_total{orchestrator="late"}')).toBe(3);
+    expect(after.get('orchestrator_conversations_in_progress{orchestrator="late"}')).toBe(0);
+  });
+
   it('counts responder failures, listener errors and failed conversations', async () => {
     const registry = new Registry();
     const telemetry = createConversationTelemetry<number, number>({ registry });

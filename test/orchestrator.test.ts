@@ -604,3 +604,186 @@ describe('construction errors say what was expected and what came', () => {
     );
   });
 });
+
+describe('options that cannot be read give an OrchestratorConfigError naming the option', () => {
+  const base = () => ({
+    name: 'ok',
+    responders: [{ name: 'a', respond: () => undefined }],
+    turnPolicy: roundRobin<Desks>(),
+    projection: { initial: () => ({ quotes: {} }), fold: (s: Desks) => s },
+    termination: maxDispatches<Desks>(1),
+  });
+  const revoked = <T extends object>(target: T): T => {
+    const { proxy, revoke } = Proxy.revocable(target, {});
+    revoke();
+    return proxy;
+  };
+  const throwingGetter = <T extends object>(target: T, key: string): T =>
+    Object.defineProperty(target, key, {
+      enumerable: true,
+      get() {
+        throw new Error('getter');
+      },
+    });
+  /** What `new ConversationOrchestrator(options)` throws: its class and message. */
+  const thrown = (options: unknown): [string, string] => {
+    try {
+      new ConversationOrchestrator(options as never);
+    } catch (error) {
+      return [(error as Error).constructor.name, (error as Error).message];
+    }
+    return ['nothing', ''];
+  };
+  const options = [
+    'name',
+    'responders',
+    'turnPolicy',
+    'projection',
+    'termination',
+    'listener',
+    'observers',
+    'dispatchTimeoutMs',
+    'maxQueueLength',
+    'historySize',
+    'onResponderError',
+    'onListenerError',
+    'yieldIntervalMs',
+  ];
+
+  it('names the options object itself when it is a revoked Proxy', () => {
+    expect(thrown(revoked(base()))).toEqual([
+      'OrchestratorConfigError',
+      'Expected `options` to be an object whose options can be read, got `(a revoked Proxy)` (object)',
+    ]);
+  });
+
+  it.each(options)('names `%s` when its getter throws', (option) => {
+    expect(thrown(throwingGetter(base(), option))).toEqual([
+      'OrchestratorConfigError',
+      `Expected \`${option}\` to be readable, reading it threw: getter`,
+    ]);
+  });
+
+  it('names the option an options Proxy was asked for when its get trap throws', () => {
+    const trap = new Proxy(base(), {
+      get(target, key) {
+        if (key === 'termination') throw new Error('trap');
+        return Reflect.get(target, key);
+      },
+    });
+    expect(thrown(trap)).toEqual([
+      'OrchestratorConfigError',
+      'Expected `termination` to be readable, reading it threw: trap',
+    ]);
+  });
+
+  it.each<[string, () => Record<string, unknown>, string]>([
+    [
+      'responders',
+      () => ({ responders: revoked([{ name: 'a', respond: () => undefined }]) }),
+      'Expected `responders` to be a non-empty array of responders, got `(a revoked Proxy)` (object)',
+    ],
+    [
+      'responders[0]',
+      () => ({ responders: [revoked({ name: 'a', respond: () => undefined })] }),
+      'Expected `responders[0]` to be an object { name, respond } that can be read, got `(a revoked Proxy)` (object)',
+    ],
+    [
+      'turnPolicy',
+      () => ({ turnPolicy: revoked(roundRobin()) }),
+      'Expected `turnPolicy` to be a turn policy (roundRobin(), broadcast(), addressed()) or a function, got `(a revoked Proxy)` (object)',
+    ],
+    [
+      'projection',
+      () => ({ projection: revoked({ initial: () => 0, fold: () => 0 }) }),
+      'Expected `projection` to be an object with `initial(input)` and `fold(state, message)` functions, got `(a revoked Proxy)` (object)',
+    ],
+    [
+      'termination',
+      () => ({ termination: revoked(maxDispatches(1)) }),
+      'Expected `termination` to be a termination policy (maxDispatches(), converged(), anyOf() ...), got `(a revoked Proxy)` (object)',
+    ],
+    [
+      'observers',
+      () => ({ observers: revoked([]) }),
+      'Expected `observers` to be an array of observers, got `(a revoked Proxy)` (object)',
+    ],
+    [
+      'observers[0]',
+      () => ({ observers: [revoked({ startConversation: () => undefined })] }),
+      'Expected `observers[0]` to be an object with a `startConversation` function, got `(a revoked Proxy)` (object)',
+    ],
+  ])('names `%s` when it is a revoked Proxy', (_option, override, message) => {
+    expect(thrown({ ...base(), ...override() })).toEqual(['OrchestratorConfigError', message]);
+  });
+
+  it.each<[string, () => Record<string, unknown>]>([
+    [
+      'responders[0]',
+      () => ({
+        responders: new Proxy([{ name: 'a', respond: () => undefined }], {
+          get(target, key) {
+            if (key === '0') throw new Error('getter');
+            return Reflect.get(target, key);
+          },
+        }),
+      }),
+    ],
+    [
+      'responders[0].name',
+      () => ({ responders: [throwingGetter({ respond: () => undefined }, 'name')] }),
+    ],
+    ['responders[0].respond', () => ({ responders: [throwingGetter({ name: 'a' }, 'respond')] })],
+    [
+      'responders[0].provider',
+      () => ({ responders: [throwingGetter({ name: 'a', respond: () => undefined }, 'provider')] }),
+    ],
+    ['turnPolicy.start', () => ({ turnPolicy: throwingGetter({}, 'start') })],
+    ['projection.initial', () => ({ projection: throwingGetter({ fold: () => 0 }, 'initial') })],
+    ['projection.fold', () => ({ projection: throwingGetter({ initial: () => 0 }, 'fold') })],
+    ['termination.start', () => ({ termination: throwingGetter({}, 'start') })],
+    [
+      'observers[0].startConversation',
+      () => ({ observers: [throwingGetter({}, 'startConversation')] }),
+    ],
+  ])('names `%s` when its read throws', (option, override) => {
+    expect(thrown({ ...base(), ...override() })).toEqual([
+      'OrchestratorConfigError',
+      `Expected \`${option}\` to be readable, reading it threw: getter`,
+    ]);
+  });
+
+  it('reads every option once, and keeps what it read', async () => {
+    const reads = new Map<string, number>();
+    const counted: Record<string, unknown> = {};
+    const values: Record<string, unknown> = {
+      ...base(),
+      listener: () => {},
+      observers: [],
+      dispatchTimeoutMs: 1_000,
+      maxQueueLength: 10,
+      historySize: 2,
+      onResponderError: 'stop',
+      onListenerError: () => {},
+      yieldIntervalMs: 5,
+    };
+    for (const option of options) {
+      let first = true;
+      Object.defineProperty(counted, option, {
+        enumerable: true,
+        get() {
+          reads.set(option, (reads.get(option) ?? 0) + 1);
+          // A second read would get a value the validation never saw.
+          const value = first ? values[option] : 'changed';
+          first = false;
+          return value;
+        },
+      });
+    }
+    const o = new ConversationOrchestrator(counted as never);
+    expect(Object.fromEntries(reads)).toEqual(Object.fromEntries(options.map((k) => [k, 1])));
+    const result = await o.run({ sender: 'user', content: 0 });
+    expect(result.dispatchCount).toBe(1);
+    expect(result.state.history).toHaveLength(1);
+  });
+});

@@ -248,6 +248,36 @@ describe('termination policies', () => {
       'Expected `tokenBudget(options)` to be an object { total?, input?, output? }, got `null` (null)',
     ],
     [
+      () => {
+        const { proxy, revoke } = Proxy.revocable({ total: 10 }, {});
+        revoke();
+        return tokenBudget(proxy);
+      },
+      'Expected `tokenBudget(options)` to be an object whose options can be read, got `(a revoked Proxy)` (object)',
+    ],
+    [
+      () =>
+        tokenBudget(
+          Object.defineProperty({}, 'input', {
+            get() {
+              throw new Error('getter');
+            },
+          }),
+        ),
+      'Expected `tokenBudget({ input })` to be readable, reading it threw: getter',
+    ],
+    [
+      () =>
+        converged(
+          Object.defineProperty({ measure: () => 0 }, 'tolerance', {
+            get() {
+              throw new Error('getter');
+            },
+          }) as never,
+        ),
+      'Expected `converged({ tolerance })` to be readable, reading it threw: getter',
+    ],
+    [
       () => tokenBudget({ total: 0 }),
       'Expected `tokenBudget({ total })` to be a positive integer, got `0` (number)',
     ],

@@ -413,6 +413,15 @@ describe('bad usage values are refused, naming what came, and change no total', 
       }),
       'Expected `usage` to be an object { inputTokens?, outputTokens?, cacheReadInputTokens?, reasoningOutputTokens?, model? } whose fields can be read, reading it threw: boom',
     ],
+    [
+      'a revoked Proxy',
+      (() => {
+        const { proxy, revoke } = Proxy.revocable({ inputTokens: 1 }, {});
+        revoke();
+        return proxy;
+      })(),
+      'Expected `usage` to be an object { inputTokens?, outputTokens?, cacheReadInputTokens?, reasoningOutputTokens?, model? }, got `(a revoked Proxy)` (object)',
+    ],
   ];
   it.each(cases)('refuses %s', async (_label, bad, message) => {
     let thrown: unknown;

@@ -1,13 +1,23 @@
 /**
  * LLM agents with the Vercel AI SDK: two agents that call a model, report what each call spent
- * with `context.reportUsage`, a turn policy that asks a third model who speaks next, and a token
- * budget that stops a conversation running away. The models are the AI SDK's test model
- * (`MockLanguageModelV3` from `ai/test`) with scripted answers, so nothing leaves the machine:
- * put `openai('gpt-4.1-mini')` or any other AI SDK model in their place.
+ * with `context.reportUsage(usageFromAiSdk(...))`, a turn policy that asks a third model who
+ * speaks next, and a token budget that stops a conversation running away. The AI SDK's own
+ * spans (`experimental_telemetry`) nest under each agent's `invoke_agent` span in the
+ * conversation's trace. The models are the AI SDK's test model (`MockLanguageModelV3` from
+ * `ai/test`) with scripted answers, so nothing leaves the machine: put `openai('gpt-4.1-mini')`
+ * or any other AI SDK model in their place.
  *
  *   npx tsx examples/llm-agents/main.ts
  */
-import { generateText, type LanguageModel, type LanguageModelUsage } from 'ai';
+import { context, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import {
+  BasicTracerProvider,
+  InMemorySpanExporter,
+  type ReadableSpan,
+  SimpleSpanProcessor,
+} from '@opentelemetry/sdk-trace-base';
+import { generateText, type LanguageModel } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import {
   anyOf,
@@ -16,8 +26,17 @@ import {
   type Responder,
   stopWhen,
   tokenBudget,
-  type Usage,
+  usageFromAiSdk,
 } from 'conversation-orchestrator';
+import { createConversationTelemetry } from 'conversation-orchestrator/observability';
+
+// Tracing as an app sets it up (sdk-node does the same with an OTLP exporter); spans go to memory
+// here so the example can print the trace's shape.
+context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+const spans = new InMemorySpanExporter();
+trace.setGlobalTracerProvider(
+  new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }),
+);
 
 /** A scripted model: answers `replies` in turn, each call spending the tokens given. */
 function scriptedModel(
@@ -46,21 +65,6 @@ function scriptedModel(
   });
 }
 
-/** The AI SDK's usage as the orchestrator takes it: only the counts the provider gave. */
-function usageOf(usage: LanguageModelUsage, model: string): Usage {
-  return {
-    model,
-    ...(usage.inputTokens === undefined ? {} : { inputTokens: usage.inputTokens }),
-    ...(usage.outputTokens === undefined ? {} : { outputTokens: usage.outputTokens }),
-    ...(usage.inputTokenDetails.cacheReadTokens === undefined
-      ? {}
-      : { cacheReadInputTokens: usage.inputTokenDetails.cacheReadTokens }),
-    ...(usage.outputTokenDetails.reasoningTokens === undefined
-      ? {}
-      : { reasoningOutputTokens: usage.outputTokenDetails.reasoningTokens }),
-  };
-}
-
 /** The conversation keeps a short transcript: the last few turns, enough for the next prompt. */
 interface Transcript {
   readonly turns: readonly string[];
@@ -81,8 +85,11 @@ function agent(
         system: `You are ${name}, ${role}. Say AGREED once the plan is sound.`,
         prompt: state.projection.turns.join('\n'),
         abortSignal: context.signal,
+        // The AI SDK's spans: the call runs in the invoke_agent span's context, so they nest.
+        experimental_telemetry: { isEnabled: true, functionId: name },
       });
-      context.reportUsage(usageOf(result.usage, model.modelId));
+      // Input, output, cache reads and reasoning, as far as the provider counted them.
+      context.reportUsage(usageFromAiSdk(result.usage, model.modelId));
       return { sender: name, content: result.text };
     },
   };
@@ -123,8 +130,9 @@ const orchestrator = new ConversationOrchestrator<Transcript, string>({
       model: moderator,
       prompt: `Last: ${message.sender}: ${message.content}\nWho speaks next: ${responders.map((r) => r.name).join(' or ')}?`,
       abortSignal: context.signal,
+      experimental_telemetry: { isEnabled: true, functionId: 'moderator' },
     });
-    context.reportUsage(usageOf(result.usage, moderator.modelId));
+    context.reportUsage(usageFromAiSdk(result.usage, moderator.modelId));
     const next = result.text.trim();
     return responders.filter((r) => r.name === next);
   },
@@ -139,6 +147,8 @@ const orchestrator = new ConversationOrchestrator<Transcript, string>({
     tokenBudget({ total: 5_000 }), // a runaway conversation stops here, reason `token_budget`
     maxDispatches(20),
   ),
+  // A span per conversation and one per agent call (invoke_agent), with the usage on them.
+  observers: [createConversationTelemetry<Transcript, string>({ responderSpans: true })],
 });
 
 const result = await orchestrator.run({
@@ -153,3 +163,21 @@ for (const [name, totals] of Object.entries(byResponder)) {
   console.log(`  ${name}: ${totals.inputTokens} in, ${totals.outputTokens} out`);
 }
 console.log(`  turn policy: ${turnPolicy?.inputTokens} in, ${turnPolicy?.outputTokens} out`);
+
+// The trace's shape: each distinct path of span names, with how many spans took it. The
+// ai.generateText spans right under invoke_workflow are the moderator's (the turn policy's).
+const byId = new Map(spans.getFinishedSpans().map((span) => [span.spanContext().spanId, span]));
+const path = (span: ReadableSpan): string[] => {
+  const parent = byId.get(span.parentSpanContext?.spanId ?? '');
+  return [...(parent === undefined ? [] : path(parent)), span.name];
+};
+const paths = new Map<string, number>();
+for (const span of byId.values()) {
+  const key = path(span).join(' > ');
+  paths.set(key, (paths.get(key) ?? 0) + 1);
+}
+console.log('trace:');
+for (const [key, count] of [...paths].sort(([a], [b]) => a.localeCompare(b))) {
+  const names = key.split(' > ');
+  console.log(`${'  '.repeat(names.length - 1)}${names.at(-1)} x${count}`);
+}

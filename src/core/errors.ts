@@ -282,8 +282,15 @@ export function describeCause(cause: unknown): string {
 
 /** `` `-1` (number) `` — how validation errors show the value that came. Never throws. */
 export function describeValue(value: unknown): string {
+  let type: string;
+  try {
+    type = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
+  } catch {
+    // A revoked Proxy: `Array.isArray` (and every other look at it) throws.
+    return `\`(a revoked Proxy)\` (${typeof value})`;
+  }
   let shown: string;
-  if (typeof value === 'function') shown = `[function ${value.name || 'anonymous'}]`;
+  if (typeof value === 'function') shown = `[function ${functionName(value)}]`;
   else if (typeof value === 'bigint') shown = `${value}n`;
   else if (typeof value === 'number' || typeof value === 'symbol') shown = String(value);
   // A 5 MB string is shown cut like any other, without first serialising all of it.
@@ -291,7 +298,7 @@ export function describeValue(value: unknown): string {
     shown = JSON.stringify(value.slice(0, 80));
   else if (typeof value === 'object' && value !== null && !isPlain(value)) {
     // A Set, a Map, a class instance: JSON would show `{}`.
-    shown = Object.prototype.toString.call(value);
+    shown = safeTag(value);
   } else {
     try {
       shown = JSON.stringify(value) ?? String(value);
@@ -300,14 +307,37 @@ export function describeValue(value: unknown): string {
     }
   }
   if (shown.length > 80) shown = `${shown.slice(0, 77)}...`;
-  const type = value === null ? 'null' : Array.isArray(value) ? 'array' : typeof value;
   return `\`${shown}\` (${type})`;
 }
 
 function isPlain(value: object): boolean {
-  if (Array.isArray(value)) return true;
-  const prototype: unknown = Object.getPrototypeOf(value);
-  return prototype === Object.prototype || prototype === null;
+  try {
+    if (Array.isArray(value)) return true;
+    const prototype: unknown = Object.getPrototypeOf(value);
+    return prototype === Object.prototype || prototype === null;
+  } catch {
+    // A Proxy whose getPrototypeOf trap throws: shown by its tag, which is guarded too.
+    return false;
+  }
+}
+
+/** A function's name, or `anonymous` (also when reading it throws: a Proxy's `get` trap). */
+function functionName(value: { readonly name: unknown }): string {
+  try {
+    const name: unknown = value.name;
+    return typeof name === 'string' && name !== '' ? name : 'anonymous';
+  } catch {
+    return 'anonymous';
+  }
+}
+
+/** `[object Map]`, or what can be said when even that read throws (a `Symbol.toStringTag` getter). */
+function safeTag(value: object): string {
+  try {
+    return Object.prototype.toString.call(value);
+  } catch {
+    return '(an object that cannot be read)';
+  }
 }
 
 // Durable conversations (docs/durability.md).

@@ -89,6 +89,27 @@ function observerKey(observer: object): string | undefined {
   }
 }
 
+/**
+ * A listener failed after its run settled (a promise it returned rejected late): the run's
+ * observations have ended, so each observer with `onLateListenerError` hears of it instead.
+ */
+export function lateListenerFailure<S, C>(
+  observers: readonly ConversationObserver<S, C>[],
+  orchestrator: string,
+  conversationId: string,
+  error: unknown,
+): void {
+  for (const observer of observers) {
+    try {
+      if (typeof observer.onLateListenerError === 'function') {
+        observer.onLateListenerError(error, orchestrator, conversationId);
+      }
+    } catch (hookError) {
+      hookFailed('onLateListenerError', hookError);
+    }
+  }
+}
+
 export class Observations<S, C> {
   readonly #all: Hooks[] = [];
   readonly #runners: Hooks[];

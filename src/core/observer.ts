@@ -177,4 +177,11 @@ export interface ConversationObserver<S = unknown, C = unknown> {
    * or `undefined` to sit this one out. A throw or anything else is reported and set aside.
    */
   startConversation(start: ConversationStart<C>): ConversationObservation<S, C> | undefined;
+  /**
+   * A listener failed after its run settled (a promise it returned rejected late, or it called
+   * `reportError` late): that conversation's observation has ended and hears nothing more, so
+   * the observer is told here, with the orchestrator's name and the conversation's id. Called
+   * whether or not this observer observed that conversation. A throw is reported and ignored.
+   */
+  onLateListenerError?(error: unknown, orchestrator: string, conversationId: string): void;
 }

@@ -42,11 +42,14 @@ import {
   boundedName,
   conversationId,
   fail,
+  guardedOptions,
   isFunction,
   nonNegativeInteger,
   nonNegativeNumber,
   positiveInteger,
   positiveNumber,
+  readList,
+  readPart,
 } from './validate.ts';
 import { rateLimitedWarning } from './warnings.ts';
 
@@ -158,56 +161,54 @@ export class ConversationOrchestrator<S, C = unknown> {
 
   constructor(options: OrchestratorOptions<S, C>) {
     if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
+    // Every option below is read once, through the guard (a throwing getter, a revoked Proxy).
+    options = guardedOptions('options', options);
     this.name = boundedName('name', options.name);
     const responders = validateResponders<S, C>(options.responders);
     const turnPolicy = options.turnPolicy;
+    const turnExpected = 'a turn policy (roundRobin(), broadcast(), addressed()) or a function';
     if (
       typeof turnPolicy !== 'function' &&
       (typeof turnPolicy !== 'object' ||
         turnPolicy === null ||
-        typeof turnPolicy.start !== 'function')
+        typeof readPart('turnPolicy', turnExpected, turnPolicy, 'start') !== 'function')
     ) {
-      fail(
-        'turnPolicy',
-        'a turn policy (roundRobin(), broadcast(), addressed()) or a function',
-        turnPolicy,
-      );
+      fail('turnPolicy', turnExpected, turnPolicy);
     }
     const projection = options.projection;
+    const projectionExpected =
+      'an object with `initial(input)` and `fold(state, message)` functions';
     if (
       typeof projection !== 'object' ||
       projection === null ||
-      typeof projection.initial !== 'function' ||
-      typeof projection.fold !== 'function'
+      typeof readPart('projection', projectionExpected, projection, 'initial') !== 'function' ||
+      typeof readPart('projection', projectionExpected, projection, 'fold') !== 'function'
     ) {
-      fail(
-        'projection',
-        'an object with `initial(input)` and `fold(state, message)` functions',
-        projection,
-      );
+      fail('projection', projectionExpected, projection);
     }
     const termination = options.termination;
+    const terminationExpected = 'a termination policy (maxDispatches(), converged(), anyOf() ...)';
     if (
       typeof termination !== 'object' ||
       termination === null ||
-      typeof termination.start !== 'function'
+      typeof readPart('termination', terminationExpected, termination, 'start') !== 'function'
     ) {
-      fail(
-        'termination',
-        'a termination policy (maxDispatches(), converged(), anyOf() ...)',
-        termination,
-      );
+      fail('termination', terminationExpected, termination);
     }
     if (options.listener !== undefined) isFunction('listener', options.listener);
-    const observers = options.observers ?? [];
-    if (!Array.isArray(observers)) fail('observers', 'an array of observers', observers);
+    const observerList = options.observers ?? [];
+    const observers = readList('observers', 'an array of observers', observerList) as
+      | ConversationObserver<S, C>[]
+      | undefined;
+    if (observers === undefined) fail('observers', 'an array of observers', observerList);
     observers.forEach((o: unknown, i) => {
+      const expected = 'an object with a `startConversation` function';
       if (
         typeof o !== 'object' ||
         o === null ||
-        typeof (o as ConversationObserver).startConversation !== 'function'
+        typeof readPart(`observers[${i}]`, expected, o, 'startConversation') !== 'function'
       ) {
-        fail(`observers[${i}]`, 'an object with a `startConversation` function', o);
+        fail(`observers[${i}]`, expected, o);
       }
     });
     const onResponderError = options.onResponderError ?? 'stop';
@@ -521,24 +522,28 @@ function storedEnding<S, C>(
 }
 
 function validateResponders<S, C>(value: unknown): readonly Responder<S, C>[] {
-  if (!Array.isArray(value) || value.length === 0) {
-    fail('responders', 'a non-empty array of responders', value);
-  }
+  const expected = 'a non-empty array of responders';
+  const list = readList('responders', expected, value);
+  if (list === undefined || list.length === 0) fail('responders', expected, value);
   const seen = new Set<string>();
-  value.forEach((r: unknown, i) => {
+  list.forEach((r: unknown, i) => {
     if (typeof r !== 'object' || r === null)
       fail(`responders[${i}]`, 'an object { name, respond }', r);
-    const { name, respond } = r as Partial<Responder<S, C>>;
+    const { name, respond, provider } = guardedOptions(
+      `responders[${i}]`,
+      r as Partial<Responder<S, C>>,
+      (key) => `responders[${i}].${key}`,
+      'an object { name, respond } that can be read',
+    );
     boundedName(`responders[${i}].name`, name);
     if (typeof respond !== 'function') fail(`responders[${i}].respond`, 'a function', respond);
-    const { provider } = r as Partial<Responder<S, C>>;
     // It becomes `gen_ai.provider.name` on every responder span: the name rule (aws.bedrock fits).
     if (provider !== undefined) boundedName(`responders[${i}].provider`, provider);
     if (seen.has(name as string))
       fail(`responders[${i}].name`, 'a name not used by another responder', name);
     seen.add(name as string);
   });
-  return Object.freeze([...value]);
+  return Object.freeze(list as Responder<S, C>[]);
 }
 
 function validateInput(input: unknown, options: RunOptions): void {

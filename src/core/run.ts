@@ -51,7 +51,7 @@ import {
   unknownResponder,
 } from './errors.ts';
 import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
-import { Observations } from './observations.ts';
+import { lateListenerFailure, Observations } from './observations.ts';
 import type { ConversationEnd, ConversationResume, DispatchInfo } from './observer.ts';
 import {
   CONTINUE,
@@ -1017,7 +1017,14 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     elapsedMs: number,
   ): void {
     try {
-      const returned = listener(state, decision, dispatchCount, elapsedMs);
+      this.#reportListenerError ??= (error: unknown) => this.#listenerFailed(error);
+      const returned = listener(
+        state,
+        decision,
+        dispatchCount,
+        elapsedMs,
+        this.#reportListenerError,
+      );
       if (isThenable(returned)) {
         Promise.resolve(returned).then(undefined, (error: unknown) => this.#listenerFailed(error));
       }
@@ -1026,9 +1033,17 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     }
   }
 
-  /** Observers hear of listener failures while the run lives; the handler always does. */
+  /** The listener's `reportError`, made at its first call. */
+  #reportListenerError: ((error: unknown) => void) | undefined;
+
+  /**
+   * Observers hear of listener failures: while the run lives through its observations, after it
+   * settled (a late rejection) through `onLateListenerError`. The handler always does.
+   */
   #listenerFailed(error: unknown): void {
     if (!this.#settled) this.#observations.listenerFailed(error);
+    else
+      lateListenerFailure(this.#config.observers, this.#config.name, this.#conversationId, error);
     try {
       this.#config.onListenerError(error);
     } catch {

@@ -169,6 +169,12 @@ export type ConversationListener<S, C = unknown> = (
   decision: TerminationDecision,
   dispatchCount: number,
   elapsedMs: number,
+  /**
+   * Reports a failure to `onListenerError` (and the observers) as a throw or a rejection would:
+   * for work the listener hands off instead of returning. The orchestrator always passes it; it
+   * may be called at any time, also after the run settled.
+   */
+  reportError?: (error: unknown) => void,
 ) => unknown;
 
 /** Every way a conversation can end, as the `reason` of its result or error. */

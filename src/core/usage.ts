@@ -38,7 +38,7 @@ function count(field: string, value: unknown): number | undefined {
  * and what came.
  */
 export function readUsage(value: unknown): Usage {
-  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+  if (typeof value !== 'object' || value === null || isArray(value)) {
     refuse('usage', EXPECTED_USAGE, value);
   }
   let inputTokens: unknown;
@@ -72,6 +72,18 @@ export function readUsage(value: unknown): Usage {
     usage.model = model;
   }
   return Object.freeze(usage);
+}
+
+/**
+ * `Array.isArray`, answering true (refused like an array) for a revoked Proxy, which it throws
+ * on: such a value can be neither read nor shown, and `describeValue` says what it is.
+ */
+function isArray(value: object): boolean {
+  try {
+    return Array.isArray(value);
+  } catch {
+    return true;
+  }
 }
 
 /** Running counts of one party (the conversation, one responder, the turn policy). */

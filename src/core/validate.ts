@@ -1,5 +1,5 @@
 /** Construction-time validation: every failure names the option, what was expected and what came. */
-import { describeValue, OrchestratorConfigError } from './errors.ts';
+import { describeCause, describeValue, OrchestratorConfigError } from './errors.ts';
 
 export function fail(option: string, expected: string, value: unknown): never {
   throw new OrchestratorConfigError(
@@ -66,4 +66,103 @@ export function conversationId(option: string, value: unknown): string {
     fail(option, CONVERSATION_ID_EXPECTED, value);
   }
   return value;
+}
+
+/**
+ * Whether `value` is a revoked Proxy: `Array.isArray` throws on one and on nothing else, so this
+ * looks without running any trap of a live Proxy.
+ */
+function isRevokedProxy(value: object): boolean {
+  try {
+    Array.isArray(value);
+    return false;
+  } catch {
+    return true;
+  }
+}
+
+function unreadable(option: string, error: unknown): never {
+  throw new OrchestratorConfigError(
+    `Expected \`${option}\` to be readable, reading it threw: ${describeCause(error)}`,
+  );
+}
+
+/**
+ * The one guarded reader of an options object: a view of `value` through which every option is
+ * read once (a getter runs once, a later read gets what the first one got) and whose reads never
+ * throw an engine error. A getter that throws, or a Proxy whose `get` trap throws, gives an
+ * `OrchestratorConfigError` naming the option (`optionName(key)`); a revoked Proxy as the options
+ * object gives one naming `option` and saying what was `expected`. Only reads (`view.key`, destructuring) go through the guard:
+ * the view is for validating at construction, and what is kept is what was read through it.
+ * A value that is not an object is returned as it is, for the caller's own check to refuse.
+ */
+export function guardedOptions<T>(
+  option: string,
+  value: T,
+  optionName: (key: string) => string = (key) => key,
+  expected = 'an object whose options can be read',
+): T {
+  if ((typeof value !== 'object' && typeof value !== 'function') || value === null) return value;
+  if (isRevokedProxy(value)) fail(option, expected, value);
+  const read = new Map<string | symbol, unknown>();
+  return new Proxy(Object.create(null) as object, {
+    get(_target, key) {
+      if (read.has(key)) return read.get(key);
+      let got: unknown;
+      try {
+        got = Reflect.get(value, key);
+      } catch (error) {
+        unreadable(optionName(String(key)), error);
+      }
+      read.set(key, got);
+      return got;
+    },
+  }) as T;
+}
+
+/**
+ * `value[key]` read inside a guard, for the parts of an option (`turnPolicy.start`,
+ * `responders[0].name`): a throwing getter gives an `OrchestratorConfigError` naming `option`
+ * (the part's path), and a revoked Proxy one naming `owner` and saying what was `expected` of it.
+ * `value` must be an object (or a function).
+ */
+export function readPart(
+  owner: string,
+  expected: string,
+  value: object,
+  key: string,
+  option = `${owner}.${key}`,
+): unknown {
+  try {
+    return (value as Record<string, unknown>)[key];
+  } catch (error) {
+    if (isRevokedProxy(value)) fail(owner, expected, value);
+    unreadable(option, error);
+  }
+}
+
+/**
+ * The elements of an array option, each read once inside a guard, as a plain array; undefined
+ * when `value` is not an array. A revoked Proxy fails as `owner`, an element whose read throws
+ * (a Proxy's trap, a getter) as `owner[i]`.
+ */
+export function readList(owner: string, expected: string, value: unknown): unknown[] | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  if (isRevokedProxy(value)) fail(owner, expected, value);
+  if (!Array.isArray(value)) return undefined;
+  let length: number;
+  try {
+    length = value.length;
+  } catch (error) {
+    unreadable(`${owner}.length`, error);
+  }
+  const elements: unknown[] = [];
+  for (let i = 0; i < length; i++) {
+    try {
+      elements.push(value[i]);
+    } catch (error) {
+      unreadable(`${owner}[${i}]`, error);
+    }
+  }
+  return elements;
 }

@@ -6,7 +6,20 @@
  * its place), and it is reported through the logger, rate-limited per kind of failure.
  */
 import type { Attributes, AttributeValue, DiagLogger } from '@opentelemetry/api';
-import { ERROR_TYPE_OTHER } from './semconv.ts';
+import {
+  ATTR_DECISION_LIMIT,
+  ATTR_DECISION_OBSERVED,
+  ATTR_DECISION_REASON,
+  ATTR_DECISION_TERMINATE,
+  ATTR_DISPATCH_CONTENT,
+  ATTR_DISPATCH_COUNT,
+  ATTR_DISPATCH_DURATION_MS,
+  ATTR_DISPATCH_ELAPSED_MS,
+  ATTR_DISPATCH_USAGE_INPUT_TOKENS,
+  ATTR_DISPATCH_USAGE_OUTPUT_TOKENS,
+  ATTR_GEN_AI_AGENT_NAME,
+  ERROR_TYPE_OTHER,
+} from './semconv.ts';
 
 /** What a content that cannot be read becomes (the failure's class follows the colon). */
 export const UNSERIALISABLE = '[unserialisable content';
@@ -19,6 +32,8 @@ export interface FailureReports {
   readonly stateAttributes: (error: unknown) => void;
   /** A thrown value (a responder's error) could not be read. */
   readonly thrown: (error: unknown) => void;
+  /** `stateAttributes` returned one of the plugin's own event attributes (said once per name). */
+  readonly clash: (key: string) => void;
 }
 
 /**
@@ -65,8 +80,47 @@ export function failureReports(logger: DiagLogger): FailureReports {
       logger,
       'conversation-orchestrator: a thrown value could not be read; it is recorded as what could be',
     ),
+    clash: oncePerName(logger),
   };
 }
+
+/**
+ * A report of each of the plugin's own names that `stateAttributes` tried to set, the first time
+ * only: the names are a fixed set of 11, so this says at most 11 lines in a telemetry's life.
+ */
+function oncePerName(logger: DiagLogger): (key: string) => void {
+  const said = new Set<string>();
+  return (key) => {
+    if (said.has(key)) return;
+    said.add(key);
+    try {
+      logger.warn(
+        `conversation-orchestrator: stateAttributes returned \`${key}\`, an attribute of the plugin's own; the plugin's value is kept and this one dropped (said once)`,
+      );
+    } catch {
+      // A logger that throws must not break what it reports on.
+    }
+  };
+}
+
+/**
+ * Every attribute the plugin may put on a dispatch event itself. A state attribute never takes
+ * one of these names (the plugin's value wins, the clash is reported once) nor their room: the
+ * copy of `stateAttributes` stops early enough that all of them fit under the event limit.
+ */
+export const DISPATCH_EVENT_OWN_ATTRIBUTES: ReadonlySet<string> = new Set([
+  ATTR_DISPATCH_COUNT,
+  ATTR_GEN_AI_AGENT_NAME,
+  ATTR_DISPATCH_ELAPSED_MS,
+  ATTR_DISPATCH_DURATION_MS,
+  ATTR_DECISION_TERMINATE,
+  ATTR_DECISION_REASON,
+  ATTR_DECISION_OBSERVED,
+  ATTR_DECISION_LIMIT,
+  ATTR_DISPATCH_USAGE_INPUT_TOKENS,
+  ATTR_DISPATCH_USAGE_OUTPUT_TOKENS,
+  ATTR_DISPATCH_CONTENT,
+]);
 
 /** The class of a thrown value, never throwing: its `name`, or `_OTHER` for a non-Error. */
 export function errorType(error: unknown): string {
@@ -219,22 +273,38 @@ export function eventAttributeLimit(span: object): number {
 }
 
 /**
+ * How many state attributes a dispatch event on `span` has room for: the event attribute limit
+ * in force less every attribute the plugin may write itself (11), so that the SDK, which keeps
+ * an event's first attributes up to the limit, never drops one of the plugin's.
+ */
+export function stateAttributeRoom(span: object): number {
+  return Math.max(0, eventAttributeLimit(span) - DISPATCH_EVENT_OWN_ATTRIBUTES.size);
+}
+
+/**
  * A copy of `attributes` taken now, at most `limit` keys, each key read inside its own guard (a
  * throwing getter costs its attribute); an object whose keys cannot be listed (an `ownKeys` trap
  * that throws, a revoked Proxy) costs what was not yet copied. The copy matters: the events are
  * written when the conversation ends, and a function that reuses and mutates one object must
- * not rewrite the earlier events.
+ * not rewrite the earlier events. A key in `reserved` is not copied (and takes no room):
+ * `clash` hears of it.
  */
 export function copyAttributes(
   attributes: object,
   limit: number,
   report: (error: unknown) => void,
+  reserved?: ReadonlySet<string>,
+  clash?: (key: string) => void,
 ): Attributes {
   const copy: Attributes = {};
   if (limit <= 0) return copy;
   let copied = 0;
   try {
     for (const key in attributes) {
+      if (reserved?.has(key)) {
+        clash?.(key);
+        continue;
+      }
       try {
         const value = (attributes as Record<string, unknown>)[key];
         copy[key] = (Array.isArray(value) ? value.slice() : value) as AttributeValue;

@@ -9,7 +9,7 @@
 import { type Attributes, type Span, trace } from '@opentelemetry/api';
 import type { ConversationListener } from '../core/types.ts';
 import { boundedName } from '../core/validate.ts';
-import { addExplanation, eventAttributeLimit } from './guard.ts';
+import { addExplanation, stateAttributeRoom } from './guard.ts';
 import { countDispatch, type DispatchRecord } from './metrics.ts';
 import {
   ATTR_CONVERSATION_EVENTS_DROPPED,
@@ -138,7 +138,7 @@ export function telemetryListener<S, C>(
       addExplanation(attributes, decision, ATTR_DECISION_OBSERVED, ATTR_DECISION_LIMIT);
       events.add(
         span,
-        { ...attributes, ...safeAttributes(settings, state, eventAttributeLimit(span)) },
+        { ...attributes, ...safeAttributes(settings, state, stateAttributeRoom(span)) },
         performance.timeOrigin + performance.now(),
       );
       if (decision.terminate) events.flush(span);

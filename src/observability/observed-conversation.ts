@@ -29,9 +29,9 @@ import {
   addExplanation,
   errorMessage,
   errorType,
-  eventAttributeLimit,
   exceptionRecord,
   messageContent,
+  stateAttributeRoom,
 } from './guard.ts';
 import type { OrchestratorRecord, ResponderSlots } from './metrics.ts';
 import {
@@ -230,8 +230,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       ? new DispatchEvents(settings.maxDispatchEvents, this.#withExtras, settings.eventStorage)
       : undefined;
     this.#stateAttributes = recording ? settings.stateAttributes : undefined;
-    this.#attributeLimit =
-      this.#stateAttributes === undefined ? 0 : eventAttributeLimit(this.#span);
+    this.#attributeLimit = this.#stateAttributes === undefined ? 0 : stateAttributeRoom(this.#span);
     this.#lastMessage = start.input;
     this.#traceId =
       settings.exemplars && (spanContext.traceFlags & TraceFlags.SAMPLED) !== 0

@@ -121,6 +121,15 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
   }
 
   /**
+   * A listener of orchestrator `orchestrator` failed after its conversation ended: counted in
+   * `orchestrator_listener_errors_total` like one that failed while it ran.
+   */
+  onLateListenerError(_error: unknown, orchestrator: string): void {
+    const metrics = this.#settings.metrics;
+    if (metrics !== undefined) metrics.listenerFailed(metrics.orchestrator(orchestrator));
+  }
+
+  /**
    * The plugin as a plain `ConversationListener` (the seed's SPI), for an orchestrator built
    * without `observers`. `name` is the orchestrator label (validated like an orchestrator's
    * name). It counts dispatches (the responder label is the sender of the state's last message),

@@ -29,8 +29,10 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
    * Attributes of the state added to every dispatch event (the spread of the desks' quotes, say).
    * Called once per dispatch while the span is recording; keep it cheap and the values small.
    * The returned values are copied at once, so reusing one object between calls is safe; at most
-   * the span's event attribute limit (the SDK's `attributePerEventCountLimit`, default 128) is
-   * copied, and a key whose read throws is left out.
+   * the span's event attribute limit (the SDK's `attributePerEventCountLimit`, default 128) less
+   * the 11 attributes the plugin may write itself is copied (117 by default), a key whose read
+   * throws is left out, and a key named like one of the plugin's own (`conversation.dispatch.count`,
+   * `gen_ai.agent.name` …) is left out, the clash reported once per name through `logger`.
    * @default undefined (none)
    * @example (state) => ({ 'desks.spread': spread(state.projection) })
    */

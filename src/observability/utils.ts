@@ -4,7 +4,7 @@ import { describeValue } from '../core/errors.ts';
 import type { ConversationState } from '../core/types.ts';
 import { fail } from '../core/validate.ts';
 import type { StoragePool } from './dispatch-events.ts';
-import { copyAttributes, type FailureReports } from './guard.ts';
+import { copyAttributes, DISPATCH_EVENT_OWN_ATTRIBUTES, type FailureReports } from './guard.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
 
 /** The resolved options, shared by a telemetry and its conversations. */
@@ -27,8 +27,9 @@ export interface Settings<S, C> {
 }
 
 /**
- * `stateAttributes(state)` as a copy taken now (at most `limit` keys: the event attribute limit
- * in force), or undefined if it throws or returns no object; every failure, reading included, is
+ * `stateAttributes(state)` as a copy taken now (at most `limit` keys: the room the event
+ * attribute limit in force leaves beside the plugin's own attributes, whose names it never
+ * takes), or undefined if it throws or returns no object; every failure, reading included, is
  * reported through the logger, rate-limited.
  */
 export function safeAttributes<S, C>(
@@ -58,7 +59,13 @@ export function safeAttributes<S, C>(
     );
     return undefined;
   }
-  return copyAttributes(attributes, limit, report);
+  return copyAttributes(
+    attributes,
+    limit,
+    report,
+    DISPATCH_EVENT_OWN_ATTRIBUTES,
+    settings.reports.clash,
+  );
 }
 
 /** Validated bucket bounds, or the default. */

@@ -14,7 +14,13 @@ import {
   type TerminationPolicy,
 } from '../core/policy.ts';
 import type { ConversationState, TerminationDecision } from '../core/types.ts';
-import { fail, nonNegativeNumber, positiveInteger, positiveNumber } from '../core/validate.ts';
+import {
+  fail,
+  guardedOptions,
+  nonNegativeNumber,
+  positiveInteger,
+  positiveNumber,
+} from '../core/validate.ts';
 import { warnUnsaved } from '../core/warnings.ts';
 
 /**
@@ -86,7 +92,11 @@ export interface TokenBudgetOptions {
 export function tokenBudget<S, C = unknown>(options: TokenBudgetOptions): TerminationPolicy<S, C> {
   if (typeof options !== 'object' || options === null)
     fail('tokenBudget(options)', 'an object { total?, input?, output? }', options);
-  const { total, input, output } = options;
+  const { total, input, output } = guardedOptions(
+    'tokenBudget(options)',
+    options,
+    (key) => `tokenBudget({ ${key} })`,
+  );
   if (total === undefined && input === undefined && output === undefined) {
     fail('tokenBudget(options)', 'at least one of `total`, `input`, `output`', options);
   }
@@ -157,6 +167,7 @@ export function converged<S, C = unknown>(
 ): TerminationPolicy<S, C> {
   if (typeof options !== 'object' || options === null)
     fail('converged(options)', 'an object', options);
+  options = guardedOptions('converged(options)', options, (key) => `converged({ ${key} })`);
   if (typeof options.measure !== 'function')
     fail('converged({ measure })', 'a function', options.measure);
   const tolerance = nonNegativeNumber('converged({ tolerance })', options.tolerance);

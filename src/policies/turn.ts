@@ -62,7 +62,8 @@ export function broadcast<S, C = unknown>(): TurnPolicy<S, C> {
 /** Options of `addressed()`. */
 export interface AddressedOptions {
   /**
-   * Also read `@name` mentions from string content when a message has no `recipients`.
+   * Also read `@name` mentions from string content when a message has no `recipients` (what a
+   * mention is: see `addressed()`).
    * @default true
    */
   readonly mentions?: boolean;
@@ -71,6 +72,22 @@ export interface AddressedOptions {
 /**
  * The message names who answers: its `recipients`, else `@name` mentions in string content.
  * A message that names nobody is answered by nobody. Unknown names fail the run clearly.
+ *
+ * A mention is an `@` that starts the text or follows a character that cannot be part of a name
+ * (anything but ASCII letters, digits, `_`, `.`, `:` and `-`: a space, `(`, `,` …), followed by
+ * the whole of a responder's name, followed by the end of the text or a character that cannot
+ * be part of a name, where a run of `.` and `:` just after the name counts as punctuation
+ * ending the sentence when what follows the run cannot be part of a name either. When several
+ * names fit at one `@` (`bob` and `bob.`), the longest is meant. Names are matched exactly
+ * (case included); each responder answers once, in construction order, however often it is
+ * mentioned. With responders `bob`, `bob.smith` and `carol`:
+ * - `"hi @bob, and @carol."` selects `bob` and `carol`
+ * - `"hi @bob.smith"` selects `bob.smith` only, `"@bob: please"` and `"ask @bob..."` select `bob`
+ * - `"mail it to carol@bob.example.com"` selects nobody (the `@` follows a name character, and
+ *   `bob.example.com` is not a name), nor does `"@bobby"` or `"@bob-2"`
+ *
+ * Each `@` costs one look at the name that follows it (names are at most 64 characters), so a
+ * 9 MB content is read once.
  */
 export function addressed<S, C = unknown>(options: AddressedOptions = {}): TurnPolicy<S, C> {
   const mentions = options.mentions ?? true;
@@ -80,23 +97,57 @@ export function addressed<S, C = unknown>(options: AddressedOptions = {}): TurnP
     stateless: true,
     start(responders) {
       const names = responders.map((r) => r.name);
+      const known = new Set(names);
       return (message) => {
         if (message.recipients !== undefined) return message.recipients;
         if (!mentions || typeof message.content !== 'string') return NONE;
-        const content = message.content;
-        return names.filter((name) => mentionIndex(content, name) >= 0);
+        const mentioned = mentionedNames(message.content, known);
+        if (mentioned.size === 0) return NONE;
+        return names.filter((name) => mentioned.has(name));
       };
     },
   };
 }
 
-function mentionIndex(content: string, name: string): number {
-  let at = content.indexOf(`@${name}`);
-  while (at >= 0) {
-    const after = content.charCodeAt(at + name.length + 1);
-    // `@bob` must not match `@bobby`.
-    if (Number.isNaN(after) || !/[A-Za-z0-9_-]/.test(String.fromCharCode(after))) return at;
-    at = content.indexOf(`@${name}`, at + 1);
+/**
+ * An `@` not preceded by a name character (the name rule's: ASCII letters, digits, `_.:-`), and
+ * the longest run of name characters after it.
+ */
+const MENTION = /(?<![A-Za-z0-9_.:-])@([A-Za-z0-9_.:-]+)/g;
+/** The longest a responder name can be (the name rule). */
+const MAX_NAME = 64;
+
+/** The names of `known` that `content` mentions (see `addressed()`). */
+function mentionedNames(content: string, known: ReadonlySet<string>): Set<string> {
+  const mentioned = new Set<string>();
+  if (!content.includes('@')) return mentioned;
+  for (const match of content.matchAll(MENTION)) {
+    const run = match[1] as string;
+    // The run is the name, then perhaps `.` and `:` ending a sentence: try the longest first.
+    let end = Math.min(run.length, MAX_NAME);
+    if (end < run.length && !isPunctuation(run, end, run.length)) continue;
+    while (end > 0) {
+      const name = run.slice(0, end);
+      if (known.has(name)) {
+        mentioned.add(name);
+        break;
+      }
+      const last = run.charCodeAt(end - 1);
+      if (last !== DOT && last !== COLON) break;
+      end--;
+    }
   }
-  return -1;
+  return mentioned;
+}
+
+const DOT = 0x2e;
+const COLON = 0x3a;
+
+/** Whether `text[from, to)` is only `.` and `:`. */
+function isPunctuation(text: string, from: number, to: number): boolean {
+  for (let i = from; i < to; i++) {
+    const c = text.charCodeAt(i);
+    if (c !== DOT && c !== COLON) return false;
+  }
+  return true;
 }

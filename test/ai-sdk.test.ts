@@ -1,0 +1,170 @@
+/**
+ * The AI SDK (`ai` 6.x, its test model from `ai/test`) with the orchestrator: `usageFromAiSdk`
+ * turns a call's usage into a report, and the SDK's `experimental_telemetry` spans nest under the
+ * responder's `invoke_agent` span.
+ */
+import { generateText } from 'ai';
+import { MockLanguageModelV3 } from 'ai/test';
+import { afterEach, describe, expect, it } from 'vitest';
+import {
+  ConversationOrchestrator,
+  maxDispatches,
+  type Responder,
+  roundRobin,
+  usageFromAiSdk,
+} from '../src/index.ts';
+import { createConversationTelemetry } from '../src/observability/index.ts';
+import { memoryTracing, restoreTracing } from './helpers/tracing.ts';
+
+afterEach(restoreTracing);
+
+/** The AI SDK's test model, answering `text` with the token counts given (undefined: unknown). */
+function model(
+  modelId: string,
+  tokens: { input?: number; cacheRead?: number; output?: number; reasoning?: number },
+) {
+  return new MockLanguageModelV3({
+    provider: 'mock',
+    modelId,
+    doGenerate: async () => ({
+      content: [{ type: 'text', text: 'ok' }],
+      finishReason: { unified: 'stop', raw: 'stop' },
+      usage: {
+        inputTokens: {
+          total: tokens.input,
+          noCache: undefined,
+          cacheRead: tokens.cacheRead,
+          cacheWrite: undefined,
+        },
+        outputTokens: { total: tokens.output, text: undefined, reasoning: tokens.reasoning },
+      },
+      warnings: [],
+    }),
+  });
+}
+
+/** An agent calling `m` once per turn and reporting what it spent. */
+function agent(name: string, m: MockLanguageModelV3): Responder<number, string> {
+  return {
+    name,
+    provider: 'mock',
+    respond: async (_message, _state, context) => {
+      const result = await generateText({
+        model: m,
+        prompt: 'go',
+        abortSignal: context.signal,
+        experimental_telemetry: { isEnabled: true, functionId: name },
+      });
+      context.reportUsage(usageFromAiSdk(result.usage, m.modelId));
+      return { sender: name, content: result.text };
+    },
+  };
+}
+
+const conversation = (responders: Responder<number, string>[], dispatches: number) =>
+  new ConversationOrchestrator<number, string>({
+    name: 'llm',
+    responders,
+    turnPolicy: roundRobin(),
+    projection: { initial: () => 0, fold: (n) => n + 1 },
+    termination: maxDispatches(dispatches),
+  });
+
+describe('usageFromAiSdk', () => {
+  it('reports what the AI SDK counted: input, output, cache reads, reasoning and the model', async () => {
+    const result = await conversation(
+      [agent('a', model('small', { input: 180, cacheRead: 20, output: 40, reasoning: 8 }))],
+      2,
+    ).run({ sender: 'user', content: 'go' });
+    expect(result.usage).toEqual({
+      inputTokens: 360,
+      outputTokens: 80,
+      cacheReadInputTokens: 40,
+      reasoningOutputTokens: 16,
+      byResponder: {
+        a: {
+          inputTokens: 360,
+          outputTokens: 80,
+          cacheReadInputTokens: 40,
+          reasoningOutputTokens: 16,
+        },
+      },
+    });
+  });
+
+  it('leaves out what the provider did not count', async () => {
+    const m = model('bare', { output: 5 });
+    const { usage } = await generateText({ model: m, prompt: 'go' });
+    expect(usageFromAiSdk(usage, 'bare')).toEqual({ model: 'bare', outputTokens: 5 });
+    expect(usageFromAiSdk(usage)).toEqual({ outputTokens: 5 });
+  });
+
+  it('reads the flat fields of ai 5.x when the details are absent', () => {
+    expect(
+      usageFromAiSdk({
+        inputTokens: 10,
+        outputTokens: 2,
+        cachedInputTokens: 4,
+        reasoningTokens: 1,
+      }),
+    ).toEqual({
+      inputTokens: 10,
+      outputTokens: 2,
+      cacheReadInputTokens: 4,
+      reasoningOutputTokens: 1,
+    });
+  });
+
+  it('lets reportUsage refuse a count that is not a non-negative integer, naming the field', async () => {
+    let thrown: unknown;
+    const bad: Responder<number, string> = {
+      name: 'bad',
+      respond: (_m, _s, context) => {
+        try {
+          context.reportUsage(usageFromAiSdk({ inputTokens: Number.NaN }));
+        } catch (error) {
+          thrown = error;
+        }
+        return undefined;
+      },
+    };
+    await conversation([bad], 1).run({ sender: 'user', content: 'go' });
+    expect((thrown as Error).message).toBe(
+      'Expected `usage.inputTokens` to be a non-negative integer, got `NaN` (number)',
+    );
+  });
+});
+
+describe('the AI SDK’s experimental_telemetry spans', () => {
+  it('nest under the responder’s invoke_agent span, itself under the conversation', async () => {
+    const { exporter } = memoryTracing();
+    const telemetry = createConversationTelemetry<number, string>({ responderSpans: true });
+    const o = new ConversationOrchestrator<number, string>({
+      name: 'llm',
+      responders: [agent('planner', model('small', { input: 10, output: 2 }))],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (n) => n + 1 },
+      termination: maxDispatches(2),
+      observers: [telemetry],
+    });
+    await o.run({ sender: 'user', content: 'go' });
+    const spans = exporter.getFinishedSpans();
+    const byId = new Map(spans.map((s) => [s.spanContext().spanId, s]));
+    /** Each span's name with its ancestors', innermost last. */
+    const path = (span: (typeof spans)[number]): string => {
+      const parent = byId.get(span.parentSpanContext?.spanId ?? '');
+      return parent === undefined ? span.name : `${path(parent)} > ${span.name}`;
+    };
+    expect(spans.map(path).sort()).toEqual([
+      'invoke_workflow llm',
+      'invoke_workflow llm > invoke_agent planner',
+      'invoke_workflow llm > invoke_agent planner',
+      'invoke_workflow llm > invoke_agent planner > ai.generateText',
+      'invoke_workflow llm > invoke_agent planner > ai.generateText',
+      'invoke_workflow llm > invoke_agent planner > ai.generateText > ai.generateText.doGenerate',
+      'invoke_workflow llm > invoke_agent planner > ai.generateText > ai.generateText.doGenerate',
+    ]);
+    const traceIds = new Set(spans.map((s) => s.spanContext().traceId));
+    expect(traceIds.size).toBe(1);
+  });
+});
