@@ -56,7 +56,10 @@ export interface Collector {
 const OPENMETRICS = 'application/openmetrics-text';
 
 /** What `collector.get()` answers: its identity and `values`. */
-export function collected(collector: Omit<Collector, 'get'>, values: CollectedValue[]): CollectedMetric {
+export function collected(
+  collector: Omit<Collector, 'get'>,
+  values: CollectedValue[],
+): CollectedMetric {
   return {
     name: collector.name,
     help: collector.help,
