@@ -7,7 +7,6 @@
 import type { ConversationStore, StoreStats } from '../core/store.ts';
 import { fail, positiveInteger, positiveNumber } from '../core/validate.ts';
 import type { Series } from './collected-counter.ts';
-import { CollectedCounter } from './collected-counter.ts';
 import {
   asRegistry,
   assertFree,
@@ -74,12 +73,12 @@ interface Reading {
 
 /** A gauge collector whose values come from the shared read. */
 class StoreGauge implements Collector {
-  readonly type = 'gauge' as const;
   readonly aggregator = 'sum' as const;
   constructor(
     public name: string,
     readonly help: string,
     private readonly values: () => Promise<CollectedValue[]>,
+    readonly type: 'gauge' | 'counter' = 'gauge',
   ) {}
 
   async get(): Promise<CollectedMetric> {
@@ -171,11 +170,15 @@ export class StoreMetrics {
           }));
         },
       ),
-      new CollectedCounter(
+      // Read after the scrape's store read settled: a read failing in this scrape counts in it.
+      new StoreGauge(
         METRIC_STORE_READ_FAILURES,
         'Scrape-time reads of the store that failed or did not answer within timeoutMs.',
+        async () => {
+          await this.#reading;
+          return [{ value: failures.count, labels: failures.labels }];
+        },
         'counter',
-        () => [failures],
       ),
     ];
     this.#names = collectors.map((c) => c.name);
