@@ -3,7 +3,7 @@
  * turns a call's usage into a report, and the SDK's `experimental_telemetry` spans nest under the
  * responder's `invoke_agent` span.
  */
-import { generateText } from 'ai';
+import { generateText, simulateReadableStream, streamText } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -166,5 +166,67 @@ describe('the AI SDK’s experimental_telemetry spans', () => {
     ]);
     const traceIds = new Set(spans.map((s) => s.spanContext().traceId));
     expect(traceIds.size).toBe(1);
+  });
+});
+
+describe('streaming a model’s tokens while a dispatch runs', () => {
+  it('hands each token to the app as it comes, then the answer and its usage to the loop', async () => {
+    const streaming = new MockLanguageModelV3({
+      provider: 'mock',
+      modelId: 'streamer',
+      doStream: async () => ({
+        stream: simulateReadableStream({
+          chunks: [
+            { type: 'text-start' as const, id: 't' },
+            ...['Cache ', 'for ', '5 s.'].map((delta) => ({
+              type: 'text-delta' as const,
+              id: 't',
+              delta,
+            })),
+            { type: 'text-end' as const, id: 't' },
+            {
+              type: 'finish' as const,
+              finishReason: { unified: 'stop' as const, raw: 'stop' },
+              usage: {
+                inputTokens: {
+                  total: 12,
+                  noCache: 12,
+                  cacheRead: undefined,
+                  cacheWrite: undefined,
+                },
+                outputTokens: { total: 3, text: 3, reasoning: undefined },
+              },
+            },
+          ],
+        }),
+      }),
+    });
+    // What a page or a log would show: each token as it comes, then each finished dispatch.
+    const seen: string[] = [];
+    const writer: Responder<string, string> = {
+      name: 'writer',
+      respond: async (_message, _state, context) => {
+        const result = streamText({ model: streaming, prompt: 'go', abortSignal: context.signal });
+        for await (const token of result.textStream) seen.push(`token ${token}`);
+        context.reportUsage(usageFromAiSdk(await result.usage, 'streamer'));
+        return { sender: 'writer', content: await result.text };
+      },
+    };
+    const o = new ConversationOrchestrator<string, string>({
+      name: 'stream',
+      responders: [writer],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => '', fold: (_s, m) => m.content },
+      termination: maxDispatches(1),
+      listener: (state, _d, n) => seen.push(`dispatch ${n}: ${state.projection}`),
+    });
+    const result = await o.run({ sender: 'user', content: 'go' });
+    expect(seen).toEqual([
+      'token Cache ',
+      'token for ',
+      'token 5 s.',
+      'dispatch 1: Cache for 5 s.',
+    ]);
+    expect(result.usage.byResponder.writer).toEqual({ inputTokens: 12, outputTokens: 3 });
   });
 });

@@ -101,3 +101,34 @@ describe('the lifecycle SPI', () => {
     expect(result.state.projection).toBe(55);
   });
 });
+
+describe('a listener failure after the run settled', () => {
+  it('reaches the observer’s onLateListenerError, never a hook of the ended observation', async () => {
+    const heard: string[] = [];
+    const observer: ConversationObserver<number, number> = {
+      startConversation: () => ({
+        onListenerError: (error) => heard.push(`observation: ${(error as Error).message}`),
+        onConversationEnd: () => heard.push('end'),
+      }),
+      onLateListenerError: (error, orchestrator, conversationId) =>
+        heard.push(`late: ${(error as Error).message} ${orchestrator} ${conversationId}`),
+    };
+    let rejectLate: (() => void) | undefined;
+    await counterOrchestrator({
+      observers: [observer],
+      termination: maxDispatches(2),
+      // A turn of the event loop after each dispatch: the first rejection lands while it runs.
+      yieldIntervalMs: 0,
+      onListenerError: () => {},
+      listener: (_s, _d, n) =>
+        n === 1
+          ? Promise.reject(new Error('early'))
+          : new Promise((_resolve, reject) => {
+              rejectLate = () => reject(new Error('late'));
+            }),
+    }).run({ sender: 'user', content: 0 }, { conversationId: 'c-7' });
+    rejectLate?.();
+    await new Promise((r) => setImmediate(r));
+    expect(heard).toEqual(['observation: early', 'end', 'late: late counter c-7']);
+  });
+});

@@ -17,9 +17,19 @@ export interface AiSdkUsage {
   /** Output (completion) tokens in total, reasoning included. */
   readonly outputTokens?: number | undefined;
   /** `ai` 6.x: the input tokens by kind. */
-  readonly inputTokenDetails?: { readonly cacheReadTokens?: number | undefined } | undefined;
+  readonly inputTokenDetails?:
+    | {
+        /** Cached input tokens read. */
+        readonly cacheReadTokens?: number | undefined;
+      }
+    | undefined;
   /** `ai` 6.x: the output tokens by kind. */
-  readonly outputTokenDetails?: { readonly reasoningTokens?: number | undefined } | undefined;
+  readonly outputTokenDetails?:
+    | {
+        /** Reasoning tokens (part of `outputTokens`). */
+        readonly reasoningTokens?: number | undefined;
+      }
+    | undefined;
   /** `ai` 5.x (deprecated in 6.x): cached input tokens read. */
   readonly cachedInputTokens?: number | undefined;
   /** `ai` 5.x (deprecated in 6.x): reasoning tokens. */
