@@ -2,7 +2,15 @@ import { readFileSync } from 'node:fs';
 import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Message, maxDispatches, tokenBudget } from '../src/index.ts';
+import {
+  ConversationOrchestrator,
+  createMemoryStore,
+  type Message,
+  maxDispatches,
+  roundRobin,
+  suspend,
+  tokenBudget,
+} from '../src/index.ts';
 import {
   createConversationSampler,
   createConversationTelemetry,
@@ -125,6 +133,42 @@ async function exercise() {
     ],
     termination: maxDispatches(3),
   }).run({ sender: 'u', content: 0 });
+  // A durable conversation (on a registry of its own: the durable metrics have their table): it
+  // suspends, resumes, and its holder stalls past its lease, so another run takes it over (a
+  // crash, as far as the store can tell).
+  let clock = Date.now();
+  let stalled = true;
+  let asked = false;
+  const durable = new ConversationOrchestrator<number, number>({
+    name: 'durable',
+    store: createMemoryStore({ now: () => clock }),
+    observers: [createConversationTelemetry({ registry: new Registry(), tracer })],
+    responders: [
+      {
+        name: 'd',
+        respond: (m) => {
+          if (m.content === 1 && !asked) {
+            asked = true;
+            return suspend('ok?');
+          }
+          if (m.content === 3 && stalled) return new Promise<never>(() => {});
+          return { sender: 'd', content: m.content + 1 };
+        },
+      },
+    ],
+    turnPolicy: roundRobin(),
+    projection: { initial: () => 0, fold: (_n, m) => m.content },
+    termination: maxDispatches(5),
+  });
+  await durable.run({ sender: 'u', content: 0 }, { conversationId: 'durable-1' });
+  const stalledRun = durable.resume('durable-1', { input: { sender: 'p', content: 1 } });
+  stalledRun.catch(() => {});
+  // Its dispatches 2 and 3 are committed, then it waits on a call that never answers.
+  await new Promise((r) => setTimeout(r, 50));
+  stalled = false;
+  clock += 3_600_000;
+  await durable.resume('durable-1');
+  await stalledRun.catch(() => {});
   return { registry, spans: exporter.getFinishedSpans() };
 }
 

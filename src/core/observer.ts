@@ -29,6 +29,11 @@ export interface ConversationStart<C = unknown> {
   /** `performance.timeOrigin + performance.now()` at the start, in milliseconds. */
   readonly startTimeMs: number;
   /**
+   * The orchestrator's store's `name` (`memory`, `sqlite` …) when it has one: the conversation is
+   * durable, and may go on in later segments (`resumed`). Undefined without a store.
+   */
+  readonly store?: string | undefined;
+  /**
    * Set when this start continues a stored conversation (`resume()`, `recover()`): a later
    * segment of the same conversation. `input` is then the conversation's original input.
    */

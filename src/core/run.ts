@@ -367,6 +367,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
               responders: config.responderNames,
               providers: config.providers,
               startTimeMs: performance.timeOrigin + now,
+              store: this.#durable?.store.name,
             },
             this.#segment === undefined ? undefined : this.#resumeInfo(restored),
           );

@@ -1,5 +1,6 @@
 export {
   BUILT_IN_REASONS,
+  DEFAULT_CHECKPOINT_DURATION_BUCKETS,
   DEFAULT_CONVERSATION_DISPATCH_BUCKETS,
   DEFAULT_CONVERSATION_DURATION_BUCKETS,
   DEFAULT_CONVERSATION_TOKEN_BUCKETS,
@@ -21,5 +22,10 @@ export type {
   StartedSpan,
 } from './sampling/types.ts';
 export * as semconv from './semconv.ts';
+export {
+  createStoreMetrics,
+  StoreMetrics,
+  type StoreMetricsOptions,
+} from './store-metrics.ts';
 export { ConversationTelemetry, createConversationTelemetry } from './telemetry.ts';
 export type { TelemetryOptions } from './types.ts';

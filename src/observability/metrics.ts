@@ -11,22 +11,29 @@ import { CollectedHistogram, type HistogramSeries } from './dispatch-histogram.t
 import { assertFree, type PrometheusRegistry, registerCollector } from './registry.ts';
 import {
   EXEMPLAR_TRACE_ID,
+  LABEL_CAUSE,
   LABEL_MODEL,
   LABEL_ORCHESTRATOR,
   LABEL_REASON,
   LABEL_RESPONDER,
+  LABEL_STORE,
   LABEL_TOKEN_TYPE,
+  METRIC_CHECKPOINT_DURATION,
+  METRIC_CHECKPOINT_FAILURES,
   METRIC_CONVERSATION_DISPATCHES,
   METRIC_CONVERSATION_DURATION,
   METRIC_CONVERSATION_TOKENS,
   METRIC_CONVERSATIONS_ENDED,
   METRIC_CONVERSATIONS_IN_PROGRESS,
+  METRIC_CONVERSATIONS_RESUMED,
   METRIC_CONVERSATIONS_STARTED,
   METRIC_DISPATCH_DURATION,
   METRIC_DISPATCHES,
+  METRIC_LEASE_CONFLICTS,
   METRIC_LISTENER_ERRORS,
   METRIC_RESPONDER_DEADLINES,
   METRIC_RESPONDER_ERRORS,
+  METRIC_RESPONDER_REINVOCATIONS,
   METRIC_TOKENS,
   MODEL_NONE,
   OVERFLOW_LABEL_VALUE,
@@ -53,6 +60,15 @@ export const DEFAULT_CONVERSATION_TOKEN_BUCKETS = [
 /** Dispatches per conversation. */
 export const DEFAULT_CONVERSATION_DISPATCH_BUCKETS = [
   1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 100000, 1000000,
+] as const;
+
+/**
+ * One checkpoint commit, in seconds: an in-memory store's microseconds to a remote database's
+ * hundreds of milliseconds, up to the default `storeTimeoutMs` (5 s).
+ */
+export const DEFAULT_CHECKPOINT_DURATION_BUCKETS = [
+  0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
+  0.5, 1, 2.5, 5,
 ] as const;
 
 /** Reasons the library itself produces: always their own label value. */
@@ -104,6 +120,8 @@ export interface DispatchRecord extends Kept {
   errors: Series | undefined;
   /** Conversations the dispatch deadline ended while this responder ran; created at the first. */
   deadlines: Series | undefined;
+  /** Invocations run again after a crash (attempt > 1); created at the first. */
+  reinvocations: Series | undefined;
 }
 
 function dispatchRecord(
@@ -115,6 +133,7 @@ function dispatchRecord(
     duration,
     errors: undefined,
     deadlines: undefined,
+    reinvocations: undefined,
     read: () => duration.tally,
     zero: () => {
       duration.counts[duration.tallyAt] = 0;
@@ -162,7 +181,28 @@ export interface OrchestratorRecord {
   readonly tokens: Map<string, TokenRecord>;
   /** Set by `release`: the record no longer reaches the registry. */
   released: boolean;
+  /** Durable conversations: resumes by cause (created at the first). */
+  readonly resumed: Map<string, Series>;
+  /** Durable conversations: commits by store label (created at the first). */
+  readonly checkpoints: Map<string, CheckpointRecord>;
+  /** Durable conversations: refused commits and renewals (created at the first). */
+  leaseConflicts: Series | undefined;
 }
+
+/** The commits of one (orchestrator, store). */
+export interface CheckpointRecord {
+  readonly duration: HistogramSeries;
+  readonly failures: Series;
+}
+
+/** The metrics of durable conversations: registered at the first conversation with a store. */
+const DURABLE_METRIC_NAMES = [
+  METRIC_RESPONDER_REINVOCATIONS,
+  METRIC_CONVERSATIONS_RESUMED,
+  METRIC_CHECKPOINT_DURATION,
+  METRIC_CHECKPOINT_FAILURES,
+  METRIC_LEASE_CONFLICTS,
+] as const;
 
 /**
  * The records of an orchestrator's responders, by index, filled when a responder first
@@ -219,7 +259,12 @@ export class OrchestratorMetrics {
   readonly #maxReasons: number;
   readonly #logger: DiagLogger;
   /** Each cap is said once per registry, when it is first reached. */
-  readonly #warned = new Set<'orchestrators' | 'responders' | 'reasons' | 'models'>();
+  readonly #warned = new Set<'orchestrators' | 'responders' | 'reasons' | 'models' | 'durable'>();
+  /**
+   * The checkpoint histogram, once the durable metrics are registered (at the first durable
+   * conversation); `null` when their names were taken on the registry (said once).
+   */
+  #checkpointDuration: CollectedHistogram | null | undefined;
 
   /** Whether this set is still what `registry` holds (`registry.clear()` empties it). */
   isRegisteredOn(registry: PrometheusRegistry): boolean {
@@ -373,6 +418,9 @@ export class OrchestratorMetrics {
       byNames: new WeakMap(),
       tokens: new Map(),
       released: false,
+      resumed: new Map(),
+      checkpoints: new Map(),
+      leaseConflicts: undefined,
     };
     this.#orchestrators.set(name, record);
     for (const reason of INITIALIZED_REASONS) this.#end(record, reason);
@@ -398,7 +446,136 @@ export class OrchestratorMetrics {
       if (end.dispatches !== undefined) this.#conversationDispatches.remove(end.dispatches);
       if (end.tokens !== undefined) this.#conversationTokens.remove(end.tokens);
     }
+    for (const checkpoint of record.checkpoints.values()) {
+      this.#checkpointDuration?.remove(checkpoint.duration);
+    }
     return true;
+  }
+
+  /**
+   * Registers the metrics of durable conversations on the registry, at the first conversation
+   * with a store (a process without one exposes none of them).
+   * @returns whether they are registered (false: a name was taken by another library, said once)
+   */
+  durable(): boolean {
+    if (this.#checkpointDuration !== undefined) return this.#checkpointDuration !== null;
+    const orchestrators = this.#orchestrators;
+    const each = <T>(pick: (o: OrchestratorRecord) => Iterable<T>) =>
+      function* (): Generator<T> {
+        for (const o of orchestrators.values()) yield* pick(o);
+      };
+    const duration = new CollectedHistogram(
+      METRIC_CHECKPOINT_DURATION,
+      'Duration of one checkpoint commit (the store call), by store.',
+      [LABEL_ORCHESTRATOR, LABEL_STORE],
+      [...DEFAULT_CHECKPOINT_DURATION_BUCKETS],
+      EXEMPLAR_TRACE_ID,
+    );
+    try {
+      assertFree(this.registry, DURABLE_METRIC_NAMES);
+      registerCollector(
+        this.registry,
+        new CollectedCounter(
+          METRIC_RESPONDER_REINVOCATIONS,
+          'Responder invocations run again after a crash (attempt > 1): the call in flight when a worker died.',
+          'counter',
+          each(function* (o) {
+            for (const r of o.responders.values()) {
+              if (r.reinvocations !== undefined) yield r.reinvocations;
+            }
+          }),
+        ),
+      );
+      registerCollector(
+        this.registry,
+        new CollectedCounter(
+          METRIC_CONVERSATIONS_RESUMED,
+          'Conversations resumed, by cause (crash, suspend, handoff).',
+          'counter',
+          each((o) => o.resumed.values()),
+        ),
+      );
+      duration.register(this.registry);
+      registerCollector(
+        this.registry,
+        new CollectedCounter(
+          METRIC_CHECKPOINT_FAILURES,
+          'Checkpoint commits that failed (the store threw or did not answer in time), by store.',
+          'counter',
+          each(function* (o) {
+            for (const c of o.checkpoints.values()) yield c.failures;
+          }),
+        ),
+      );
+      registerCollector(
+        this.registry,
+        new CollectedCounter(
+          METRIC_LEASE_CONFLICTS,
+          'Commits or lease renewals refused because another process holds the conversation.',
+          'counter',
+          each(function* (o) {
+            if (o.leaseConflicts !== undefined) yield o.leaseConflicts;
+          }),
+        ),
+      );
+      this.#checkpointDuration = duration;
+      return true;
+    } catch (error) {
+      this.#checkpointDuration = null;
+      this.#warnOnce(
+        'durable',
+        `conversation-orchestrator: the metrics of durable conversations could not be registered (${error instanceof Error ? error.message : String(error)}); they are not recorded on this registry`,
+      );
+      return false;
+    }
+  }
+
+  /** A durable conversation resumed (`cause`: crash, suspend or handoff). */
+  resumed(orchestrator: OrchestratorRecord, cause: string): void {
+    let record = orchestrator.resumed.get(cause);
+    if (record === undefined) {
+      record = series({ [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_CAUSE]: cause });
+      orchestrator.resumed.set(cause, record);
+    }
+    record.count++;
+  }
+
+  /** One commit attempt to store `store`: its duration, and whether it failed. */
+  checkpointed(
+    orchestrator: OrchestratorRecord,
+    store: string,
+    seconds: number,
+    failed: boolean,
+  ): void {
+    const histogram = this.#checkpointDuration;
+    if (histogram === undefined || histogram === null) return;
+    let record = orchestrator.checkpoints.get(store);
+    if (record === undefined) {
+      const labels = { [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_STORE]: store };
+      record = { duration: histogram.series(labels), failures: series(labels) };
+      orchestrator.checkpoints.set(store, record);
+    }
+    record.duration.observe(seconds);
+    if (failed) record.failures.count++;
+  }
+
+  /** A refused commit or renewal. */
+  leaseConflict(orchestrator: OrchestratorRecord): void {
+    orchestrator.leaseConflicts ??= series(orchestrator.labels);
+    orchestrator.leaseConflicts.count++;
+  }
+
+  /** An invocation run again after a crash. */
+  reinvoked(record: DispatchRecord): void {
+    record.reinvocations ??= series(record.labels);
+    record.reinvocations.count++;
+  }
+
+  /** Dispatches of a durable conversation, counted when the commit that stored them landed. */
+  dispatchesCommitted(record: DispatchRecord, count: number): void {
+    const counts = record.duration.counts;
+    const at = record.duration.tallyAt;
+    counts[at] = (counts[at] as number) + count;
   }
 
   /** The (lazily filled) records of an orchestrator's responders, in the order given. */
@@ -513,7 +690,10 @@ export class OrchestratorMetrics {
     }
   }
 
-  #warnOnce(cap: 'orchestrators' | 'responders' | 'reasons' | 'models', message: string): void {
+  #warnOnce(
+    cap: 'orchestrators' | 'responders' | 'reasons' | 'models' | 'durable',
+    message: string,
+  ): void {
     if (this.#warned.has(cap)) return;
     this.#warned.add(cap);
     try {
@@ -527,6 +707,20 @@ export class OrchestratorMetrics {
   conversationStarted(orchestrator: OrchestratorRecord): void {
     orchestrator.started.count++;
     orchestrator.inProgress.count++;
+  }
+
+  /**
+   * A later segment of a durable conversation began in this process: in progress here until
+   * `segmentEnded` or `conversationEnded`; the conversation was counted as started once, by its
+   * first segment.
+   */
+  segmentStarted(orchestrator: OrchestratorRecord): void {
+    orchestrator.inProgress.count++;
+  }
+
+  /** A segment ended without ending its conversation (it suspended or was handed off). */
+  segmentEnded(orchestrator: OrchestratorRecord): void {
+    orchestrator.inProgress.count--;
   }
 
   /** The end of a conversation that `conversationStarted` counted. */

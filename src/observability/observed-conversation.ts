@@ -8,13 +8,22 @@ import {
   type Context,
   context,
   isSpanContextValid,
+  isValidSpanId,
+  isValidTraceId,
+  type Link,
   type Span,
+  type SpanContext,
   SpanKind,
   SpanStatusCode,
   TraceFlags,
   trace,
 } from '@opentelemetry/api';
-import { DispatchDeadlineError, ResponderError } from '../core/errors.ts';
+import {
+  CheckpointError,
+  ConversationLeaseError,
+  DispatchDeadlineError,
+  ResponderError,
+} from '../core/errors.ts';
 import type {
   ConversationEnd,
   ConversationObservation,
@@ -34,6 +43,7 @@ import {
   stateAttributeRoom,
 } from './guard.ts';
 import type { OrchestratorRecord, ResponderSlots } from './metrics.ts';
+import { keptBySampler } from './sampling/kept-spans.ts';
 import {
   ATTR_CONVERSATION_ABORT_REASON,
   ATTR_CONVERSATION_DISPATCH_COUNT,
@@ -45,6 +55,10 @@ import {
   ATTR_CONVERSATION_EVENTS_DROPPED,
   ATTR_CONVERSATION_INPUT_CONTENT,
   ATTR_CONVERSATION_RESPONDERS,
+  ATTR_CONVERSATION_RESUME_CAUSE,
+  ATTR_CONVERSATION_RESUME_DISPATCHES_LOST,
+  ATTR_CONVERSATION_SAMPLER_RULE,
+  ATTR_CONVERSATION_SEGMENT,
   ATTR_CONVERSATION_USAGE_INPUT_TOKENS,
   ATTR_CONVERSATION_USAGE_OUTPUT_TOKENS,
   ATTR_DECISION_LIMIT,
@@ -69,9 +83,11 @@ import {
   ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS,
   ATTR_GEN_AI_WORKFLOW_NAME,
   ATTR_RESPONDER_DISPATCH_NUMBER,
+  END_REASON_SUSPENDED,
   EVENT_DISPATCH,
   GEN_AI_OPERATION_INVOKE_AGENT,
   GEN_AI_OPERATION_INVOKE_WORKFLOW,
+  SAMPLER_RULE_SEGMENT,
   SPAN_CONVERSATION_PREFIX,
   SPAN_RESPONDER_PREFIX,
 } from './semconv.ts';
@@ -137,6 +153,114 @@ function endOnce(
   span.end(timeMs);
 }
 
+/**
+ * What the telemetry keeps in each checkpoint of a durable conversation (`save()`, under the key
+ * `telemetry`), and reads back when it resumes. JSON-safe; every field is checked on the way in.
+ */
+export interface SavedTelemetry {
+  readonly v: 1;
+  /** The conversation's trace id (absent without a recording tracer). */
+  readonly traceId?: string;
+  /**
+   * The span every segment starts under: the parent span active at the first `run()`, or, when
+   * there was none, the first segment's own span (the trace's root).
+   */
+  readonly parentSpanId?: string;
+  readonly parentFlags?: number;
+  readonly parentRemote?: boolean;
+  /** The span of the segment that made the checkpoint: the next segment links to it. */
+  readonly spanId?: string;
+  readonly spanFlags?: number;
+  /**
+   * Dispatches accounted for by segment spans that ended: on a span event, or counted in
+   * `conversation.dispatch_events.dropped`. A segment resumed after a crash says the rest of the
+   * committed ones were lost (`conversation.resume.dispatches_lost`).
+   */
+  readonly accounted: number;
+  /** A sampler had kept the conversation's trace by then: every later segment is kept. */
+  readonly kept?: true;
+  /** Some invocation reported usage by then (the token histogram observes the conversation). */
+  readonly usage?: true;
+}
+
+function flagsOf(value: unknown): number | undefined {
+  return typeof value === 'number' && Number.isInteger(value) && value >= 0 && value <= 255
+    ? value
+    : undefined;
+}
+
+/** `saved` if it is telemetry data this version can read, its fields checked; else undefined. */
+function readSaved(saved: unknown): SavedTelemetry | undefined {
+  if (typeof saved !== 'object' || saved === null) return undefined;
+  const data = saved as Record<string, unknown>;
+  if (data.v !== 1) return undefined;
+  const accounted =
+    typeof data.accounted === 'number' && Number.isInteger(data.accounted) && data.accounted >= 0
+      ? data.accounted
+      : 0;
+  const result: { -readonly [K in keyof SavedTelemetry]: SavedTelemetry[K] } = { v: 1, accounted };
+  const parentFlags = flagsOf(data.parentFlags);
+  if (
+    typeof data.traceId === 'string' &&
+    isValidTraceId(data.traceId) &&
+    typeof data.parentSpanId === 'string' &&
+    isValidSpanId(data.parentSpanId) &&
+    parentFlags !== undefined
+  ) {
+    result.traceId = data.traceId;
+    result.parentSpanId = data.parentSpanId;
+    result.parentFlags = parentFlags;
+    result.parentRemote = data.parentRemote === true;
+    const spanFlags = flagsOf(data.spanFlags);
+    if (typeof data.spanId === 'string' && isValidSpanId(data.spanId) && spanFlags !== undefined) {
+      result.spanId = data.spanId;
+      result.spanFlags = spanFlags;
+    }
+  }
+  if (data.kept === true) result.kept = true;
+  if (data.usage === true) result.usage = true;
+  return result;
+}
+
+/** The non-negative finite number `value`, or 0. */
+function count(value: unknown): number {
+  return typeof value === 'number' && Number.isFinite(value) && value > 0 ? value : 0;
+}
+
+/**
+ * The trace context a segment saves: the saved one's parent when this segment continues that
+ * trace; else the parent active at the start (when in the same trace), or the span itself (a root).
+ */
+function savedTrace(
+  own: SpanContext,
+  saved: SavedTelemetry | undefined,
+  parent: Context,
+): Omit<SavedTelemetry, 'v' | 'accounted' | 'kept' | 'usage'> {
+  let parentSpanId = own.spanId;
+  let parentFlags = own.traceFlags;
+  let parentRemote = false;
+  if (saved?.traceId === own.traceId) {
+    parentSpanId = saved.parentSpanId as string;
+    parentFlags = saved.parentFlags as number;
+    parentRemote = saved.parentRemote === true;
+  } else {
+    const active = trace.getSpanContext(parent);
+    if (active !== undefined && isSpanContextValid(active) && active.traceId === own.traceId) {
+      parentSpanId = active.spanId;
+      parentFlags = active.traceFlags;
+      parentRemote = active.isRemote === true;
+    }
+  }
+  return {
+    traceId: own.traceId,
+    parentSpanId,
+    parentFlags,
+    parentRemote,
+    spanId: own.spanId,
+    spanFlags: own.traceFlags,
+  };
+}
+
 export class ObservedConversation<S, C> implements ConversationObservation<S, C> {
   readonly #settings: Settings<S, C>;
   readonly #orchestrator: string;
@@ -144,6 +268,34 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   readonly #conversationId: string;
   readonly #providers: readonly (string | undefined)[] | undefined;
   readonly #startTimeMs: number;
+  /**
+   * `#startTimeMs` less the active time committed before this segment: the elapsed times the
+   * core reports count from the conversation's start, so an event at elapsed `e` is stamped
+   * `#clockBase + e` (the same as `#startTimeMs + e` for a first segment).
+   */
+  readonly #clockBase: number;
+  /** Dispatches committed before this segment (0 for a first segment). */
+  readonly #dispatchBase: number;
+  /** The store's name, for a durable conversation (one that may have segments). */
+  readonly #store: string | undefined;
+  /** What this segment saves of the trace in checkpoints (durable, with a valid span context). */
+  readonly #savedTrace: Omit<SavedTelemetry, 'v' | 'accounted' | 'kept' | 'usage'> | undefined;
+  /** `SavedTelemetry.accounted` for this segment's checkpoints. */
+  readonly #accounted: number;
+  /** A sampler kept the trace (known from an earlier segment, or asked at a commit). */
+  #kept: boolean;
+  /** An earlier segment reported usage. */
+  readonly #usageBefore: boolean;
+  /**
+   * Durable conversations with metrics: dispatches heard but not yet in a landed commit, per
+   * responder. `orchestrator_dispatches_total` counts a dispatch when the commit storing it
+   * lands, so a dispatch re-run after a crash is counted once, by the process that stored it.
+   */
+  readonly #pending: number[] | undefined;
+  /** Dispatches in the commit under way (moved from `#pending` by `save()`). */
+  readonly #committing: number[] | undefined;
+  /** The counts the last landed commit added, while a refusal may still follow in the same turn. */
+  #justFlushed: number[] | undefined;
   /** `performance.now()` at the start: every time the plugin writes is `#startTimeMs` + elapsed. */
   readonly #startPerfMs: number;
   /**
@@ -190,7 +342,44 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     this.#startTimeMs = start.startTimeMs;
     this.#startPerfMs = start.startTimeMs - performance.timeOrigin;
     this.#latestChildMs = start.startTimeMs;
-    const parent = context.active();
+    const store = typeof start.store === 'string' ? start.store.slice(0, 64) : undefined;
+    this.#store = store;
+    const resumed = store === undefined ? undefined : start.resumed;
+    const saved = resumed === undefined ? undefined : readSaved(resumed.saved);
+    this.#dispatchBase = count(resumed?.dispatchCount);
+    this.#clockBase = start.startTimeMs - count(resumed?.elapsedMs);
+    this.#kept = saved?.kept === true;
+    this.#usageBefore = saved?.usage === true;
+    // Lost to a crash: what the crashed segments committed and no ended segment span accounts for.
+    // After a suspension or a handoff the previous segment ended its span: all is accounted for.
+    this.#accounted =
+      resumed === undefined
+        ? 0
+        : resumed.cause === 'crash'
+          ? Math.min(saved?.accounted ?? 0, this.#dispatchBase)
+          : this.#dispatchBase;
+    let parent = context.active();
+    let links: Link[] | undefined;
+    if (saved?.traceId !== undefined) {
+      // The same trace, under the original parent, linked to the previous segment.
+      parent = trace.setSpanContext(parent, {
+        traceId: saved.traceId,
+        spanId: saved.parentSpanId as string,
+        traceFlags: saved.parentFlags as number,
+        isRemote: saved.parentRemote === true,
+      });
+      if (saved.spanId !== undefined) {
+        links = [
+          {
+            context: {
+              traceId: saved.traceId,
+              spanId: saved.spanId,
+              traceFlags: saved.spanFlags as number,
+            },
+          },
+        ];
+      }
+    }
     const attributes: Attributes = {
       [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_INVOKE_WORKFLOW,
       [ATTR_GEN_AI_WORKFLOW_NAME]: start.orchestrator,
@@ -205,13 +394,31 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         settings.reports.content,
       );
     }
+    if (store !== undefined) {
+      attributes[ATTR_CONVERSATION_SEGMENT] = resumed === undefined ? 1 : count(resumed.segment);
+      if (resumed !== undefined) {
+        attributes[ATTR_CONVERSATION_RESUME_CAUSE] = resumed.cause;
+        if (resumed.cause === 'crash') {
+          attributes[ATTR_CONVERSATION_RESUME_DISPATCHES_LOST] =
+            this.#dispatchBase - this.#accounted;
+        }
+      }
+      // Read by the sampler when the span starts: an earlier segment was kept, so is this one.
+      if (this.#kept) attributes[ATTR_CONVERSATION_SAMPLER_RULE] = SAMPLER_RULE_SEGMENT;
+    }
     this.#span = settings.tracer.startSpan(
       SPAN_CONVERSATION_PREFIX + start.orchestrator,
-      { kind: SpanKind.INTERNAL, attributes, startTime: start.startTimeMs },
+      links === undefined
+        ? { kind: SpanKind.INTERNAL, attributes, startTime: start.startTimeMs }
+        : { kind: SpanKind.INTERNAL, attributes, startTime: start.startTimeMs, links },
       parent,
     );
     const recording = this.#span.isRecording();
     const spanContext = this.#span.spanContext();
+    this.#savedTrace =
+      store === undefined || !isSpanContextValid(spanContext)
+        ? undefined
+        : savedTrace(spanContext, saved, parent);
     // The conversation span is the active context of everything the conversation runs (turn
     // policy, responders, listener), so spans they start nest under it. With an AsyncLocalStorage
     // context manager, entering it once carries it through every promise continuation and timer
@@ -246,7 +453,12 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       this.#metricsRecord = metrics.orchestrator(start.orchestrator);
       this.#slots = metrics.slots(this.#metricsRecord, start.responders);
       this.#durations = this.#slots.durations;
-      metrics.conversationStarted(this.#metricsRecord);
+      if (store !== undefined) metrics.durable();
+      if (resumed === undefined) metrics.conversationStarted(this.#metricsRecord);
+      else {
+        metrics.segmentStarted(this.#metricsRecord);
+        metrics.resumed(this.#metricsRecord, resumed.cause);
+      }
     } else {
       this.#slots = undefined;
       this.#durations = undefined;
@@ -262,18 +474,132 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     // metrics only is the common case without a tracer provider and should cost next to nothing;
     // metrics and span events without extras is the common case with one.
     const records = this.#slots !== undefined;
+    const durableCounts = records && store !== undefined;
+    this.#pending = durableCounts ? start.responders.map(() => 0) : undefined;
+    this.#committing = durableCounts ? start.responders.map(() => 0) : undefined;
+    this.#justFlushed = undefined;
+    // Told of each invocation's attempt only when durable: a re-run is counted as such.
+    if (durableCounts) this.onResponderStart = this.#responderStarted;
     // The methods themselves, shared by every conversation (the loop's call into them stays
     // monomorphic): the core calls hooks as methods of their observation.
     this.onDispatch =
       this.#events === undefined
         ? records
-          ? this.#countDispatch
+          ? durableCounts
+            ? this.#countDurable
+            : this.#countDispatch
           : undefined
         : this.#withExtras
           ? this.#recordWithExtras
           : records
-            ? this.#countAndKeep
+            ? durableCounts
+              ? this.#countDurableAndKeep
+              : this.#countAndKeep
             : this.#keep;
+  }
+
+  /** Set for durable conversations with metrics: counts re-invocations. */
+  readonly onResponderStart?: (index: number, message: Message<C>, attempt: number) => void;
+
+  #responderStarted(index: number, _message: Message<C>, attempt: number): void {
+    if (!(attempt > 1)) return;
+    const metrics = this.#settings.metrics;
+    if (metrics === undefined || this.#slots === undefined) return;
+    metrics.reinvoked(metrics.slot(this.#metricsRecord as OrchestratorRecord, this.#slots, index));
+  }
+
+  /**
+   * A durable conversation's dispatch: its duration observed now, its count held until the
+   * commit storing it lands (`onCheckpoint`).
+   */
+  #countDurable(info: DispatchInfo<S, C>): void {
+    const index = info.responderIndex;
+    const series = (this.#durations as HistogramSeries[])[index] ?? this.#firstDispatch(index);
+    const pending = this.#pending as number[];
+    pending[index] = (pending[index] as number) + 1;
+    const seconds = info.durationMs / 1000;
+    const bucket = series.observe(seconds);
+    if (this.#dispatchTraceId !== undefined && bucket >= 0 && series.exemplarTaken[bucket] === 0) {
+      series.exemplar(
+        bucket,
+        this.#dispatchTraceId,
+        seconds,
+        (this.#clockBase + info.elapsedMs) / 1000,
+      );
+    }
+  }
+
+  #countDurableAndKeep(info: DispatchInfo<S, C>): void {
+    this.#countDurable(info);
+    (this.#events as DispatchEvents).add(info);
+  }
+
+  /**
+   * The telemetry's data for the checkpoint being made (durable conversations): the trace context,
+   * what ended spans account for, whether a sampler kept the trace, whether usage was reported.
+   */
+  save(): SavedTelemetry | undefined {
+    const pending = this.#pending;
+    if (pending !== undefined) {
+      const committing = this.#committing as number[];
+      for (let i = 0; i < pending.length; i++) {
+        committing[i] = (committing[i] as number) + (pending[i] as number);
+        pending[i] = 0;
+      }
+    }
+    if (this.#store === undefined) return undefined;
+    if (!this.#kept && this.#savedTrace !== undefined) this.#kept = keptBySampler(this.#span);
+    const data: { -readonly [K in keyof SavedTelemetry]: SavedTelemetry[K] } = {
+      v: 1,
+      ...this.#savedTrace,
+      accounted: this.#accounted,
+    };
+    if (this.#kept) data.kept = true;
+    if (this.#reportedUsage || this.#usageBefore) data.usage = true;
+    return data;
+  }
+
+  /**
+   * A commit attempt finished. Landed: the dispatches it stored are counted now. Failed: they
+   * are not stored, and are counted when a later segment stores them.
+   */
+  onCheckpoint(durationMs: number, ...error: unknown[]): void {
+    const metrics = this.#settings.metrics;
+    if (metrics === undefined || this.#metricsRecord === undefined) return;
+    const failed = error.length > 0;
+    if (this.#store !== undefined) {
+      metrics.checkpointed(this.#metricsRecord, this.#store, count(durationMs) / 1000, failed);
+    }
+    const committing = this.#committing;
+    if (committing === undefined) return;
+    if (!failed) {
+      const slots = this.#slots as ResponderSlots;
+      for (let i = 0; i < committing.length; i++) {
+        const n = committing[i] as number;
+        if (n > 0) metrics.dispatchesCommitted(metrics.slot(this.#metricsRecord, slots, i), n);
+      }
+      // A refusal is told right after, in the same turn (`onLeaseConflict`): it undoes this.
+      this.#justFlushed = committing.slice();
+      queueMicrotask(() => {
+        this.#justFlushed = undefined;
+      });
+    }
+    committing.fill(0);
+  }
+
+  /** Another process holds the conversation: a refused commit stored nothing. */
+  onLeaseConflict(): void {
+    const metrics = this.#settings.metrics;
+    if (metrics === undefined || this.#metricsRecord === undefined) return;
+    metrics.leaseConflict(this.#metricsRecord);
+    const undo = this.#justFlushed;
+    if (undo === undefined) return;
+    this.#justFlushed = undefined;
+    const slots = this.#slots as ResponderSlots;
+    for (let i = 0; i < undo.length; i++) {
+      const n = undo[i] as number;
+      if (n > 0) metrics.dispatchesCommitted(metrics.slot(this.#metricsRecord, slots, i), -n);
+    }
   }
 
   /** Absent when there is nothing to record per dispatch (no metrics, span not recording). */
@@ -296,7 +622,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         bucket,
         this.#dispatchTraceId,
         seconds,
-        (this.#startTimeMs + info.elapsedMs) / 1000,
+        (this.#clockBase + info.elapsedMs) / 1000,
       );
     }
   }
@@ -324,7 +650,10 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
 
   /** Span events with state attributes or content (and metrics when a registry is given). */
   #recordWithExtras(info: DispatchInfo<S, C>): void {
-    if (this.#slots !== undefined) this.#countDispatch(info);
+    if (this.#slots !== undefined) {
+      if (this.#pending !== undefined) this.#countDurable(info);
+      else this.#countDispatch(info);
+    }
     let extra: Attributes | undefined;
     if (this.#stateAttributes !== undefined) {
       extra = safeAttributes(this.#settings, info.state, this.#attributeLimit);
@@ -401,17 +730,34 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   }
 
   onConversationEnd(end: ConversationEnd<S, C>): void {
-    const reason = end.ok ? end.result.decision.reason : end.error.reason;
+    const ending = end.ok ? end.result.decision.reason : end.error.reason;
+    // A segment of a durable conversation that ends without ending it: suspended, or handed off
+    // (aborted: the lease released for another process; its store failed or another process
+    // holds it). The conversation goes on elsewhere: its ending is counted where it ends.
+    const suspended = end.ok && end.result.suspended !== undefined;
+    const final =
+      !suspended &&
+      (this.#store === undefined ||
+        end.ok ||
+        !(
+          ending === 'aborted' ||
+          end.error instanceof CheckpointError ||
+          end.error instanceof ConversationLeaseError
+        ));
+    const reason = suspended ? END_REASON_SUSPENDED : ending;
     const dispatches = end.ok ? end.result.dispatchCount : end.error.dispatchCount;
     const elapsedMs = end.ok ? end.result.elapsedMs : end.error.elapsedMs;
     const filter = this.#exemplarFilter;
     const metrics = this.#settings.metrics;
     let tokens: number | undefined;
-    if (this.#reportedUsage) {
+    if (this.#reportedUsage || this.#usageBefore) {
       const usage = end.ok ? end.result.usage : end.error.usage;
       tokens = usage.inputTokens + usage.outputTokens;
     }
-    if (metrics !== undefined) {
+    const clockBase = this.#clockBase;
+    if (metrics !== undefined && !final) {
+      metrics.segmentEnded(this.#metricsRecord as OrchestratorRecord);
+    } else if (metrics !== undefined) {
       const record = this.#metricsRecord as OrchestratorRecord;
       metrics.conversationEnded(
         record,
@@ -419,7 +765,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         elapsedMs / 1000,
         dispatches,
         filter === undefined ? this.#traceId : undefined,
-        (this.#startTimeMs + elapsedMs) / 1000,
+        (clockBase + elapsedMs) / 1000,
       );
       if (tokens !== undefined) {
         metrics.conversationTokens(
@@ -427,7 +773,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
           reason,
           tokens,
           filter === undefined ? this.#traceId : undefined,
-          (this.#startTimeMs + elapsedMs) / 1000,
+          (clockBase + elapsedMs) / 1000,
         );
       }
       if (!end.ok && end.error instanceof DispatchDeadlineError) {
@@ -442,7 +788,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     const span = this.#span;
     // One clock: the span ends at its start plus the elapsed time the result or error reports,
     // and never before a child's end.
-    const endMs = Math.max(this.#startTimeMs + elapsedMs, this.#latestChildMs);
+    const endMs = Math.max(clockBase + elapsedMs, this.#latestChildMs);
     // A caller's abort is not an error: status left Unset, the reason's class says what it was
     // (`TimeoutError` for `AbortSignal.timeout()`).
     const aborted = !end.ok && reason === 'aborted';
@@ -475,7 +821,6 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       // span's event limit, or the SDK would drop the first dispatch event to make it.
       const room = this.#settings.maxDispatchEvents - (failed ? 1 : 0);
       const responders = this.#responders;
-      const startTimeMs = this.#startTimeMs;
       const written = events.forEachKept(
         room,
         (count, elapsedMs, durationMs, responder, decision, extra, usage) => {
@@ -493,15 +838,16 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
             attributes[ATTR_DISPATCH_USAGE_OUTPUT_TOKENS] = usage.outputTokens;
           }
           if (extra !== undefined) Object.assign(attributes, extra);
-          span.addEvent(EVENT_DISPATCH, attributes, startTimeMs + elapsedMs);
+          span.addEvent(EVENT_DISPATCH, attributes, clockBase + elapsedMs);
         },
       );
       span.setAttributes({
         [ATTR_CONVERSATION_DISPATCH_COUNT]: dispatches,
         [ATTR_CONVERSATION_END_REASON]: reason,
         [ATTR_CONVERSATION_ELAPSED_MS]: elapsedMs,
-        // Of the dispatches the result or error reports, those without an event.
-        [ATTR_CONVERSATION_EVENTS_DROPPED]: Math.max(0, dispatches - written),
+        // Of this segment's dispatches (those the result or error reports past the ones committed
+        // before it), those without an event.
+        [ATTR_CONVERSATION_EVENTS_DROPPED]: Math.max(0, dispatches - this.#dispatchBase - written),
       });
       if (abortReason !== undefined) span.setAttribute(ATTR_CONVERSATION_ABORT_REASON, abortReason);
       if (end.ok) {
@@ -538,7 +884,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     span.end(endMs);
     // The sampler decided as the span ended: exemplars of a kept trace only.
     if (filter !== undefined && events !== undefined) {
-      this.#keptExemplars(filter, reason, elapsedMs, dispatches, tokens, events);
+      this.#keptExemplars(filter, final, reason, elapsedMs, dispatches, tokens, events);
     }
     events?.release();
   }
@@ -546,6 +892,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   /** With a sampler: the end's exemplars and one per kept dispatch, if the trace was kept. */
   #keptExemplars(
     filter: ExemplarFilter,
+    final: boolean,
     reason: string,
     elapsedMs: number,
     dispatches: number,
@@ -555,19 +902,21 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     const traceId = this.#traceId as string;
     const metrics = this.#settings.metrics;
     if (metrics === undefined) return;
-    const startTimeMs = this.#startTimeMs;
+    const startTimeMs = this.#clockBase;
     const record = this.#metricsRecord as OrchestratorRecord;
     const durations = this.#durations as HistogramSeries[];
     if (filter(traceId)) {
-      metrics.keptEndExemplars(
-        record,
-        reason,
-        elapsedMs / 1000,
-        dispatches,
-        tokens,
-        traceId,
-        (startTimeMs + elapsedMs) / 1000,
-      );
+      if (final) {
+        metrics.keptEndExemplars(
+          record,
+          reason,
+          elapsedMs / 1000,
+          dispatches,
+          tokens,
+          traceId,
+          (startTimeMs + elapsedMs) / 1000,
+        );
+      }
       events.forEachKept(Number.POSITIVE_INFINITY, (_count, atMs, durationMs, responder) => {
         durations[responder]?.keptExemplar(durationMs / 1000, traceId, (startTimeMs + atMs) / 1000);
       });
@@ -580,15 +929,17 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       kept.push(durationMs / 1000, (startTimeMs + atMs) / 1000, responder);
     });
     exemplarDeferOf(metrics.registry)(traceId, () => {
-      metrics.keptEndExemplars(
-        record,
-        reason,
-        elapsedMs / 1000,
-        dispatches,
-        tokens,
-        traceId,
-        (startTimeMs + elapsedMs) / 1000,
-      );
+      if (final) {
+        metrics.keptEndExemplars(
+          record,
+          reason,
+          elapsedMs / 1000,
+          dispatches,
+          tokens,
+          traceId,
+          (startTimeMs + elapsedMs) / 1000,
+        );
+      }
       for (let i = 0; i < kept.length; i += 3) {
         durations[kept[i + 2] as number]?.keptExemplar(
           kept[i] as number,
@@ -613,7 +964,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       [ATTR_GEN_AI_OPERATION_NAME]: GEN_AI_OPERATION_INVOKE_AGENT,
       [ATTR_GEN_AI_AGENT_NAME]: name,
       [ATTR_GEN_AI_CONVERSATION_ID]: this.#conversationId,
-      [ATTR_RESPONDER_DISPATCH_NUMBER]: (this.#events?.total ?? 0) + 1,
+      [ATTR_RESPONDER_DISPATCH_NUMBER]: this.#dispatchBase + (this.#events?.total ?? 0) + 1,
     };
     // Required by the GenAI conventions: the responder's provider, or the documented default.
     const provider = this.#providers?.[index];

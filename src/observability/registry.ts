@@ -48,14 +48,18 @@ export interface Collector {
   readonly help: string;
   readonly type: CollectedMetric['type'];
   readonly aggregator: 'sum';
-  get(): CollectedMetric;
+  /** The values now; a promise for those read elsewhere (a store), which prom-client awaits. */
+  get(): CollectedMetric | Promise<CollectedMetric>;
   reset(): void;
 }
 
 const OPENMETRICS = 'application/openmetrics-text';
 
 /** What `collector.get()` answers: its identity and `values`. */
-export function collected(collector: Collector, values: CollectedValue[]): CollectedMetric {
+export function collected(
+  collector: Omit<Collector, 'get'>,
+  values: CollectedValue[],
+): CollectedMetric {
   return {
     name: collector.name,
     help: collector.help,

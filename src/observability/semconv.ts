@@ -78,6 +78,25 @@ export const ATTR_CONVERSATION_USAGE_OUTPUT_TOKENS = 'conversation.usage.output_
  */
 export const ATTR_CONVERSATION_ABORT_REASON = 'conversation.abort.reason';
 
+// --- Segments of a durable conversation (one trace per conversation) ---
+/**
+ * On the conversation span of a durable conversation (one with a `store`): which segment of the
+ * conversation it is, 1 for the first run, 2 for the first resume, 3 … Every segment is an
+ * `invoke_workflow {orchestrator}` span in the conversation's one trace, linked to the previous.
+ */
+export const ATTR_CONVERSATION_SEGMENT = 'conversation.segment';
+/** On a resumed segment's span: why it resumed, `crash`, `suspend` or `handoff`. */
+export const ATTR_CONVERSATION_RESUME_CAUSE = 'conversation.resume.cause';
+/**
+ * On a segment resumed after a crash: the committed dispatches that no span event of an ended
+ * segment carries (their segment's span died with its process). See docs/telemetry.md.
+ */
+export const ATTR_CONVERSATION_RESUME_DISPATCHES_LOST = 'conversation.resume.dispatches_lost';
+/** `conversation.end.reason` of a segment that ended by suspending (the conversation goes on). */
+export const END_REASON_SUSPENDED = 'suspended';
+/** The key under which the telemetry's data is kept in checkpoints (`ConversationObserver.key`). */
+export const TELEMETRY_OBSERVER_KEY = 'telemetry';
+
 /** On a conversation span the sampler kept: the rule that kept it (`failed`, `reason`, `slow`, ...). */
 export const ATTR_CONVERSATION_SAMPLER_RULE = 'conversation.sampler.rule';
 /** On a conversation span: spans of its trace the sampler could not buffer (its bounds). */
@@ -168,6 +187,8 @@ export const METRIC_OLDEST_SUSPENDED = 'orchestrator_oldest_suspended_seconds';
  * taken): the recovery backlog, by `orchestrator` (read from the store at scrape time).
  */
 export const METRIC_CONVERSATIONS_UNLEASED = 'orchestrator_conversations_unleased';
+/** Counter of scrape-time store reads (`store.stats()`) that failed or did not answer in time, by `store`. */
+export const METRIC_STORE_READ_FAILURES = 'orchestrator_store_read_failures_total';
 /** Histogram of how long a BullMQ job waited before a worker took it (seconds), by `queue`. */
 export const METRIC_QUEUE_JOB_WAIT = 'orchestrator_queue_job_wait_seconds';
 /** Gauge of the age (seconds) of the oldest job waiting in a BullMQ queue, by `queue` (read at scrape time). */
@@ -249,6 +270,8 @@ export const SAMPLER_RULE_LONG = 'long';
 export const SAMPLER_RULE_RATIO = 'ratio';
 /** A conversation span without `conversation.end.reason` (not this plugin's): kept. */
 export const SAMPLER_RULE_UNCLASSIFIED = 'unclassified';
+/** An earlier segment of the same durable conversation was kept (carried in its checkpoint). */
+export const SAMPLER_RULE_SEGMENT = 'segment';
 /** Still running after `maxDecisionDelayMs`: kept early. */
 export const SAMPLER_RULE_MAX_AGE = 'max_age';
 /** Still running at `forceFlush()`: kept. */

@@ -30,6 +30,7 @@ import { asRegistry, speaksOpenMetrics } from './registry.ts';
 import {
   DEFAULT_PROVIDER_NAME,
   ENV_CAPTURE_CONTENT,
+  TELEMETRY_OBSERVER_KEY,
   TRACER_NAME,
   TRACER_VERSION,
 } from './semconv.ts';
@@ -39,6 +40,12 @@ import { bucketList, type Settings } from './utils.ts';
 /** The plugin. Hand it to the orchestrator: `observers: [telemetry]`. */
 export class ConversationTelemetry<S = unknown, C = unknown> implements ConversationObserver<S, C> {
   readonly #settings: Settings<S, C>;
+  /**
+   * Where a durable conversation's checkpoints keep the telemetry's data (`'telemetry'`): the
+   * trace context, so every segment of the conversation is a span of its one trace (see
+   * docs/telemetry.md, "One trace per conversation").
+   */
+  readonly key: string = TELEMETRY_OBSERVER_KEY;
 
   constructor(options: TelemetryOptions<S, C> = {}) {
     if (typeof options !== 'object' || options === null) fail('options', 'an object', options);

@@ -20,7 +20,9 @@ import {
   ATTR_CONVERSATION_END_REASON,
   ATTR_CONVERSATION_SAMPLER_RULE,
   ATTR_CONVERSATION_SAMPLER_SPANS_LOST,
+  ATTR_CONVERSATION_SEGMENT,
   ATTR_GEN_AI_OPERATION_NAME,
+  END_REASON_SUSPENDED,
   GEN_AI_OPERATION_INVOKE_WORKFLOW,
   SAMPLER_DECISION_DROP,
   SAMPLER_DECISION_KEEP,
@@ -32,11 +34,13 @@ import {
   SAMPLER_RULE_MAX_AGE,
   SAMPLER_RULE_RATIO,
   SAMPLER_RULE_REASON,
+  SAMPLER_RULE_SEGMENT,
   SAMPLER_RULE_SHUTDOWN,
   SAMPLER_RULE_SLOW,
   SAMPLER_RULE_UNCLASSIFIED,
   SPAN_CONVERSATION_PREFIX,
 } from '../semconv.ts';
+import { sampledBy } from './kept-spans.ts';
 import { type SamplerMetrics, samplerMetricsFor } from './metrics.ts';
 import { traceIdRatio } from './trace-ratio.ts';
 import type {
@@ -238,7 +242,23 @@ export class ConversationSampler implements SpanProcessorLike {
     }
     if (this.#closed || !isConversation(span)) return;
     const traceId = span.spanContext().traceId;
+    // The telemetry asks at each checkpoint whether this trace was kept (durable conversations).
+    sampledBy(span, this);
     let pending = this.#pending.get(traceId);
+    if (span.attributes[ATTR_CONVERSATION_SAMPLER_RULE] === SAMPLER_RULE_SEGMENT) {
+      // A later segment of a conversation whose earlier segment was kept (in any process): kept.
+      if (pending !== undefined) {
+        pending.open.push(span);
+        this.#decideEarly(pending, SAMPLER_RULE_SEGMENT);
+        return;
+      }
+      if (!this.kept(traceId)) {
+        this.#decisions.delete(traceId);
+        this.#remember(traceId, true, SAMPLER_RULE_SEGMENT);
+      }
+      this.#pin(traceId, span);
+      return;
+    }
     if (pending === undefined) {
       // A trace kept already (decided early, or by an earlier conversation) stays kept, and
       // stays decided while this conversation runs.
@@ -350,7 +370,12 @@ export class ConversationSampler implements SpanProcessorLike {
       return SAMPLER_RULE_FAILED;
     }
     if (typeof reason !== 'string') return SAMPLER_RULE_UNCLASSIFIED;
-    if (this.#keepReason(reason)) return SAMPLER_RULE_REASON;
+    // A segment that ended without ending its conversation (suspended, or aborted to hand it
+    // off: a durable conversation's abort) has no ending yet to judge: the other rules decide.
+    const segmentOnly =
+      reason === END_REASON_SUSPENDED ||
+      (reason === 'aborted' && attributes[ATTR_CONVERSATION_SEGMENT] !== undefined);
+    if (!segmentOnly && this.#keepReason(reason)) return SAMPLER_RULE_REASON;
     const elapsed = attributes[ATTR_CONVERSATION_ELAPSED_MS];
     if (this.#slowMs !== undefined && typeof elapsed === 'number' && elapsed > this.#slowMs) {
       return SAMPLER_RULE_SLOW;

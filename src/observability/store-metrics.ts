@@ -1,0 +1,265 @@
+/**
+ * Gauges read from a `ConversationStore` at scrape time: what no single worker can count (the
+ * conversations suspended in the store, how long the oldest has waited, the running ones no
+ * worker holds). Every worker reading one store reports the same values; the ops rules take
+ * their `max` over workers. A scrape never waits on the store for longer than `timeoutMs`.
+ */
+import type { ConversationStore, StoreStats } from '../core/store.ts';
+import { fail, positiveInteger, positiveNumber } from '../core/validate.ts';
+import type { Series } from './collected-counter.ts';
+import {
+  asRegistry,
+  assertFree,
+  type CollectedMetric,
+  type CollectedValue,
+  type Collector,
+  collected,
+  type PrometheusRegistry,
+  registerCollector,
+} from './registry.ts';
+import {
+  LABEL_ORCHESTRATOR,
+  LABEL_STORE,
+  METRIC_CONVERSATIONS_SUSPENDED,
+  METRIC_CONVERSATIONS_UNLEASED,
+  METRIC_OLDEST_SUSPENDED,
+  METRIC_STORE_READ_FAILURES,
+} from './semconv.ts';
+
+/** Options of `createStoreMetrics(options)`. */
+export interface StoreMetricsOptions {
+  /** The store to read (the one the orchestrators of this process use). */
+  readonly store: ConversationStore;
+  /** The prom-client registry the gauges are registered on (the telemetry's, usually). */
+  readonly registry: PrometheusRegistry;
+  /**
+   * How long a scrape waits for the store. Past it (or when the store throws) the gauges expose
+   * no series for that scrape and `orchestrator_store_read_failures_total` counts one.
+   * @default 1000
+   */
+  readonly timeoutMs?: number;
+  /**
+   * Orchestrators whose recovery backlog is counted (one bounded `store.list()` each per scrape,
+   * the ones with running conversations first come); the others get no backlog series.
+   * @default 50
+   */
+  readonly maxOrchestrators?: number;
+  /**
+   * The most unleased running conversations counted per orchestrator (one page of
+   * `store.list()`): past it the gauge says this many, a lower bound.
+   * @default 1000
+   */
+  readonly maxUnleased?: number;
+  /**
+   * Reads at most this often: scrapes within it (the three gauges of one scrape, or several
+   * Prometheus servers) share one read.
+   * @default 1000
+   */
+  readonly minIntervalMs?: number;
+  /**
+   * The clock the oldest suspension's age is measured with (epoch milliseconds, like the store's
+   * `suspendedAt`).
+   * @default Date.now
+   */
+  readonly now?: () => number;
+}
+
+/** One read of the store: per orchestrator, its stats and unleased running conversations. */
+interface Reading {
+  readonly stats: readonly StoreStats[];
+  readonly unleased: ReadonlyMap<string, number>;
+  readonly at: number;
+}
+
+/** A gauge collector whose values come from the shared read. */
+class StoreGauge implements Collector {
+  readonly aggregator = 'sum' as const;
+  constructor(
+    public name: string,
+    readonly help: string,
+    private readonly values: () => Promise<CollectedValue[]>,
+    readonly type: 'gauge' | 'counter' = 'gauge',
+  ) {}
+
+  async get(): Promise<CollectedMetric> {
+    return collected(this, await this.values());
+  }
+
+  reset(): void {}
+}
+
+/** The store's gauges on a registry; `close()` takes them off it. */
+export class StoreMetrics {
+  readonly #store: ConversationStore;
+  readonly #registry: PrometheusRegistry;
+  readonly #timeoutMs: number;
+  readonly #maxOrchestrators: number;
+  readonly #maxUnleased: number;
+  readonly #minIntervalMs: number;
+  readonly #now: () => number;
+  readonly #failures: Series;
+  readonly #names: readonly string[];
+  #reading: Promise<Reading | undefined> | undefined;
+  #readAt = Number.NEGATIVE_INFINITY;
+
+  constructor(options: StoreMetricsOptions) {
+    if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
+    const store = options.store as Partial<ConversationStore> | undefined;
+    if (
+      typeof store !== 'object' ||
+      store === null ||
+      typeof store.stats !== 'function' ||
+      typeof store.list !== 'function'
+    ) {
+      fail('store', 'a ConversationStore (stats(), list())', options.store);
+    }
+    this.#store = options.store;
+    this.#registry = asRegistry(options.registry);
+    this.#timeoutMs = positiveNumber('timeoutMs', options.timeoutMs ?? 1000);
+    this.#maxOrchestrators = positiveInteger('maxOrchestrators', options.maxOrchestrators ?? 50);
+    this.#maxUnleased = positiveInteger('maxUnleased', Math.min(options.maxUnleased ?? 1000, 1000));
+    this.#minIntervalMs = positiveNumber('minIntervalMs', options.minIntervalMs ?? 1000);
+    if (options.now !== undefined && typeof options.now !== 'function') {
+      fail('now', 'a function', options.now);
+    }
+    this.#now = options.now ?? Date.now;
+    let storeName = 'store';
+    try {
+      if (typeof this.#store.name === 'string' && this.#store.name !== '') {
+        storeName = this.#store.name.slice(0, 64);
+      }
+    } catch {
+      // A name that cannot be read: the generic label.
+    }
+    this.#failures = { labels: { [LABEL_STORE]: storeName }, count: 0 };
+    const failures = this.#failures;
+    const collectors: Collector[] = [
+      new StoreGauge(
+        METRIC_CONVERSATIONS_SUSPENDED,
+        'Conversations suspended in the store, waiting for resume() (read from the store at scrape time).',
+        async () => {
+          const reading = await this.#read();
+          return (reading?.stats ?? []).map((s) => ({
+            value: s.suspended,
+            labels: { [LABEL_ORCHESTRATOR]: s.orchestrator },
+          }));
+        },
+      ),
+      new StoreGauge(
+        METRIC_OLDEST_SUSPENDED,
+        'Age in seconds of the oldest suspended conversation (0 when none; read at scrape time).',
+        async () => {
+          const reading = await this.#read();
+          return (reading?.stats ?? []).map((s) => ({
+            value:
+              s.oldestSuspendedAt === undefined
+                ? 0
+                : Math.max(0, (reading?.at ?? 0) - s.oldestSuspendedAt) / 1000,
+            labels: { [LABEL_ORCHESTRATOR]: s.orchestrator },
+          }));
+        },
+      ),
+      new StoreGauge(
+        METRIC_CONVERSATIONS_UNLEASED,
+        'Conversations running in the store whose lease no worker holds: the recovery backlog (read at scrape time).',
+        async () => {
+          const reading = await this.#read();
+          return [...(reading?.unleased ?? [])].map(([orchestrator, value]) => ({
+            value,
+            labels: { [LABEL_ORCHESTRATOR]: orchestrator },
+          }));
+        },
+      ),
+      // Read after the scrape's store read settled: a read failing in this scrape counts in it.
+      new StoreGauge(
+        METRIC_STORE_READ_FAILURES,
+        'Scrape-time reads of the store that failed or did not answer within timeoutMs.',
+        async () => {
+          await this.#reading;
+          return [{ value: failures.count, labels: failures.labels }];
+        },
+        'counter',
+      ),
+    ];
+    this.#names = collectors.map((c) => c.name);
+    assertFree(this.#registry, this.#names);
+    for (const collector of collectors) registerCollector(this.#registry, collector);
+  }
+
+  /** Reads that failed or timed out so far. */
+  get failures(): number {
+    return this.#failures.count;
+  }
+
+  /** One read shared by the gauges of a scrape (and by scrapes within `minIntervalMs`). */
+  #read(): Promise<Reading | undefined> {
+    const now = performance.now();
+    if (this.#reading !== undefined && now - this.#readAt < this.#minIntervalMs) {
+      return this.#reading;
+    }
+    this.#readAt = now;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(new Error(`the store did not answer within ${this.#timeoutMs} ms`)),
+        this.#timeoutMs,
+      );
+      timer.unref?.();
+    });
+    const reading = Promise.race([this.#query(), timeout]).then(
+      (value) => {
+        clearTimeout(timer);
+        return value;
+      },
+      () => {
+        clearTimeout(timer);
+        this.#failures.count++;
+        // The next scrape reads again rather than sharing a failure.
+        this.#readAt = Number.NEGATIVE_INFINITY;
+        return undefined;
+      },
+    );
+    this.#reading = reading;
+    return reading;
+  }
+
+  async #query(): Promise<Reading> {
+    const stats = await this.#store.stats();
+    const at = this.#now();
+    const unleased = new Map<string, number>();
+    const running = stats.filter((s) => s.running > 0).slice(0, this.#maxOrchestrators);
+    const pages = await Promise.all(
+      running.map((s) =>
+        this.#store.list({
+          orchestrator: s.orchestrator,
+          status: 'running',
+          unleased: true,
+          limit: this.#maxUnleased,
+        }),
+      ),
+    );
+    for (const s of stats) if (s.running === 0) unleased.set(s.orchestrator, 0);
+    running.forEach((s, i) => {
+      unleased.set(s.orchestrator, Math.min(pages[i]?.length ?? 0, this.#maxUnleased));
+    });
+    return { stats, unleased, at };
+  }
+
+  /** Takes the gauges off the registry (prom-client's `removeSingleMetric`). */
+  close(): void {
+    const registry = this.#registry as PrometheusRegistry & {
+      removeSingleMetric?: (name: string) => void;
+    };
+    for (const name of this.#names) registry.removeSingleMetric?.(name);
+  }
+}
+
+/**
+ * Registers the store's gauges (`orchestrator_conversations_suspended`,
+ * `orchestrator_oldest_suspended_seconds`, `orchestrator_conversations_unleased`) and the count
+ * of failed reads on `registry`, read from `store` at scrape time within `timeoutMs`.
+ * @example createStoreMetrics({ store, registry })
+ */
+export function createStoreMetrics(options: StoreMetricsOptions): StoreMetrics {
+  return new StoreMetrics(options);
+}
