@@ -1,4 +1,4 @@
-import type { Suspend } from './checkpoint.ts';
+import type { Suspend } from './suspend.ts';
 
 /**
  * The vocabulary of a conversation: messages, responders, the state snapshot that policies and
