@@ -150,10 +150,24 @@ const DISPATCH_SERIES = [
 
 describe('the packed tarball', () => {
   it('declares its peers as caret ranges, not exact pins', () => {
-    expect(pkg.peerDependencies).toEqual({ [API]: '^1.9.0', [PROM]: '^15.0.0' });
+    expect(pkg.peerDependencies).toEqual({
+      [API]: '^1.9.0',
+      [PROM]: '^15.0.0',
+      'better-sqlite3': '^12.0.0',
+      pg: '^8.11.0',
+      ioredis: '^5.3.0',
+      bullmq: '^6.0.0',
+    });
     // The api is what /observability imports: npm installs it with the package. prom-client is
-    // only for metrics, so traces-only apps may leave it out.
-    expect(pkg.peerDependenciesMeta).toEqual({ [PROM]: { optional: true } });
+    // only for metrics, so traces-only apps may leave it out; each database client only for the
+    // entry point of its store (or the fleet's), so an app installs only the one it uses.
+    expect(pkg.peerDependenciesMeta).toEqual({
+      [PROM]: { optional: true },
+      'better-sqlite3': { optional: true },
+      pg: { optional: true },
+      ioredis: { optional: true },
+      bullmq: { optional: true },
+    });
   });
 
   it('ships the license, the sources its maps point to, and the ops bundle', () => {
@@ -165,6 +179,12 @@ describe('the packed tarball', () => {
       'dist/index.d.ts',
       'dist/observability/index.js',
       'dist/replay/index.js',
+      'dist/stores/sqlite/index.js',
+      'dist/stores/postgres/index.js',
+      'dist/stores/redis/index.js',
+      'dist/testing/index.js',
+      'dist/fleet/index.js',
+      'otel-collector/tier2-tail-sampling.yaml',
       'schemas/recording.schema.json',
       'grafana/dashboards/overview.json',
       'grafana/dashboards/responders.json',
@@ -186,6 +206,7 @@ describe('the packed tarball', () => {
       'dist',
       'grafana',
       'kubernetes',
+      'otel-collector',
       'package.json',
       'prometheus',
       'schemas',

@@ -95,9 +95,9 @@ describe('alertmanager/alertmanager.yml', () => {
       expect(alert.expr, alert.alert).toMatch(/^job_orchestrator:/);
     }
     // The inhibition compares `job`: every alert must carry it, so each aggregates by labels
-    // that keep it (recorded `job_orchestrator:...` series, `by (job, ...)`) or selects `up`.
+    // that keep it (recorded `job_orchestrator:...` series, `sum`/`max by (job, ...)`) or selects `up`.
     for (const alert of rules().filter((r) => r.alert)) {
-      expect(alert.expr, alert.alert).toMatch(/^(job_[a-z_]*:|up\{|sum by \(job[,)])/);
+      expect(alert.expr, alert.alert).toMatch(/^(job_[a-z_]*:|up\{|(sum|max) by \(job[,)])/);
     }
   });
 });
