@@ -36,6 +36,7 @@ import {
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { durableTable } from './durable.ts';
 import { sdkFloor } from './floor.ts';
+import { networkStoresTable } from './network-stores.ts';
 import { samplerTable } from './sampler.ts';
 import { storesTables } from './stores.ts';
 
@@ -890,6 +891,10 @@ async function main(): Promise<void> {
     await storesTables();
     return;
   }
+  if (only === 'network-stores') {
+    await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
+    return;
+  }
   leanTables();
   waitingMemoryTable();
   floorTables();
@@ -923,6 +928,7 @@ async function main(): Promise<void> {
   await samplerTable(ROUNDS, clock);
   await durableTable(ROUNDS, clock);
   await storesTables();
+  await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
 }
 
 await main();
