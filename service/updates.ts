@@ -13,6 +13,8 @@ export interface DispatchUpdate {
   readonly spread: number;
   readonly decision: TerminationDecision;
   readonly elapsedMs: number;
+  /** Set when this segment resumed the conversation after a crash or a shutdown of the service. */
+  readonly resumed?: true;
 }
 
 /**
@@ -36,6 +38,8 @@ export interface EndUpdate {
    * page links it through `--trace-url`.
    */
   readonly traceId?: string;
+  /** Set when the conversation was resumed after a crash or a shutdown of the service. */
+  readonly resumed?: true;
 }
 
 /** Every message sent after the hello and the history, each with the orchestrator it concerns. */
