@@ -14,6 +14,7 @@ import { collectDefaultMetrics, type OpenMetricsContentType, Registry } from 'pr
 import type { ConversationOrchestrator } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { createConversationRecorder, createRotatingFileSink } from '../src/replay/index.ts';
+import { Approvals, RESUME_PATH, serveResume } from './approvals.ts';
 import { ConfigError, parseConfig, usage } from './config.ts';
 import { endAbandoned, openStore, readEndings, Segments, TraderLeft } from './durable.ts';
 import { SharedExposition } from './exposition.ts';
@@ -165,7 +166,7 @@ async function main(): Promise<number> {
       // The sampler's slow rule: the page lists those conversations as slow (their traces kept).
       slowMs: cfg.sampleSlowMs,
     },
-    greeting: (filter) => [history.snapshot(filter)],
+    greeting: (filter) => [history.snapshot(filter), approvals.message(filter)],
   });
   const history = new ConversationHistory({
     tailPoints: MAX_DISPATCHES,
@@ -194,7 +195,10 @@ async function main(): Promise<number> {
         }
         progress.record(end.reason, outcome.dispatchCount, outcome.elapsedMs);
         publishEnd(orchestrator, conversationId, end.reason, outcome, end.resumed);
-      } else history.left(conversationId);
+      } else {
+        history.left(conversationId);
+        approvals.suspended(orchestrator, conversationId, end.result.suspended?.payload);
+      }
     },
   });
   const observers = recorder === undefined ? [telemetry] : [telemetry, recorder];
@@ -230,11 +234,41 @@ async function main(): Promise<number> {
     ),
   );
 
+  // Every run, resume and recover of this process: aborted together at shutdown, which leaves
+  // their conversations in the store as last committed, for the next start's recover().
+  const stop = new AbortController();
+  // One listener per run in flight, removed as it settles: thousands at once are expected.
+  setMaxListeners(0, stop.signal);
+  const tasks = new Set<Promise<unknown>>();
+  const track = (task: Promise<unknown>) => {
+    const settled = task.then(
+      () => {},
+      () => {},
+    );
+    tasks.add(settled);
+    void settled.finally(() => tasks.delete(settled));
+  };
+  const approvals = new Approvals({
+    store,
+    orchestrators: new Map(
+      names.map((name, i) => [name, orchestrators[i] as (typeof orchestrators)[number]]),
+    ),
+    timeoutMs: cfg.approvalTimeoutSeconds * 1000,
+    signal: stop.signal,
+    track: (task) => track(task),
+    publish: (update) => live.publish(update),
+  });
+
   const page = new Page();
   const metrics = new SharedExposition(registry);
   const server = createHttpServer(
     { ...cfg, hosts, onRefused: (reason) => health.httpRefused.inc({ reason }) },
     (target, req, res) => {
+      const resume = RESUME_PATH.exec(target.pathname);
+      if (resume !== null) {
+        serveResume(approvals, hosts, resume[1] as string, req, res);
+        return;
+      }
       if (page.serve(target.pathname, req, res)) return;
       const known = target.pathname === '/metrics' || target.pathname === '/healthz';
       if (known && req.method !== 'GET' && req.method !== 'HEAD') {
@@ -277,6 +311,8 @@ async function main(): Promise<number> {
   // of this process can end: those that end from now on are counted live, once.
   const kept = await readEndings(store, names);
   history.seed(kept.totals, kept.oldest);
+  // Conversations waiting for a person wait on across restarts: the list comes from the store.
+  await approvals.rebuild();
   // An IPv6 address is bracketed in a URL: http://[::1]:9464, not http://::1:9464.
   const authority = `${isIPv6(cfg.host) ? `[${cfg.host}]` : cfg.host}:${port}`;
   process.stdout.write(
@@ -285,20 +321,6 @@ async function main(): Promise<number> {
 
   // The workload: start conversations at `rate` per second, at most `concurrency` at once.
   const progress = new Progress();
-  // Every run, resume and recover of this process: aborted together at shutdown, which leaves
-  // their conversations in the store as last committed, for the next start's recover().
-  const stop = new AbortController();
-  // One listener per run in flight, removed as it settles: thousands at once are expected.
-  setMaxListeners(0, stop.signal);
-  const tasks = new Set<Promise<unknown>>();
-  const track = (task: Promise<unknown>) => {
-    const settled = task.then(
-      () => {},
-      () => {},
-    );
-    tasks.add(settled);
-    void settled.finally(() => tasks.delete(settled));
-  };
   let stopping = false;
   let started = 0;
   const startOne = () => {
@@ -326,6 +348,7 @@ async function main(): Promise<number> {
     o.recover({ concurrency: cfg.concurrency, signal: stop.signal }),
   );
   for (const r of recovering) track(r);
+  approvals.start();
   const recovered = Promise.all(recovering).then(
     (results) => {
       const resumed = results.reduce((n, r) => n + r.resumed, 0);
@@ -413,6 +436,7 @@ async function main(): Promise<number> {
       clearInterval(ticker);
       clearInterval(progressTimer);
       const aborting = segments.running;
+      approvals.stop();
       stop.abort(new Error(`service stopping (${signal})`));
       await Promise.allSettled([...tasks, recovered]);
       const [flush, , recorded] = await Promise.all([

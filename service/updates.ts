@@ -3,6 +3,7 @@
  * README documents each one.
  */
 import type { TerminationDecision } from '../src/index.ts';
+import type { ApprovalUpdate, DecidedUpdate } from './approvals.ts';
 
 /** After every dispatch of a conversation. */
 export interface DispatchUpdate {
@@ -43,6 +44,7 @@ export interface EndUpdate {
 }
 
 /** Every message sent after the hello and the history, each with the orchestrator it concerns. */
-export type LiveMessage = DispatchUpdate | EndUpdate;
+export type LiveMessage = DispatchUpdate | EndUpdate | ApprovalUpdate | DecidedUpdate;
 
+export type { ApprovalsMessage, ApprovalUpdate, DecidedUpdate } from './approvals.ts';
 export type { HistoryMessage } from './history.ts';
