@@ -14,6 +14,7 @@ export const SCENARIOS = [
   'timeout',
   'fail',
   'abort',
+  'approval',
 ] as const;
 export type Scenario = (typeof SCENARIOS)[number];
 
@@ -70,6 +71,15 @@ export interface ServiceConfig {
    * no links.
    */
   readonly traceUrl: string | undefined;
+  /** The directory of the default SQLite store (created if missing). */
+  readonly data: string;
+  /**
+   * Where conversations are kept: `memory`, `sqlite:PATH`, a `postgres://` or `redis://` URL;
+   * undefined: the SQLite file `conversations.db` under `data`.
+   */
+  readonly store: string | undefined;
+  /** A conversation waiting for approval longer than this, seconds, is rejected. */
+  readonly approvalTimeoutSeconds: number;
 }
 
 interface Knob {
@@ -122,7 +132,7 @@ const KNOBS = {
   mix: {
     flag: 'mix',
     env: 'MIX',
-    fallback: 'converge=66,slow=10,lagging=7,never=6,timeout=2,fail=5,abort=4',
+    fallback: 'converge=65,slow=10,lagging=7,never=6,timeout=2,fail=5,abort=4,approval=1',
     help: `scenario weights (${SCENARIOS.join(', ')})`,
   },
   progressSeconds: {
@@ -224,6 +234,26 @@ const KNOBS = {
     shown: 'none (no trace links)',
     help: 'trace UI URL for the live page, {traceId} replaced (http://localhost:16686/trace/{traceId})',
   },
+  data: {
+    flag: 'data',
+    env: 'DATA',
+    fallback: '.data',
+    shown: '.data (relative to the working directory)',
+    help: 'directory of the conversations store (SQLite, created if missing)',
+  },
+  store: {
+    flag: 'store',
+    env: 'STORE',
+    fallback: '',
+    shown: 'sqlite:{--data}/conversations.db',
+    help: 'where conversations are kept: memory, sqlite:PATH, postgres://…, redis://…',
+  },
+  approvalTimeoutSeconds: {
+    flag: 'approval-timeout-s',
+    env: 'APPROVAL_TIMEOUT_S',
+    fallback: '300',
+    help: 'seconds a conversation waits for approval before it is rejected',
+  },
 } as const satisfies Record<keyof ServiceConfig, Knob>;
 
 /** A knob's value and where it came from (the flag, the variable, or the default). */
@@ -313,6 +343,7 @@ export function parseConfig(
     }
     return n;
   };
+  if (values.data === '') throw new ConfigError('Expected --data to be a directory, got ``');
   if (values.record === '') throw new ConfigError('Expected --record to be a directory, got ``');
   const headersTimeoutMs = number('headersTimeoutMs', 100, 600_000, true);
   const requestTimeoutMs = number('requestTimeoutMs', 100, 3_600_000, true);
@@ -347,6 +378,9 @@ export function parseConfig(
     record: raw('record').value || undefined,
     recordFileMb: number('recordFileMb', 1, 1024, true),
     recordFiles: number('recordFiles', 1, 1000, true),
+    data: raw('data').value,
+    store: parseStore(raw('store')),
+    approvalTimeoutSeconds: number('approvalTimeoutSeconds', 0.1, 604_800, false),
   };
 }
 
@@ -359,6 +393,21 @@ function parseAllowedHosts({ value, from, defaulted }: Raw, host: string): reado
     );
   }
   return entries as string[];
+}
+
+/** `memory`, `sqlite:PATH`, `postgres://…` / `postgresql://…` or `redis://…` / `rediss://…`. */
+function parseStore({ value, from, defaulted }: Raw): string | undefined {
+  if (defaulted === true) return undefined;
+  if (
+    value === 'memory' ||
+    /^sqlite:.+/.test(value) ||
+    /^(postgres|postgresql|redis|rediss):\/\/./.test(value)
+  ) {
+    return value;
+  }
+  throw new ConfigError(
+    `Expected ${from} to be memory, sqlite:PATH, a postgres:// URL or a redis:// URL, got \`${clip(value)}\``,
+  );
 }
 
 /** The placeholder a trace URL template must hold, once. */

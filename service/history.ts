@@ -19,6 +19,8 @@ export interface ConversationTail {
   /** The dispatch count of `spreads[0]`; the rest follow one dispatch each. */
   readonly fromDispatch: number;
   readonly spreads: readonly number[];
+  /** Set when this segment resumed it after a crash or a shutdown of the service. */
+  readonly resumed?: true;
 }
 
 /** The `history` message. */
@@ -30,8 +32,13 @@ export interface HistoryMessage {
   readonly omitted: number;
   /** Endings since the service started, by orchestrator, then reason. */
   readonly totals: Readonly<Record<string, Readonly<Record<string, number>>>>;
-  /** When the service started (ISO 8601), for "since the service started". */
+  /**
+   * When the service started (ISO 8601), for "since the service started": the oldest ending
+   * its store keeps, when it keeps one from an earlier run, else this process's start.
+   */
   readonly since: string;
+  /** Conversations this process resumed after a crash or a shutdown that have ended since. */
+  readonly resumedEnded: number;
 }
 
 interface Tail {
@@ -39,6 +46,7 @@ interface Tail {
   from: number;
   readonly spreads: number[];
   traceId: string | undefined;
+  resumed: boolean;
 }
 
 /** Most distinct reasons counted per orchestrator (the rest are counted as `other`). */
@@ -48,10 +56,27 @@ export class ConversationHistory {
   readonly #options: HistoryOptions;
   readonly #inFlight = new Map<string, Tail>();
   readonly #totals = new Map<string, Map<string, number>>();
-  readonly #since = new Date().toISOString();
+  #since = new Date().toISOString();
+  #resumedEnded = 0;
 
   constructor(options: HistoryOptions) {
     this.#options = options;
+  }
+
+  /**
+   * Starts the totals from the endings an earlier run left in the store (before any ending of
+   * this process), `since` the oldest of them.
+   */
+  seed(totals: ReadonlyMap<string, ReadonlyMap<string, number>>, since: number | undefined): void {
+    for (const [orchestrator, byReason] of totals) {
+      for (const [reason, n] of byReason) this.#count(orchestrator, reason, n);
+    }
+    if (since !== undefined) this.#since = new Date(since).toISOString();
+  }
+
+  /** A conversation stopped without ending (it stays in the store): no longer in flight. */
+  left(conversationId: string): void {
+    this.#inFlight.delete(conversationId);
   }
 
   /** After every dispatch (from the listener, inside the conversation's trace context). */
@@ -61,6 +86,7 @@ export class ConversationHistory {
     dispatchCount: number,
     spread: number,
     spanContext: SpanContext | undefined,
+    resumed = false,
   ): void {
     let tail = this.#inFlight.get(conversationId);
     if (tail === undefined) {
@@ -69,6 +95,7 @@ export class ConversationHistory {
         from: dispatchCount,
         spreads: [],
         traceId: traceIdOf(spanContext),
+        resumed,
       };
       this.#inFlight.set(conversationId, tail);
     }
@@ -81,17 +108,27 @@ export class ConversationHistory {
   }
 
   /** Once per conversation; returns the trace id seen for it (when tracing kept it). */
-  ended(orchestrator: string, conversationId: string, reason: string): string | undefined {
+  ended(
+    orchestrator: string,
+    conversationId: string,
+    reason: string,
+    resumed = false,
+  ): string | undefined {
     const traceId = this.#inFlight.get(conversationId)?.traceId;
     this.#inFlight.delete(conversationId);
+    if (resumed) this.#resumedEnded++;
+    this.#count(orchestrator, reason, 1);
+    return traceId;
+  }
+
+  #count(orchestrator: string, reason: string, n: number): void {
     let byReason = this.#totals.get(orchestrator);
     if (byReason === undefined) {
       byReason = new Map();
       this.#totals.set(orchestrator, byReason);
     }
     const key = byReason.has(reason) || byReason.size < MAX_REASONS ? reason : 'other';
-    byReason.set(key, (byReason.get(key) ?? 0) + 1);
-    return traceId;
+    byReason.set(key, (byReason.get(key) ?? 0) + n);
   }
 
   /** The history message for a client subscribed to `filter` (undefined: every orchestrator). */
@@ -107,6 +144,7 @@ export class ConversationHistory {
         fromDispatch: tail.from,
         // Four significant digits draw the same on a log scale and take half the bytes.
         spreads: tail.spreads.map((s) => Number(s.toPrecision(4))),
+        ...(tail.resumed ? { resumed: true as const } : {}),
       };
       const size = JSON.stringify(entry).length + 1;
       if (bytes + size > this.#options.maxBytes) {
@@ -121,7 +159,14 @@ export class ConversationHistory {
       if (filter !== undefined && orchestrator !== filter) continue;
       totals[orchestrator] = Object.fromEntries(byReason);
     }
-    return { type: 'history', conversations, omitted, totals, since: this.#since };
+    return {
+      type: 'history',
+      conversations,
+      omitted,
+      totals,
+      since: this.#since,
+      resumedEnded: this.#resumedEnded,
+    };
   }
 }
 

@@ -6,14 +6,17 @@
  */
 // First: SIGTERM is handled from here on, while the modules below still load.
 import './signals.ts';
+import { setMaxListeners } from 'node:events';
 import { isIPv6 } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { context, trace } from '@opentelemetry/api';
 import { collectDefaultMetrics, type OpenMetricsContentType, Registry } from 'prom-client';
-import { ConversationError, type ConversationOrchestrator } from '../src/index.ts';
+import type { ConversationOrchestrator } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { createConversationRecorder, createRotatingFileSink } from '../src/replay/index.ts';
+import { Approvals, RESUME_PATH, serveResume } from './approvals.ts';
 import { ConfigError, parseConfig, usage } from './config.ts';
+import { endAbandoned, openStore, readEndings, Segments, TraderLeft } from './durable.ts';
 import { SharedExposition } from './exposition.ts';
 import { createServiceMetrics } from './health-metrics.ts';
 import { ConversationHistory } from './history.ts';
@@ -135,6 +138,15 @@ async function main(): Promise<number> {
           logger: { warn: (message) => process.stderr.write(`${message}\n`) },
           reportIntervalMs: EXPORT_FAILURE_REPORT_MS,
         });
+  // Conversations live in a store (SQLite under --data by default): a crash loses none.
+  let opened: ReturnType<typeof openStore>;
+  try {
+    opened = openStore(cfg);
+  } catch (error) {
+    process.stderr.write(`cannot open the conversations store: ${(error as Error).message}\n`);
+    return 2;
+  }
+  const { store } = opened;
   const health = createServiceMetrics(registry, () => live.subscribers);
   const names = ['fx_desks', 'rates_desks'] as const;
   const hosts = new HostAllowlist(cfg.allowedHosts);
@@ -154,20 +166,51 @@ async function main(): Promise<number> {
       // The sampler's slow rule: the page lists those conversations as slow (their traces kept).
       slowMs: cfg.sampleSlowMs,
     },
-    greeting: (filter) => [history.snapshot(filter)],
+    greeting: (filter) => [history.snapshot(filter), approvals.message(filter)],
   });
   const history = new ConversationHistory({
     tailPoints: MAX_DISPATCHES,
     maxBytes: MAX_HISTORY_BYTES,
   });
 
+  // Every segment's end, whoever ran it (run(), recover(), an approval's resume()): last of the
+  // observers, so the sampler has decided on the trace when it is told.
+  const segments = new Segments<Book, DeskMessage>({
+    onEnd: (orchestrator, conversationId, end) => {
+      if (end.kind === 'left') history.left(conversationId);
+      else if (end.kind === 'ended') {
+        const outcome = end.end.ok ? end.end.result : end.end.error;
+        if (end.abandoned) {
+          track(
+            endAbandoned(store, conversationId, {
+              dispatchCount: outcome.dispatchCount,
+              elapsedMs: outcome.elapsedMs,
+              message: end.end.ok ? '' : end.end.error.message,
+            }).catch((error: unknown) =>
+              process.stderr.write(
+                `could not store ${conversationId} as ended: ${(error as Error).message}\n`,
+              ),
+            ),
+          );
+        }
+        progress.record(end.reason, outcome.dispatchCount, outcome.elapsedMs);
+        publishEnd(orchestrator, conversationId, end.reason, outcome, end.resumed);
+      } else {
+        history.left(conversationId);
+        approvals.suspended(orchestrator, conversationId, end.result.suspended?.payload);
+      }
+    },
+  });
+  const observers = recorder === undefined ? [telemetry] : [telemetry, recorder];
   const orchestrators: ConversationOrchestrator<Book, DeskMessage>[] = names.map((name, i) =>
     createDeskOrchestrator(
       name,
       Math.min(cfg.desks + i, 8),
       cfg,
-      recorder === undefined ? [telemetry] : [telemetry, recorder],
+      [...observers, segments.observer],
+      store,
       (state, decision, dispatchCount, elapsedMs) => {
+        const resumed = segments.resumed.has(state.conversationId);
         // The listener runs in the conversation's trace context: its span is the active one.
         history.dispatched(
           name,
@@ -175,6 +218,7 @@ async function main(): Promise<number> {
           dispatchCount,
           state.projection.spread,
           trace.getSpanContext(context.active()),
+          resumed,
         );
         live.publish({
           type: 'dispatch',
@@ -184,16 +228,47 @@ async function main(): Promise<number> {
           spread: state.projection.spread,
           decision,
           elapsedMs,
+          ...(resumed ? { resumed: true as const } : {}),
         });
       },
     ),
   );
+
+  // Every run, resume and recover of this process: aborted together at shutdown, which leaves
+  // their conversations in the store as last committed, for the next start's recover().
+  const stop = new AbortController();
+  // One listener per run in flight, removed as it settles: thousands at once are expected.
+  setMaxListeners(0, stop.signal);
+  const tasks = new Set<Promise<unknown>>();
+  const track = (task: Promise<unknown>) => {
+    const settled = task.then(
+      () => {},
+      () => {},
+    );
+    tasks.add(settled);
+    void settled.finally(() => tasks.delete(settled));
+  };
+  const approvals = new Approvals({
+    store,
+    orchestrators: new Map(
+      names.map((name, i) => [name, orchestrators[i] as (typeof orchestrators)[number]]),
+    ),
+    timeoutMs: cfg.approvalTimeoutSeconds * 1000,
+    signal: stop.signal,
+    track: (task) => track(task),
+    publish: (update) => live.publish(update),
+  });
 
   const page = new Page();
   const metrics = new SharedExposition(registry);
   const server = createHttpServer(
     { ...cfg, hosts, onRefused: (reason) => health.httpRefused.inc({ reason }) },
     (target, req, res) => {
+      const resume = RESUME_PATH.exec(target.pathname);
+      if (resume !== null) {
+        serveResume(approvals, hosts, resume[1] as string, req, res);
+        return;
+      }
       if (page.serve(target.pathname, req, res)) return;
       const known = target.pathname === '/metrics' || target.pathname === '/healthz';
       if (known && req.method !== 'GET' && req.method !== 'HEAD') {
@@ -205,7 +280,9 @@ async function main(): Promise<number> {
         );
       } else if (target.pathname === '/healthz') {
         res.writeHead(stopping ? 503 : 200, { 'content-type': 'application/json' });
-        res.end(JSON.stringify({ status: stopping ? 'stopping' : 'ok', inFlight: inFlight.size }));
+        res.end(
+          JSON.stringify({ status: stopping ? 'stopping' : 'ok', inFlight: segments.running }),
+        );
       } else if (target.pathname === '/ws') {
         // A plain request (or an upgrade to something else) at the WebSocket endpoint.
         res
@@ -230,52 +307,56 @@ async function main(): Promise<number> {
     process.stderr.write(`${error.message}\n`);
     return 2;
   }
+  // The endings earlier runs left in the store start the totals, read before any conversation
+  // of this process can end: those that end from now on are counted live, once.
+  const kept = await readEndings(store, names);
+  history.seed(kept.totals, kept.oldest);
+  // Conversations waiting for a person wait on across restarts: the list comes from the store.
+  await approvals.rebuild();
   // An IPv6 address is bracketed in a URL: http://[::1]:9464, not http://::1:9464.
   const authority = `${isIPv6(cfg.host) ? `[${cfg.host}]` : cfg.host}:${port}`;
   process.stdout.write(
-    `conversation-orchestrator demo listening on http://${authority} (the live page at /, /metrics, /healthz, ws://${authority}/ws)\n${tracing.description}\nanswering Host: ${cfg.allowedHosts.join(', ')} and any IP address (--allowed-hosts)\n${cfg.record === undefined ? '' : `recording every conversation into ${cfg.record} (files of at most ${cfg.recordFileMb} MiB, the last ${cfg.recordFiles} kept)\n`}`,
+    `conversation-orchestrator demo listening on http://${authority} (the live page at /, /metrics, /healthz, ws://${authority}/ws)\n${tracing.description}\nanswering Host: ${cfg.allowedHosts.join(', ')} and any IP address (--allowed-hosts)\n${cfg.record === undefined ? '' : `recording every conversation into ${cfg.record} (files of at most ${cfg.recordFileMb} MiB, the last ${cfg.recordFiles} kept)\n`}conversations kept ${opened.description} (--data, --store); ${kept.count} ended ones counted from it\n`,
   );
 
   // The workload: start conversations at `rate` per second, at most `concurrency` at once.
   const progress = new Progress();
-  const inFlight = new Map<Promise<unknown>, AbortController>();
   let stopping = false;
   let started = 0;
   const startOne = () => {
     const scenario = pickScenario(cfg.mix);
     const index = started++ % orchestrators.length;
     const orchestrator = orchestrators[index] as ConversationOrchestrator<Book, DeskMessage>;
-    const name = names[index] as string;
     const desks = orchestrator.responderNames.length;
-    const controller = new AbortController();
-    let abandon: NodeJS.Timeout | undefined;
-    if (scenario === 'abort')
-      abandon = setTimeout(
-        () => controller.abort(new Error('trader left')),
-        50 + Math.random() * 250,
-      );
-    const run = orchestrator
-      .run(
-        { sender: 'market', content: { market: market(scenario, desks, cfg) } },
-        { signal: controller.signal },
-      )
-      .then(
-        (result) => {
-          progress.record(result.decision.reason, result.dispatchCount, result.elapsedMs);
-          publishEnd(name, result.conversationId, result.decision.reason, result);
-        },
-        (error: unknown) => {
-          if (!(error instanceof ConversationError)) throw error;
-          progress.record(error.reason, error.dispatchCount, error.elapsedMs);
-          publishEnd(name, error.conversationId, error.reason, error);
-        },
-      )
-      .finally(() => {
-        clearTimeout(abandon);
-        inFlight.delete(run);
-      });
-    inFlight.set(run, controller);
+    const book = market(scenario, desks, cfg);
+    let signal = stop.signal;
+    let leave: NodeJS.Timeout | undefined;
+    if (book.leaveAfterMs !== undefined) {
+      const trader = new AbortController();
+      leave = setTimeout(() => trader.abort(new TraderLeft()), book.leaveAfterMs);
+      signal = AbortSignal.any([stop.signal, trader.signal]);
+    }
+    // How it ends is told by `segments` (for resumed conversations too).
+    track(
+      orchestrator
+        .run({ sender: 'market', content: { market: book } }, { signal })
+        .finally(() => clearTimeout(leave)),
+    );
   };
+  // Conversations in flight when the service was killed go on, at most --concurrency at once.
+  const recovering = orchestrators.map((o) =>
+    o.recover({ concurrency: cfg.concurrency, signal: stop.signal }),
+  );
+  for (const r of recovering) track(r);
+  approvals.start();
+  const recovered = Promise.all(recovering).then(
+    (results) => {
+      const resumed = results.reduce((n, r) => n + r.resumed, 0);
+      if (resumed > 0) process.stdout.write(`resumed ${resumed} conversations from the store\n`);
+    },
+    (error: unknown) =>
+      process.stderr.write(`recover() failed: ${(error as Error).message ?? String(error)}\n`),
+  );
   const publishEnd = (
     orchestrator: string,
     conversationId: string,
@@ -286,9 +367,10 @@ async function main(): Promise<number> {
       elapsedMs: number;
       usage: { inputTokens: number; outputTokens: number };
     },
+    resumed: boolean,
   ) => {
     // The trace is linked only when the sampler kept it (it decided as the conversation ended).
-    const seen = history.ended(orchestrator, conversationId, reason);
+    const seen = history.ended(orchestrator, conversationId, reason, resumed);
     const traceId = seen !== undefined && tracing.kept(seen) ? seen : undefined;
     live.publish({
       type: 'end',
@@ -300,6 +382,7 @@ async function main(): Promise<number> {
       elapsedMs: end.elapsedMs,
       tokens: { input: end.usage.inputTokens, output: end.usage.outputTokens },
       ...(traceId === undefined ? {} : { traceId }),
+      ...(resumed ? { resumed: true as const } : {}),
     });
   };
   const intervalMs = 1000 / cfg.rate;
@@ -309,7 +392,7 @@ async function main(): Promise<number> {
       const now = performance.now();
       while (due <= now && !stopping) {
         due += intervalMs;
-        if (inFlight.size < cfg.concurrency) startOne();
+        if (segments.running < cfg.concurrency) startOne();
       }
       if (due < now - 1000) due = now; // do not burst after a stall
     },
@@ -317,7 +400,7 @@ async function main(): Promise<number> {
   );
   const tty = process.stdout.isTTY === true;
   const progressTimer = setInterval(() => {
-    const line = progress.line(inFlight.size);
+    const line = progress.line(segments.running);
     process.stdout.write(tty ? `\r${line}\u001b[K` : `${line}\n`);
   }, cfg.progressSeconds * 1000);
 
@@ -330,6 +413,20 @@ async function main(): Promise<number> {
     return `, recorded ${stats.written} conversations into ${cfg.record}${dropped > 0 ? ` (${dropped} dropped)` : ''}`;
   };
 
+  /** What the store holds for the next start, from its stats (bounded: it may be down). */
+  const describeLeft = async (): Promise<string> => {
+    const stats = await Promise.race([store.stats().catch(() => undefined), sleep(1000)]);
+    if (stats === undefined) return '';
+    let running = 0;
+    let suspended = 0;
+    for (const s of stats) {
+      if (!(names as readonly string[]).includes(s.orchestrator)) continue;
+      running += s.running;
+      suspended += s.suspended;
+    }
+    return `left in the store: ${running} in flight (resumed at the next start), ${suspended} waiting for approval\n`;
+  };
+
   // Graceful shutdown, bounded: abort in-flight conversations (recorded as aborted), then flush
   // spans (at most --flush-timeout-ms) while WebSocket clients get a short grace, then close.
   return new Promise<number>((resolve) => {
@@ -338,10 +435,10 @@ async function main(): Promise<number> {
       stopping = true;
       clearInterval(ticker);
       clearInterval(progressTimer);
-      const aborting = inFlight.size;
-      for (const controller of inFlight.values())
-        controller.abort(new Error(`service stopping (${signal})`));
-      await Promise.allSettled([...inFlight.keys()]);
+      const aborting = segments.running;
+      approvals.stop();
+      stop.abort(new Error(`service stopping (${signal})`));
+      await Promise.allSettled([...tasks, recovered]);
       const [flush, , recorded] = await Promise.all([
         tracing.shutdown(),
         live.close(),
@@ -349,6 +446,8 @@ async function main(): Promise<number> {
       ]);
       exportFailures.flush();
       drops.flush();
+      const left = await describeLeft();
+      await store.close().catch(() => {});
       server.closeAllConnections();
       // Every HTTP connection is closed above; do not let a straggler hold the exit.
       await Promise.race([
@@ -356,7 +455,7 @@ async function main(): Promise<number> {
         sleep(SERVER_CLOSE_GRACE_MS),
       ]);
       process.stdout.write(
-        `${tty ? '\n' : ''}${signal}: aborted ${aborting} in-flight conversations, ${describeFlush(flush, cfg.flushTimeoutMs)}${recorded}, closed. ${progress.summary()}\n`,
+        `${tty ? '\n' : ''}${signal}: aborted ${aborting} in-flight conversations, ${describeFlush(flush, cfg.flushTimeoutMs)}${recorded}, closed. ${progress.summary()}\n${left}`,
       );
       resolve(0);
     };

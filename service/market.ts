@@ -7,12 +7,16 @@
  */
 import { setTimeout as sleep } from 'node:timers/promises';
 import {
+  anyOf,
   type ConversationListener,
   type ConversationObserver,
   ConversationOrchestrator,
+  type ConversationStore,
   type Message,
   type Responder,
   roundRobin,
+  stopWhen,
+  suspend,
 } from '../src/index.ts';
 import type { Scenario, ServiceConfig } from './config.ts';
 import { deskTermination } from './desk-policies.ts';
@@ -42,16 +46,51 @@ export interface Market {
   readonly latencyMs: number;
   /** The dispatch at which the pricing feed fails (scenario `fail`). */
   readonly failAt?: number;
+  /** The trader leaves (aborts the run) after this many ms (scenario `abort`). */
+  readonly leaveAfterMs?: number;
+  /**
+   * The risk desk (the first) asks a person before a quote that moves its price by more than
+   * this share (scenario `approval`).
+   */
+  readonly riskLimit?: number;
   readonly opening: readonly number[];
 }
 
-export type DeskMessage = { readonly market: Market } | { readonly price: number };
+/** A person's answer to the risk desk (the input of `resume()`). */
+export type Decision = 'approve' | 'reject';
+
+export type DeskMessage =
+  | { readonly market: Market }
+  | { readonly price: number }
+  | { readonly decision: Decision };
 
 export interface Book {
   readonly market: Market;
   readonly quotes: number[];
   spread: number;
+  /** The risk officer's answer, once given (`none` before). */
+  approval: 'none' | 'approved' | 'rejected';
 }
+
+/** What the risk desk's `suspend(payload)` carries: the quote it would give. */
+export interface ApprovalRequest {
+  readonly desk: string;
+  /** Its last quote. */
+  readonly from: number;
+  /** The quote it would give. */
+  readonly to: number;
+  /** `|to - from| / from`. */
+  readonly move: number;
+}
+
+/**
+ * The risk limit of an `approval` market: a quote that moves the risk desk's price by more than
+ * 3% waits for a person. Its opening puts that desk 10% below its peers, so its first quote
+ * moves about 5%.
+ */
+export const RISK_LIMIT = 0.03;
+/** The sender of a person's answer. */
+export const RISK_OFFICER = 'risk_officer';
 
 /**
  * The simulated model behind each desk, by desk index (a bounded set: the model label on
@@ -129,6 +168,16 @@ function desk(index: number, name: string): Responder<Book, DeskMessage> {
       const mine = quotes[index] as number;
       const mean = sum / (quotes.length - 1);
       const price = mine + (mean - mine) * market.step + (Math.random() - 0.5) * market.noise;
+      const move = Math.abs(price - mine) / mine;
+      if (
+        index === 0 &&
+        market.riskLimit !== undefined &&
+        state.projection.approval === 'none' &&
+        move > market.riskLimit
+      ) {
+        const request: ApprovalRequest = { desk: name, from: mine, to: price, move };
+        return suspend(request);
+      }
       return { sender: name, content: { price } };
     },
   };
@@ -139,6 +188,7 @@ export function createDeskOrchestrator(
   desks: number,
   config: ServiceConfig,
   observers: readonly ConversationObserver<Book, DeskMessage>[],
+  store: ConversationStore | undefined,
   listener: ConversationListener<Book, DeskMessage>,
 ): ConversationOrchestrator<Book, DeskMessage> {
   const names = DESK_NAMES.slice(0, desks);
@@ -151,9 +201,13 @@ export function createDeskOrchestrator(
       initial: (input: Message<DeskMessage>) => {
         const market = (input.content as { market: Market }).market;
         const quotes = [...market.opening];
-        return { market, quotes, spread: spreadOf(quotes) };
+        return { market, quotes, spread: spreadOf(quotes), approval: 'none' };
       },
       fold: (book, message) => {
+        if (message.sender === RISK_OFFICER && 'decision' in message.content) {
+          book.approval = message.content.decision === 'approve' ? 'approved' : 'rejected';
+          return book;
+        }
         const i = index.get(message.sender);
         if (i !== undefined && 'price' in message.content) {
           book.quotes[i] = message.content.price;
@@ -162,10 +216,15 @@ export function createDeskOrchestrator(
         return book;
       },
     },
-    termination: deskTermination<Book, DeskMessage>(desks, config.tolerance),
+    // The desks' policy (shared with the replay walkthrough), and a person's rejection.
+    termination: anyOf<Book, DeskMessage>(
+      deskTermination<Book, DeskMessage>(desks, config.tolerance),
+      stopWhen((s) => s.projection.approval === 'rejected', 'rejected'),
+    ),
     observers,
     listener,
     dispatchTimeoutMs: 10_000,
+    ...(store === undefined ? {} : { store }),
   });
 }
 
@@ -205,7 +264,23 @@ export function market(scenario: Scenario, desks: number, config: ServiceConfig)
         failAt: 2 + Math.floor(Math.random() * 10),
       };
     case 'abort':
-      return { scenario, step: 0.04, noise: tol * 0.2, latencyMs: latency, opening };
+      return {
+        scenario,
+        step: 0.04,
+        noise: tol * 0.2,
+        latencyMs: latency,
+        opening,
+        leaveAfterMs: 50 + Math.random() * 250,
+      };
+    case 'approval':
+      return {
+        scenario,
+        step: 0.5,
+        noise: tol * 0.2,
+        latencyMs: latency,
+        opening: opening.map((q, i) => (i === 0 ? 90 : q)),
+        riskLimit: RISK_LIMIT,
+      };
   }
 }
 

@@ -1,5 +1,5 @@
 /**
- * SIGTERM and SIGINT from the first moment the service runs. main.ts imports this first, so the
+ * SIGTERM, SIGINT and SIGHUP (a closed terminal) from the first moment the service runs. main.ts imports this first, so the
  * handlers are in place before the heavy modules load: a signal while starting (a `docker stop`
  * of a container still booting) exits 0 at once, and a repeated signal during the graceful
  * shutdown is ignored. `process.once` would put the default action back after the first signal,
@@ -25,8 +25,10 @@ function onSignal(signal: NodeJS.Signals): void {
 
 process.on('SIGTERM', onSignal);
 process.on('SIGINT', onSignal);
+// A closed terminal: by default Node exits 129 at once, skipping the flush.
+process.on('SIGHUP', onSignal);
 
-/** From now on the first SIGTERM or SIGINT calls `fn` (once); repeats are ignored. */
+/** From now on the first SIGTERM, SIGINT or SIGHUP calls `fn` (once); repeats are ignored. */
 export function onStopSignal(fn: Stop): void {
   stop = fn;
 }

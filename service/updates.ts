@@ -3,6 +3,7 @@
  * README documents each one.
  */
 import type { TerminationDecision } from '../src/index.ts';
+import type { ApprovalUpdate, DecidedUpdate } from './approvals.ts';
 
 /** After every dispatch of a conversation. */
 export interface DispatchUpdate {
@@ -13,6 +14,8 @@ export interface DispatchUpdate {
   readonly spread: number;
   readonly decision: TerminationDecision;
   readonly elapsedMs: number;
+  /** Set when this segment resumed the conversation after a crash or a shutdown of the service. */
+  readonly resumed?: true;
 }
 
 /**
@@ -36,9 +39,12 @@ export interface EndUpdate {
    * page links it through `--trace-url`.
    */
   readonly traceId?: string;
+  /** Set when the conversation was resumed after a crash or a shutdown of the service. */
+  readonly resumed?: true;
 }
 
 /** Every message sent after the hello and the history, each with the orchestrator it concerns. */
-export type LiveMessage = DispatchUpdate | EndUpdate;
+export type LiveMessage = DispatchUpdate | EndUpdate | ApprovalUpdate | DecidedUpdate;
 
+export type { ApprovalsMessage, ApprovalUpdate, DecidedUpdate } from './approvals.ts';
 export type { HistoryMessage } from './history.ts';

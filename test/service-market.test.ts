@@ -39,7 +39,7 @@ describe('the desks’ simulated models', () => {
 
   it('report every quote, so a conversation’s input tokens are the sum over its dispatches', async () => {
     const config = parseConfig(['--latency-ms', '0'], {}) as ServiceConfig;
-    const orchestrator = createDeskOrchestrator('fx_desks', 3, config, [], () => {});
+    const orchestrator = createDeskOrchestrator('fx_desks', 3, config, [], undefined, () => {});
     const result = await orchestrator.run({
       sender: 'market',
       content: { market: market('converge', 3, config) },
@@ -61,7 +61,14 @@ describe('the demo’s market mix', () => {
     // A lagging market converges as a calm one does, its desks answering slowly whatever
     // --latency-ms says (0 here): 3 and 4 desks, as fx_desks and rates_desks have by default.
     const runs = [3, 4].flatMap((desks) => {
-      const orchestrator = createDeskOrchestrator('fx_desks', desks, config, [], () => {});
+      const orchestrator = createDeskOrchestrator(
+        'fx_desks',
+        desks,
+        config,
+        [],
+        undefined,
+        () => {},
+      );
       return Array.from({ length: 8 }, () =>
         orchestrator.run({
           sender: 'market',

@@ -84,10 +84,28 @@ const state = {
   /** The pointer is on the list: it holds still so that a link can be clicked. */
   listHeld: false,
   dirty: true,
+  /** Ids of conversations seen resumed after a restart of the service (bounded). */
+  resumedIds: /** @type {Set<string>} */ (new Set()),
+  /** Resumed conversations that had ended before the page connected (the history says). */
+  resumedEnded: 0,
 };
 
+/** Most resumed conversations remembered, and most waiting conversations listed. */
+const MAX_RESUMED = 100_000;
+const MAX_WAITING = 100;
 /**
- * @typedef {{orchestrator: string, spreads: number[], reason?: string, seen: number,
+ * Conversations waiting for approval: id → what the list shows, with its node (kept while
+ * listed, so a button under the pointer is never replaced).
+ * @type {Map<string, {orchestrator: string, suspendedAt: number, text: string, li?: HTMLLIElement}>}
+ */
+const waiting = new Map();
+/** The service's clock minus the page's (ms), from the approvals message. */
+let clockOffset = 0;
+/** Unanswered past this long (ms), the service rejects a waiting conversation. */
+let approvalTimeoutMs = 0;
+
+/**
+ * @typedef {{orchestrator: string, spreads: number[], reason?: string, seen: number, resumed?: boolean,
  *   traceId?: string, dispatchCount?: number, elapsedMs?: number, tokens?: number}} Conversation
  * @typedef {{id: string, orchestrator: string, reason: string, dispatchCount: number,
  *   elapsedMs: number, traceId?: string, tokens?: number}} Recent
@@ -132,10 +150,19 @@ function point(/** @type {any} */ m) {
   return [Math.min(n, state.maxDispatches) - 1, Math.min(Math.max(m.spread, FLOOR), 1e12)];
 }
 
+/** Marks a conversation resumed after a restart when the message says so. */
+function markResumed(/** @type {any} */ m, /** @type {Conversation} */ c) {
+  if (m.resumed !== true || c.resumed === true) return;
+  c.resumed = true;
+  if (state.resumedIds.size < MAX_RESUMED) state.resumedIds.add(m.conversationId);
+  state.version++;
+}
+
 function onDispatch(/** @type {any} */ m) {
   const p = point(m);
   const c = p === undefined ? undefined : conversation(m);
   if (c === undefined || p === undefined || c.reason !== undefined) return;
+  markResumed(m, c);
   c.spreads[p[0]] = p[1];
   c.seen = performance.now();
 }
@@ -143,6 +170,7 @@ function onDispatch(/** @type {any} */ m) {
 function onEnd(/** @type {any} */ m) {
   const c = conversation(m);
   if (c === undefined || c.reason !== undefined) return;
+  markResumed(m, c);
   c.reason = typeof m.reason === 'string' ? m.reason.slice(0, MAX_NAME) : 'other';
   const p = point(m);
   if (p !== undefined && c.spreads[p[0]] === undefined) c.spreads[p[0]] = p[1];
@@ -215,12 +243,16 @@ function onHistory(/** @type {any} */ m) {
       if (!Number.isInteger(from) || from < 1 || from > state.maxDispatches) continue;
       const c = conversation(h);
       if (c === undefined || c.reason !== undefined) continue;
+      markResumed(h, c);
       const n = Math.min(h.spreads.length, state.maxDispatches - from + 1);
       for (let i = 0; i < n; i++) {
         const p = point({ dispatchCount: from + i, spread: h.spreads[i] });
         if (p !== undefined && c.spreads[p[0]] === undefined) c.spreads[p[0]] = p[1];
       }
     }
+  }
+  if (Number.isSafeInteger(m.resumedEnded) && m.resumedEnded >= 0) {
+    state.resumedEnded = m.resumedEnded;
   }
   if (m.totals !== null && typeof m.totals === 'object') {
     /** @type {Map<string, Map<string, number>>} */
@@ -308,6 +340,9 @@ function receive(/** @type {MessageEvent} */ event) {
   if (m.type === 'dispatch') onDispatch(m);
   else if (m.type === 'end') onEnd(m);
   else if (m.type === 'history') onHistory(m);
+  else if (m.type === 'approvals') onApprovals(m);
+  else if (m.type === 'approval') addWaiting(m);
+  else if (m.type === 'decided') removeWaiting(m.conversationId);
   else if (m.type === 'hello') {
     onHello(m);
     setConnection('live', 'live');
@@ -587,6 +622,26 @@ function drawBand(/** @type {uPlot} */ u) {
  * A mark at the last point of every finished line, shaped and coloured by how it ended; a ring
  * at the newest point of every line in flight (where it is now).
  */
+/** A resumed conversation's mark: a hollow square where it resumed (its first point here). */
+function drawResumed(
+  /** @type {uPlot} */ u,
+  /** @type {Conversation} */ c,
+  /** @type {number} */ r,
+) {
+  const first = c.spreads.findIndex((v) => v !== undefined);
+  if (first < 0) return;
+  const x = u.valToPos(first + 1, 'x', true);
+  const y = u.valToPos(/** @type {number} */ (c.spreads[first]), 'y', true);
+  const { ctx } = u;
+  ctx.beginPath();
+  ctx.rect(x - r, y - r, 2 * r, 2 * r);
+  ctx.fillStyle = '#ffffff';
+  ctx.fill();
+  ctx.strokeStyle = lineColor(c.orchestrator, false);
+  ctx.lineWidth = 2 * devicePixelRatio;
+  ctx.stroke();
+}
+
 function drawMarks(/** @type {uPlot} */ u) {
   const { ctx } = u;
   const r = MARK_RADIUS * devicePixelRatio;
@@ -601,6 +656,7 @@ function drawMarks(/** @type {uPlot} */ u) {
     const value = c.spreads[last - 1] ?? FLOOR;
     const x = u.valToPos(last, 'x', true);
     const y = u.valToPos(value, 'y', true);
+    if (c.resumed === true) drawResumed(u, c, r);
     if (c.reason === undefined) {
       heads.push([u.valToPos(last, 'x'), u.valToPos(value, 'y'), idOf(c)]);
       ctx.beginPath();
@@ -691,6 +747,7 @@ function render() {
   if (countsShown !== state.version) {
     countsShown = state.version;
     renderCounts();
+    renderResumed();
   }
   if (recentShown !== state.version && !state.listHeld) {
     recentShown = state.version;
@@ -969,3 +1026,120 @@ window.addEventListener('resize', () => {
 });
 schedule();
 connect();
+
+// --- resumed conversations and approvals ----------------------------------------------------
+
+function renderResumed() {
+  const n = state.resumedEnded + state.resumedIds.size;
+  $('resumed').textContent =
+    n === 0
+      ? 'no conversation resumed after a restart of the service'
+      : `${n} conversation${n === 1 ? '' : 's'} resumed after a restart of the service (□ where each resumed)`;
+}
+
+function onApprovals(/** @type {any} */ m) {
+  for (const id of [...waiting.keys()]) removeWaiting(id);
+  if (Number.isFinite(m.now)) clockOffset = m.now - Date.now();
+  if (Number.isFinite(m.timeoutMs) && m.timeoutMs > 0) approvalTimeoutMs = m.timeoutMs;
+  if (Array.isArray(m.waiting)) for (const w of m.waiting.slice(0, MAX_WAITING)) addWaiting(w);
+  renderWaiting();
+}
+
+function addWaiting(/** @type {any} */ w) {
+  if (w === null || typeof w !== 'object') return;
+  const id = w.conversationId;
+  if (typeof id !== 'string' || id.length > MAX_NAME || typeof w.orchestrator !== 'string') return;
+  if (!Number.isFinite(w.suspendedAt) || waiting.size >= MAX_WAITING) return;
+  const r = w.request;
+  const text =
+    r !== null && typeof r === 'object' && typeof r.desk === 'string' && Number.isFinite(r.move)
+      ? `${r.desk.slice(0, MAX_NAME)} would move its quote ${(100 * r.move).toFixed(1)}%`
+      : 'a quote past the risk limit';
+  waiting.set(id, {
+    orchestrator: w.orchestrator.slice(0, MAX_NAME),
+    suspendedAt: w.suspendedAt,
+    text,
+  });
+  renderWaiting();
+}
+
+function removeWaiting(/** @type {unknown} */ id) {
+  if (typeof id !== 'string') return;
+  const w = waiting.get(id);
+  if (w === undefined) return;
+  w.li?.remove();
+  waiting.delete(id);
+  renderWaiting();
+}
+
+/** Asks the service to resume a waiting conversation with a person's decision. */
+async function decide(
+  /** @type {string} */ id,
+  /** @type {string} */ decision,
+  /** @type {HTMLElement} */ status,
+) {
+  status.textContent = `${decision === 'approve' ? 'approving' : 'rejecting'}…`;
+  try {
+    const res = await fetch(`/conversations/${encodeURIComponent(id)}/resume`, {
+      method: 'POST',
+      headers: { 'content-type': 'application/json' },
+      body: JSON.stringify({ decision }),
+    });
+    if (res.ok) removeWaiting(id);
+    else
+      status.textContent = `${res.status}: ${((await res.json().catch(() => ({}))).error ?? '').slice(0, 200)}`;
+  } catch (error) {
+    status.textContent = `failed: ${String(error).slice(0, 200)}`;
+  }
+}
+
+function renderWaiting() {
+  const list = $('approvals');
+  const shown = [...waiting.entries()].filter(
+    ([, w]) => state.filter === '*' || state.filter === w.orchestrator,
+  );
+  $('approvals-count').textContent = String(shown.length);
+  const none = list.querySelector('li.none');
+  if (shown.length === 0 && none === null) {
+    const li = document.createElement('li');
+    li.className = 'none';
+    li.textContent = 'none';
+    list.append(li);
+  } else if (shown.length > 0) none?.remove();
+  const now = Date.now() + clockOffset;
+  for (const [id, w] of waiting) {
+    const visible = state.filter === '*' || state.filter === w.orchestrator;
+    if (w.li === undefined) {
+      const li = document.createElement('li');
+      li.dataset.id = id;
+      const what = document.createElement('span');
+      what.textContent = `${w.orchestrator} · ${id.slice(0, 8)}… · ${w.text} · `;
+      const waited = document.createElement('span');
+      waited.className = 'waited';
+      const approve = document.createElement('button');
+      approve.type = 'button';
+      approve.textContent = 'Approve';
+      const reject = document.createElement('button');
+      reject.type = 'button';
+      reject.textContent = 'Reject';
+      const status = document.createElement('span');
+      status.className = 'status';
+      approve.addEventListener('click', () => void decide(id, 'approve', status));
+      reject.addEventListener('click', () => void decide(id, 'reject', status));
+      li.append(what, waited, ' ', approve, ' ', reject, ' ', status);
+      list.append(li);
+      w.li = li;
+    }
+    w.li.hidden = !visible;
+    const s = Math.max(0, Math.round((now - w.suspendedAt) / 1000));
+    /** @type {HTMLElement} */ (w.li.querySelector('.waited')).textContent =
+      `waiting ${s < 60 ? `${s} s` : `${Math.floor(s / 60)} min ${s % 60} s`}`;
+  }
+  $('approvals-note').textContent =
+    approvalTimeoutMs > 0
+      ? `A risk desk asks before a quote that moves its price more than 3%. Unanswered for ${Math.round(approvalTimeoutMs / 1000)} s, a conversation is rejected.`
+      : 'A risk desk asks before a quote that moves its price more than 3%.';
+  renderResumed();
+}
+
+setInterval(renderWaiting, 1000);

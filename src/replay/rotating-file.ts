@@ -4,7 +4,7 @@
  * (its own files only, found by name, so the bound holds across restarts). Lines are appended
  * one at a time; the recorder waits for each, which is its backpressure.
  */
-import { mkdirSync, readdirSync, statSync } from 'node:fs';
+import { mkdirSync, readdirSync } from 'node:fs';
 import { type FileHandle, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fail, positiveInteger } from '../core/validate.ts';
@@ -79,13 +79,16 @@ export function createRotatingFileSink(options: RotatingFileSinkOptions): Rotati
   }
   const dir = options.dir;
   mkdirSync(dir, { recursive: true });
-  const ours = new RegExp(`^${prefix.replace(/\./g, '\\.')}-\\d{8}T\\d{6}Z-\\d{6}\\.ndjson$`);
-  // The files of earlier runs count against maxFiles too (the names sort oldest first).
-  const files = readdirSync(dir)
+  const ours = new RegExp(`^${prefix.replace(/\./g, '\\.')}-\\d{8}T\\d{6}Z-(\\d{6})\\.ndjson$`);
+  // The files of earlier runs count against maxFiles too. The sequence goes on from theirs, so
+  // a run never reopens a file of an earlier one (a crashed run's may end in a partial line),
+  // even restarted within the same second or with the clock set back; they sort by it.
+  const seqOf = (f: string): number => Number(ours.exec(f)?.[1]);
+  const earlier = readdirSync(dir)
     .filter((f) => ours.test(f))
-    .sort()
-    .map((f) => join(dir, f));
-  let sequence = 0;
+    .sort((a, b) => seqOf(a) - seqOf(b) || (a < b ? -1 : a > b ? 1 : 0));
+  const files = earlier.map((f) => join(dir, f));
+  let sequence = earlier.reduce((max, f) => Math.max(max, seqOf(f)), 0);
   let handle: FileHandle | undefined;
   let size = 0;
   let chain: Promise<void> = Promise.resolve();
@@ -93,12 +96,21 @@ export function createRotatingFileSink(options: RotatingFileSinkOptions): Rotati
   async function rotate(): Promise<void> {
     await handle?.close();
     handle = undefined;
-    const path = join(
-      dir,
-      `${prefix}-${stamp(new Date())}-${String(++sequence).padStart(6, '0')}.ndjson`,
-    );
-    handle = await open(path, 'a');
-    size = statSync(path).size;
+    let path: string;
+    for (;;) {
+      path = join(
+        dir,
+        `${prefix}-${stamp(new Date())}-${String(++sequence % 1_000_000).padStart(6, '0')}.ndjson`,
+      );
+      try {
+        // A new file only ('wx'): never appended to a file someone else wrote.
+        handle = await open(path, 'wx');
+        break;
+      } catch (error) {
+        if ((error as NodeJS.ErrnoException).code !== 'EEXIST') throw error;
+      }
+    }
+    size = 0;
     files.push(path);
     while (files.length > maxFiles) await rm(files.shift() as string, { force: true });
   }

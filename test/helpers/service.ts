@@ -1,5 +1,7 @@
 import { type ChildProcessWithoutNullStreams, execFile, spawn } from 'node:child_process';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { WebSocket } from 'ws';
 
 export interface RunningService {
@@ -22,6 +24,17 @@ export interface SpawnedService {
 }
 
 /**
+ * A fresh data directory per service unless the test names one (`--data`, `--store`): services
+ * of tests running at once must not recover each other's conversations from one `.data/`.
+ */
+export function withDataDir(args: readonly string[]): string[] {
+  if (args.includes('--data') || args.includes('--store') || args.includes('--help')) {
+    return [...args];
+  }
+  return [...args, '--data', mkdtempSync(join(tmpdir(), 'demo-data-'))];
+}
+
+/**
  * Spawns the demo service as `npm start` does, on a free port unless `args` names one (the
  * service refuses a repeated flag), without waiting for it to listen. `preload` modules are
  * imported before the service (test fixtures that hold it back).
@@ -39,7 +52,7 @@ export function spawnService(
       ...preload.flatMap((module) => ['--import', module]),
       'service/main.ts',
       ...(args.includes('--port') ? [] : ['--port', '0']),
-      ...args,
+      ...withDataDir(args),
     ],
     { env: { ...process.env, ...env }, stdio: 'pipe' },
   );
@@ -118,7 +131,7 @@ export function runServiceCommand(
   return new Promise((resolve, reject) => {
     execFile(
       process.execPath,
-      ['--import', 'tsx', 'service/main.ts', ...args],
+      ['--import', 'tsx', 'service/main.ts', ...withDataDir(args)],
       { encoding: 'utf8', env: { ...process.env, ...env }, timeout: 30_000 },
       (error, stdout, stderr) => {
         if (error !== null && typeof error.code !== 'number') reject(error);
