@@ -35,6 +35,7 @@ import {
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { durableTable } from './durable.ts';
+import { fanoutTable } from './fanout.ts';
 import { sdkFloor } from './floor.ts';
 import { samplerTable } from './sampler.ts';
 import { storesTables } from './stores.ts';
@@ -890,6 +891,10 @@ async function main(): Promise<void> {
     await storesTables();
     return;
   }
+  if (only === 'fanout') {
+    await fanoutTable();
+    return;
+  }
   leanTables();
   waitingMemoryTable();
   floorTables();
@@ -923,6 +928,7 @@ async function main(): Promise<void> {
   await samplerTable(ROUNDS, clock);
   await durableTable(ROUNDS, clock);
   await storesTables();
+  await fanoutTable();
 }
 
 await main();

@@ -86,7 +86,7 @@ describe('the demo service (npm start)', () => {
       dispatchCount?: number;
       spread?: number;
       reason?: string;
-      decision?: { terminate: boolean; reason: string };
+      decision?: { terminate: boolean; reason: string } | undefined;
     };
     const messages: (Update & {
       dispatches?: (Update & { fromDispatch: number; spreads: number[] })[];
