@@ -1,7 +1,7 @@
 // The bench's WebSocket clients (bench/fanout.ts), in a process of their own as real viewers
 // would be: `node bench/fanout-clients.mjs PORT N` connects N clients to /ws, 100 at a time,
 // prints `ready N` once all are open, counts what they get (without parsing it) and prints
-// `frames F bytes B closed C` on SIGTERM before exiting.
+// `frames F bytes B closed C cpu SECONDS` on SIGTERM before exiting (since the last SIGUSR2).
 import { WebSocket } from 'ws';
 
 const [port, count] = process.argv.slice(2).map(Number);
@@ -29,8 +29,18 @@ for (let i = 0; i < count; i += 100) {
   await Promise.all(batch);
 }
 process.stdout.write(`ready ${clients.length}\n`);
+// The window starts: count from zero.
+let cpuAt = process.cpuUsage();
+process.on('SIGUSR2', () => {
+  frames = 0;
+  bytes = 0;
+  cpuAt = process.cpuUsage();
+});
 process.on('SIGTERM', () => {
-  process.stdout.write(`frames ${frames} bytes ${bytes} closed ${closed}\n`);
+  const cpu = process.cpuUsage(cpuAt);
+  process.stdout.write(
+    `frames ${frames} bytes ${bytes} closed ${closed} cpu ${(cpu.user + cpu.system) / 1e6}\n`,
+  );
   for (const ws of clients) ws.terminate();
   process.exit(0);
 });

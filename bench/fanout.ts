@@ -32,6 +32,9 @@ interface Phase {
   readonly healthzP99Ms: number;
   readonly healthzMaxMs: number;
   readonly framesPerClientPerS: number;
+  /** CPU seconds per second of the service, and of the clients' process. */
+  readonly serviceCpu: number;
+  readonly clientsCpu: number;
 }
 
 function lines(child: ChildProcessWithoutNullStreams): () => string {
@@ -55,22 +58,15 @@ async function metrics(port: number): Promise<string> {
   return (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
 }
 
-/** Every sample of `name` (with its labels as written), summed by the key `by` picks. */
+/** Every sample of `name`, with its labels as written. */
 function samples(text: string, name: string): { labels: string; value: number }[] {
   const out: { labels: string; value: number }[] = [];
   for (const line of text.split('\n')) {
     if (!line.startsWith(`${name}{`) && !line.startsWith(`${name} `)) continue;
     const close = line.indexOf('}');
     const labels = close === -1 ? '' : line.slice(name.length + 1, close);
-    out.push({
-      labels,
-      value: Number(
-        line
-          .slice(close + 1)
-          .trim()
-          .split(' ')[0],
-      ),
-    });
+    const rest = line.slice(close === -1 ? name.length : close + 1);
+    out.push({ labels, value: Number(rest.trim().split(' ')[0]) });
   }
   return out;
 }
@@ -149,6 +145,8 @@ async function phase(clients: number): Promise<Phase> {
       watcherOut = lines(watchers);
       await until(`${clients} clients connected`, () => /ready \d+/.test(watcherOut()), 120_000);
     }
+    // The clients count from here: the window.
+    watchers?.kill('SIGUSR2');
     const before = await metrics(port);
     const start = performance.now();
     const healthz: number[] = [];
@@ -162,11 +160,13 @@ async function phase(clients: number): Promise<Phase> {
     const after = await metrics(port);
     const seconds = (performance.now() - start) / 1000;
     let frames = 0;
+    let clientsCpu = 0;
     if (watchers !== undefined) {
       const w = watchers;
       w.kill('SIGTERM');
       await until('the clients counting', () => /frames \d+/.test(watcherOut()), 10_000);
       frames = Number(/frames (\d+)/.exec(watcherOut())?.[1]);
+      clientsCpu = Number(/cpu ([\d.]+)/.exec(watcherOut())?.[1]) / seconds;
       watchers = undefined;
     }
     const endedBefore = endings(before);
@@ -190,6 +190,11 @@ async function phase(clients: number): Promise<Phase> {
       healthzP99Ms: percentile(healthz, 0.99),
       healthzMaxMs: Math.max(...healthz),
       framesPerClientPerS: clients === 0 ? 0 : frames / clients / seconds,
+      serviceCpu:
+        ((samples(after, 'process_cpu_seconds_total')[0]?.value ?? 0) -
+          (samples(before, 'process_cpu_seconds_total')[0]?.value ?? 0)) /
+        seconds,
+      clientsCpu,
     };
   } finally {
     watchers?.kill('SIGKILL');
@@ -204,16 +209,16 @@ export async function fanoutTable(): Promise<void> {
     `\n### The live feed: the service's desks with 0 and ${CLIENTS.toLocaleString('en')} WebSocket clients watching (defaults, ${WINDOW_S} s windows, wall time)\n`,
   );
   console.log(
-    '| clients | conversations ended | timed out | dispatch p50 | dispatch p99 | event loop delay, max | /healthz p99 | /healthz max | frames per client per s |',
+    '| clients | conversations ended | timed out | dispatch p50 | dispatch p99 | event loop delay, max | /healthz p99 | /healthz max | frames per client per s | CPU: service, clients |',
   );
-  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
+  console.log('|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|');
   const phases: Phase[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     for (const clients of [0, CLIENTS]) {
       const p = await phase(clients);
       phases.push(p);
       console.log(
-        `| ${p.clients.toLocaleString('en')} | ${p.ended} | ${(p.timeoutShare * 100).toFixed(1)}% | ${p.dispatchP50Ms.toFixed(1)} ms | ${p.dispatchP99Ms.toFixed(1)} ms | ${p.loopDelayMaxMs.toFixed(0)} ms | ${p.healthzP99Ms.toFixed(1)} ms | ${p.healthzMaxMs.toFixed(1)} ms | ${p.framesPerClientPerS.toFixed(1)} |`,
+        `| ${p.clients.toLocaleString('en')} | ${p.ended} | ${(p.timeoutShare * 100).toFixed(1)}% | ${p.dispatchP50Ms.toFixed(1)} ms | ${p.dispatchP99Ms.toFixed(1)} ms | ${p.loopDelayMaxMs.toFixed(0)} ms | ${p.healthzP99Ms.toFixed(1)} ms | ${p.healthzMaxMs.toFixed(1)} ms | ${p.framesPerClientPerS.toFixed(1)} | ${(p.serviceCpu * 100).toFixed(0)}%, ${(p.clientsCpu * 100).toFixed(0)}% |`,
       );
     }
   }

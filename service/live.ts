@@ -8,7 +8,8 @@
  * serialized `updates` frame of what changed in the interval (one per subscription, at most one
  * per orchestrator plus one for all) and hands it to every client, a bounded batch of clients
  * per turn of the event loop so that /healthz and the conversations keep their turns with 2,000
- * clients watching. A client whose socket holds more than MAX_BUFFERED unsent bytes is skipped
+ * clients watching (and with more than 800 clients, frames come less often: MAX_SENDS_PER_SECOND).
+ * A client whose socket holds more than MAX_BUFFERED unsent bytes is skipped
  * for the frame (its updates counted as dropped, said on stderr at most every 10 s) and, once it
  * has been that slow for SLOW_CLIENT_CUTOFF_MS, disconnected (`slow_reader`).
  *
@@ -79,6 +80,12 @@ export const SLOW_CLIENT_CUTOFF_MS = 5_000;
  * turn stays well under a millisecond and HTTP requests and dispatches get theirs in between.
  */
 const CLIENTS_PER_TURN = 100;
+/**
+ * Most frames handed out per second, all clients together: past FRAME_INTERVAL_MS × this many
+ * clients (800 by default), frames come less often (2,000 clients: one every 250 ms), each
+ * carrying more. A send is a system call; their total is what watching costs the desks.
+ */
+export const MAX_SENDS_PER_SECOND = 8_000;
 /** At most one line about dropped updates per this many ms (with the counts since the last). */
 const DROP_REPORT_MS = 10_000;
 /**
@@ -132,6 +139,8 @@ export class LiveUpdates {
   #joining = new Set<WebSocket>();
   /** The frame being handed out, a batch of clients per turn; the next waits for it. */
   #out: Outgoing | undefined;
+  /** When the last frame started going out. */
+  #lastFrameAt = Number.NEGATIVE_INFINITY;
   /** When each client now being skipped was first skipped in a row. */
   readonly #slowSince = new Map<WebSocket, number>();
   readonly #drops: RateLimitedReport;
@@ -223,6 +232,13 @@ export class LiveUpdates {
    */
   #frame(): void {
     if (this.#out !== undefined) return;
+    const now = performance.now();
+    // Many clients: frames further apart (close() sends the last one whatever the time).
+    if (
+      !this.#closing &&
+      now - this.#lastFrameAt < (this.#subscribers.size * 1000) / MAX_SENDS_PER_SECOND
+    )
+      return;
     const dispatches = this.#dispatches;
     const ends = this.#ends;
     const joining = this.#joining;
@@ -244,6 +260,7 @@ export class LiveUpdates {
       for (const message of messages) ws.send(message);
     }
     if (dispatches.size === 0 && ends.length === 0) return;
+    this.#lastFrameAt = now;
     const targets: WebSocket[] = [];
     for (const ws of this.#subscribers.keys()) if (!joining.has(ws)) targets.push(ws);
     this.#out = { targets, next: 0, frames: new Frames(dispatches.values(), ends) };
