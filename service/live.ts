@@ -391,16 +391,26 @@ export class LiveUpdates {
     return { refused: clip(`Expected orchestrator to be one of ${known.join(', ')}, got ${got}`) };
   }
 
+  /** Pings every client, a batch per turn of the event loop like the frames. */
   #ping(): void {
-    for (const ws of this.#subscribers.keys()) {
-      if (this.#unanswered.has(ws)) {
-        this.#cutOff(ws, 'no_pong');
-        continue;
+    const clients = [...this.#subscribers.keys()];
+    let next = 0;
+    const turn = () => {
+      const end = Math.min(clients.length, next + CLIENTS_PER_TURN);
+      for (; next < end; next++) {
+        const ws = clients[next] as WebSocket;
+        if (!this.#subscribers.has(ws) || ws.readyState !== WebSocket.OPEN) continue;
+        if (this.#unanswered.has(ws)) {
+          this.#cutOff(ws, 'no_pong');
+          continue;
+        }
+        const payload = randomBytes(8);
+        this.#unanswered.set(ws, payload);
+        ws.ping(payload);
       }
-      const payload = randomBytes(8);
-      this.#unanswered.set(ws, payload);
-      ws.ping(payload);
-    }
+      if (next < clients.length && !this.#closing) setImmediate(turn);
+    };
+    turn();
   }
 
   /**
