@@ -35,6 +35,7 @@ import {
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { durableTable } from './durable.ts';
+import { fanoutTable } from './fanout.ts';
 import { fleetTables } from './fleet.ts';
 import { sdkFloor } from './floor.ts';
 import { networkStoresTable } from './network-stores.ts';
@@ -900,6 +901,10 @@ async function main(): Promise<void> {
     await fleetTables();
     return;
   }
+  if (only === 'fanout') {
+    await fanoutTable();
+    return;
+  }
   leanTables();
   waitingMemoryTable();
   floorTables();
@@ -935,6 +940,7 @@ async function main(): Promise<void> {
   await storesTables();
   await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
   await fleetTables();
+  await fanoutTable();
 }
 
 await main();

@@ -29,7 +29,8 @@ export type RefusalReason =
   | 'client_sent_data'
   | 'no_pong'
   | 'ping_flood'
-  | 'frame_flood';
+  | 'frame_flood'
+  | 'slow_reader';
 
 /** Why a plain HTTP request was refused before any route saw it (a bounded label). */
 export type HttpRefusalReason = 'host_not_allowed' | 'bad_host';
@@ -55,6 +56,7 @@ const REFUSAL_REASONS: readonly RefusalReason[] = [
   'no_pong',
   'ping_flood',
   'frame_flood',
+  'slow_reader',
 ];
 const HTTP_REFUSAL_REASONS: readonly HttpRefusalReason[] = ['host_not_allowed', 'bad_host'];
 

@@ -3,6 +3,16 @@
  * subscribed clients. `/ws` subscribes to everything; `/ws?orchestrator=fx_desks` to one
  * orchestrator. A slow client is skipped (its updates dropped and counted), never waited for.
  *
+ * Updates leave the dispatch path: `publish` (the orchestrators' listener) only records what
+ * changed, per conversation, in O(1) and for no client in particular. A timer then builds ONE
+ * serialized `updates` frame of what changed in the interval (one per subscription, at most one
+ * per orchestrator plus one for all) and hands it to every client, a bounded batch of clients
+ * per turn of the event loop so that /healthz and the conversations keep their turns with 2,000
+ * clients watching (and with more than 800 clients, frames come less often: MAX_SENDS_PER_SECOND).
+ * A client whose socket holds more than MAX_BUFFERED unsent bytes is skipped
+ * for the frame (its updates counted as dropped, said on stderr at most every 10 s) and, once it
+ * has been that slow for SLOW_CLIENT_CUTOFF_MS, disconnected (`slow_reader`).
+ *
  * The endpoint faces the network, so nothing a client does may end the process or grow its
  * memory: frames are capped at a few bytes (the endpoint only sends), a client that sends data
  * is closed, clients are capped, silent clients are dropped by ping, and shutdown gives clients
@@ -16,8 +26,9 @@ import { addressKey } from './address-key.ts';
 import type { RefusalReason, ServiceMetrics } from './health-metrics.ts';
 import type { HostAllowlist } from './hosts.ts';
 import { serveIgnoringUpgrade } from './http.ts';
+import { RateLimitedReport } from './rate-limited-report.ts';
 import { type RequestTarget, requestTarget } from './target.ts';
-import type { LiveMessage } from './updates.ts';
+import type { DispatchesSince, EndUpdate, LiveMessage, UpdatesMessage } from './updates.ts';
 
 export interface LiveUpdatesOptions {
   /** The orchestrators a client may subscribe to with `?orchestrator=`. */
@@ -34,8 +45,23 @@ export interface LiveUpdatesOptions {
   readonly metrics: ServiceMetrics;
   /** What the hello message tells a client besides its subscription (the page's settings). */
   readonly hello: Readonly<Record<string, unknown>>;
-  /** Messages sent right after the hello (the history), for a client subscribed to `filter`. */
+  /**
+   * Messages sent after the hello (the history), for a client subscribed to `filter`: at the
+   * first frame after the client connected, so that the frames that follow continue them exactly.
+   * Computed once per subscription per frame, however many clients connected meanwhile.
+   */
   readonly greeting?: (filter: string | undefined) => readonly object[];
+  /**
+   * Between two `updates` frames, in ms: a client gets at most one frame per interval, whatever
+   * the number of dispatches.
+   * @default FRAME_INTERVAL_MS (100)
+   */
+  readonly frameIntervalMs?: number;
+  /**
+   * Where the rate-limited line about dropped updates and slow clients goes.
+   * @default a line on stderr
+   */
+  readonly report?: (line: string) => void;
   /**
    * How long a client gets to answer the close handshake at shutdown before it is cut off.
    * @default 1000
@@ -44,7 +70,24 @@ export interface LiveUpdatesOptions {
 }
 
 /** Past this many buffered bytes a client is too slow: its updates are dropped. */
-const MAX_BUFFERED = 256 * 1024;
+export const MAX_BUFFERED = 256 * 1024;
+/** Between two `updates` frames by default, in ms. */
+export const FRAME_INTERVAL_MS = 100;
+/** A client skipped for being too slow, and still too slow this long after, is disconnected. */
+export const SLOW_CLIENT_CUTOFF_MS = 5_000;
+/**
+ * Clients a frame is handed to per turn of the event loop: each send is a few microseconds, so a
+ * turn stays well under a millisecond and HTTP requests and dispatches get theirs in between.
+ */
+const CLIENTS_PER_TURN = 100;
+/**
+ * Most frames handed out per second, all clients together: past FRAME_INTERVAL_MS × this many
+ * clients (800 by default), frames come less often (2,000 clients: one every 250 ms), each
+ * carrying more. A send is a system call; their total is what watching costs the desks.
+ */
+export const MAX_SENDS_PER_SECOND = 8_000;
+/** At most one line about dropped updates per this many ms (with the counts since the last). */
+const DROP_REPORT_MS = 10_000;
 /**
  * The largest message ws reads from a client, in bytes (a control frame is at most 125 anyway).
  * A frame announcing more is refused from its header with 1009, before its payload is read; a
@@ -87,7 +130,21 @@ export class LiveUpdates {
   /** Clients already cut off (each is counted once). */
   readonly #cut = new WeakSet<WebSocket>();
   readonly #heartbeat: NodeJS.Timeout;
+  readonly #frameTimer: NodeJS.Timeout;
   #closing = false;
+  /** What changed since the last frame: each conversation's dispatches, then the endings. */
+  #dispatches = new Map<string, PendingDispatches>();
+  #ends: Omit<EndUpdate, 'type'>[] = [];
+  /** Clients accepted since the last frame: they get the greeting with the next one. */
+  #joining = new Set<WebSocket>();
+  /** The frame being handed out, a batch of clients per turn; the next waits for it. */
+  #out: Outgoing | undefined;
+  /** When the last frame started going out. */
+  #lastFrameAt = Number.NEGATIVE_INFINITY;
+  /** When each client now being skipped was first skipped in a row. */
+  readonly #slowSince = new Map<WebSocket, number>();
+  readonly #drops: RateLimitedReport;
+  #slowCutSinceReport = 0;
 
   constructor(options: LiveUpdatesOptions) {
     this.#options = options;
@@ -96,6 +153,19 @@ export class LiveUpdates {
     this.#wss = new WebSocketServer({ noServer: true, maxPayload: MAX_PAYLOAD, autoPong: false });
     this.#heartbeat = setInterval(() => this.#ping(), options.pingIntervalMs);
     this.#heartbeat.unref();
+    this.#frameTimer = setInterval(
+      () => this.#frame(),
+      options.frameIntervalMs ?? FRAME_INTERVAL_MS,
+    );
+    this.#frameTimer.unref();
+    const report = options.report ?? ((line: string) => process.stderr.write(`${line}\n`));
+    this.#drops = new RateLimitedReport(DROP_REPORT_MS, (updates, frames) => {
+      const cut = this.#slowCutSinceReport;
+      this.#slowCutSinceReport = 0;
+      report(
+        `live updates dropped: ${updates} updates in ${frames} frames not sent to clients too slow to read them since the last report${cut > 0 ? `; ${cut} disconnected, slow for ${SLOW_CLIENT_CUTOFF_MS / 1000} s` : ''}`,
+      );
+    });
   }
 
   attach(server: Server): void {
@@ -111,27 +181,139 @@ export class LiveUpdates {
     return this.#subscribers.size;
   }
 
+  /**
+   * Records an update for the next frame: O(1), whatever the number of clients (it runs on the
+   * dispatch path, in the orchestrators' listener). Nothing is serialized or sent here.
+   */
   publish(update: LiveMessage): void {
     if (this.#subscribers.size === 0) return;
+    if (update.type === 'approval' || update.type === 'decided') {
+      this.#notice(update);
+      return;
+    }
+    if (update.type === 'end') {
+      const { type: _, ...end } = update;
+      this.#ends.push(end);
+      return;
+    }
+    const pending = this.#dispatches.get(update.conversationId);
+    if (pending === undefined) {
+      this.#dispatches.set(update.conversationId, {
+        orchestrator: update.orchestrator,
+        conversationId: update.conversationId,
+        fromDispatch: update.dispatchCount,
+        spreads: [update.spread],
+        decision: update.decision,
+        elapsedMs: update.elapsedMs,
+      });
+      return;
+    }
+    pending.spreads.push(update.spread);
+    pending.decision = update.decision;
+    pending.elapsedMs = update.elapsedMs;
+  }
+
+  /**
+   * A person-in-the-loop notice (a conversation waits for approval, or was decided): rare, so
+   * sent at once, serialized once, to each client that follows its orchestrator and keeps up.
+   */
+  #notice(update: LiveMessage): void {
     let payload: string | undefined;
     for (const [ws, filter] of this.#subscribers) {
       if (filter !== undefined && filter !== update.orchestrator) continue;
-      if (ws.readyState !== WebSocket.OPEN) continue;
-      if (ws.bufferedAmount > MAX_BUFFERED) {
-        this.#options.metrics.dropped.inc();
-        continue;
-      }
+      if (ws.readyState !== WebSocket.OPEN || ws.bufferedAmount > MAX_BUFFERED) continue;
       payload ??= JSON.stringify(update);
       ws.send(payload);
     }
   }
 
-  /** Says goodbye to every client, waits at most the grace, then cuts off the rest. */
+  /**
+   * Hands out what is still unsent (the frame going out and the updates since), says goodbye
+   * to every client, waits at most the grace, then cuts off the rest.
+   */
   close(): Promise<void> {
     this.#closing = true;
     clearInterval(this.#heartbeat);
+    clearInterval(this.#frameTimer);
+    this.#handOut(Number.POSITIVE_INFINITY);
+    this.#frame();
+    this.#handOut(Number.POSITIVE_INFINITY);
+    this.#drops.flush();
     for (const ws of this.#wss.clients) this.#goodbye(ws, 1001, 'service shutting down');
     return new Promise((resolve) => this.#wss.close(() => resolve()));
+  }
+
+  /**
+   * Once per interval: the greeting for the clients that joined, then one frame of what changed
+   * for everyone else. While the previous frame is still going out, the updates wait (and are
+   * coalesced into the next).
+   */
+  #frame(): void {
+    if (this.#out !== undefined) return;
+    const now = performance.now();
+    // Many clients: frames further apart (close() sends the last one whatever the time).
+    if (
+      !this.#closing &&
+      now - this.#lastFrameAt < (this.#subscribers.size * 1000) / MAX_SENDS_PER_SECOND
+    )
+      return;
+    const dispatches = this.#dispatches;
+    const ends = this.#ends;
+    const joining = this.#joining;
+    if (dispatches.size === 0 && ends.length === 0 && joining.size === 0) return;
+    this.#dispatches = new Map();
+    this.#ends = [];
+    this.#joining = new Set();
+    // The greeting is taken now, with the updates so far in it: the frames that follow it
+    // continue it exactly.
+    const greetings = new Map<string | undefined, string[]>();
+    for (const ws of joining) {
+      if (ws.readyState !== WebSocket.OPEN || !this.#subscribers.has(ws)) continue;
+      const filter = this.#subscribers.get(ws);
+      let messages = greetings.get(filter);
+      if (messages === undefined) {
+        messages = (this.#options.greeting?.(filter) ?? []).map((m) => JSON.stringify(m));
+        greetings.set(filter, messages);
+      }
+      for (const message of messages) ws.send(message);
+    }
+    if (dispatches.size === 0 && ends.length === 0) return;
+    this.#lastFrameAt = now;
+    const targets: WebSocket[] = [];
+    for (const ws of this.#subscribers.keys()) if (!joining.has(ws)) targets.push(ws);
+    this.#out = { targets, next: 0, frames: new Frames(dispatches.values(), ends) };
+    this.#handOut(CLIENTS_PER_TURN);
+  }
+
+  /** Hands the frame going out to at most `clients` more clients; the rest on the next turn. */
+  #handOut(clients: number): void {
+    const out = this.#out;
+    if (out === undefined) return;
+    const end = Math.min(out.targets.length, out.next + clients);
+    const now = performance.now();
+    for (; out.next < end; out.next++)
+      this.#send(out.targets[out.next] as WebSocket, out.frames, now);
+    if (out.next < out.targets.length) setImmediate(() => this.#handOut(CLIENTS_PER_TURN));
+    else this.#out = undefined;
+  }
+
+  #send(ws: WebSocket, frames: Frames, now: number): void {
+    if (ws.readyState !== WebSocket.OPEN || !this.#subscribers.has(ws)) return;
+    const frame = frames.for(this.#subscribers.get(ws));
+    if (frame === undefined) return;
+    if (ws.bufferedAmount > MAX_BUFFERED) {
+      this.#options.metrics.dropped.inc(frame.updates);
+      this.#drops.record(frame.updates, '');
+      const since = this.#slowSince.get(ws);
+      if (since === undefined) this.#slowSince.set(ws, now);
+      else if (now - since >= SLOW_CLIENT_CUTOFF_MS) {
+        this.#slowCutSinceReport++;
+        this.#cutOff(ws, 'slow_reader');
+      }
+      return;
+    }
+    this.#slowSince.delete(ws);
+    ws.send(frame.data, { binary: false });
   }
 
   #upgrade(req: IncomingMessage, socket: Duplex, head: Buffer): void {
@@ -189,6 +371,8 @@ export class LiveUpdates {
     });
     ws.on('close', () => {
       this.#subscribers.delete(ws);
+      this.#joining.delete(ws);
+      this.#slowSince.delete(ws);
       this.#unanswered.delete(ws);
       const left = (this.#perAddress.get(from) ?? 1) - 1;
       if (left > 0) this.#perAddress.set(from, left);
@@ -205,7 +389,7 @@ export class LiveUpdates {
       this.#goodbye(ws, 1008, 'this endpoint only sends; it reads nothing');
     });
     ws.send(JSON.stringify({ type: 'hello', subscribed: filter ?? '*', ...this.#options.hello }));
-    for (const message of this.#options.greeting?.(filter) ?? []) ws.send(JSON.stringify(message));
+    this.#joining.add(ws);
   }
 
   #subscription(
@@ -225,16 +409,26 @@ export class LiveUpdates {
     return { refused: clip(`Expected orchestrator to be one of ${known.join(', ')}, got ${got}`) };
   }
 
+  /** Pings every client, a batch per turn of the event loop like the frames. */
   #ping(): void {
-    for (const ws of this.#subscribers.keys()) {
-      if (this.#unanswered.has(ws)) {
-        this.#cutOff(ws, 'no_pong');
-        continue;
+    const clients = [...this.#subscribers.keys()];
+    let next = 0;
+    const turn = () => {
+      const end = Math.min(clients.length, next + CLIENTS_PER_TURN);
+      for (; next < end; next++) {
+        const ws = clients[next] as WebSocket;
+        if (!this.#subscribers.has(ws) || ws.readyState !== WebSocket.OPEN) continue;
+        if (this.#unanswered.has(ws)) {
+          this.#cutOff(ws, 'no_pong');
+          continue;
+        }
+        const payload = randomBytes(8);
+        this.#unanswered.set(ws, payload);
+        ws.ping(payload);
       }
-      const payload = randomBytes(8);
-      this.#unanswered.set(ws, payload);
-      ws.ping(payload);
-    }
+      if (next < clients.length && !this.#closing) setImmediate(turn);
+    };
+    turn();
   }
 
   /**
@@ -305,6 +499,74 @@ export class LiveUpdates {
       () => socket.destroy(),
     );
   }
+}
+
+/** One conversation's dispatches since the last frame, as `publish` records them. */
+interface PendingDispatches {
+  readonly orchestrator: string;
+  readonly conversationId: string;
+  readonly fromDispatch: number;
+  readonly spreads: number[];
+  decision: DispatchesSince['decision'];
+  elapsedMs: number;
+}
+
+/** A frame on its way out: the clients it goes to, how far it got, what it says. */
+interface Outgoing {
+  readonly targets: readonly WebSocket[];
+  next: number;
+  readonly frames: Frames;
+}
+
+/**
+ * One interval's updates, serialized once per subscription (all, or one orchestrator) on first
+ * use: however many clients share a subscription, they share its bytes.
+ */
+class Frames {
+  readonly #dispatches: readonly DispatchesSince[];
+  readonly #ends: readonly Omit<EndUpdate, 'type'>[];
+  readonly #built = new Map<string | undefined, Frame | undefined>();
+
+  constructor(dispatches: Iterable<PendingDispatches>, ends: readonly Omit<EndUpdate, 'type'>[]) {
+    this.#dispatches = Array.from(dispatches, (d) => ({
+      orchestrator: d.orchestrator,
+      conversationId: d.conversationId,
+      fromDispatch: d.fromDispatch,
+      // Four significant digits draw the same on a log scale and take half the bytes.
+      spreads: d.spreads.map((s) => Number(s.toPrecision(4))),
+      decision: d.decision,
+      elapsedMs: d.elapsedMs,
+    }));
+    this.#ends = ends;
+  }
+
+  /** The frame for a client subscribed to `filter`, or undefined when nothing concerns it. */
+  for(filter: string | undefined): Frame | undefined {
+    if (this.#built.has(filter)) return this.#built.get(filter);
+    const dispatches =
+      filter === undefined
+        ? this.#dispatches
+        : this.#dispatches.filter((d) => d.orchestrator === filter);
+    const ends =
+      filter === undefined ? this.#ends : this.#ends.filter((e) => e.orchestrator === filter);
+    const message: UpdatesMessage = { type: 'updates', dispatches, ends };
+    const frame =
+      dispatches.length === 0 && ends.length === 0
+        ? undefined
+        : {
+            data: Buffer.from(JSON.stringify(message)),
+            updates: dispatches.reduce((n, d) => n + d.spreads.length, 0) + ends.length,
+          };
+    this.#built.set(filter, frame);
+    return frame;
+  }
+}
+
+interface Frame {
+  /** The serialized `updates` message, sent as a text frame. */
+  readonly data: Buffer;
+  /** The updates it carries (each dispatch and each ending): counted as dropped when skipped. */
+  readonly updates: number;
 }
 
 interface Refusal {

@@ -1,6 +1,8 @@
 /**
  * What `/ws` sends: the message types a client (the page, a trading UI) reads. Public: the
- * README documents each one.
+ * README documents each one. The orchestrators' listener hands the service one `DispatchUpdate`
+ * per dispatch and one `EndUpdate` per conversation; clients get them coalesced, in one
+ * `updates` frame per interval (`live.ts`).
  */
 import type { TerminationDecision } from '../src/index.ts';
 import type { ApprovalUpdate, DecidedUpdate } from './approvals.ts';
@@ -47,4 +49,31 @@ export interface EndUpdate {
 export type LiveMessage = DispatchUpdate | EndUpdate | ApprovalUpdate | DecidedUpdate;
 
 export type { ApprovalsMessage, ApprovalUpdate, DecidedUpdate } from './approvals.ts';
+
+/** A conversation's dispatches since the previous `updates` frame. */
+export interface DispatchesSince {
+  readonly orchestrator: string;
+  readonly conversationId: string;
+  /** The dispatch count of `spreads[0]`; the rest follow one dispatch each. */
+  readonly fromDispatch: number;
+  /** The spread after each of those dispatches, four significant digits. */
+  readonly spreads: readonly number[];
+  /** The decision after the newest of them. */
+  readonly decision: TerminationDecision;
+  /** The conversation's elapsed time at the newest of them. */
+  readonly elapsedMs: number;
+}
+
+/**
+ * Everything that happened in one interval, sent once per interval to every client (only what
+ * concerns its orchestrator, when it subscribed to one): each conversation that dispatched, then
+ * each that ended. A client that connected during the interval gets the next one.
+ */
+export interface UpdatesMessage {
+  readonly type: 'updates';
+  readonly dispatches: readonly DispatchesSince[];
+  /** The `EndUpdate`s, without their `type`. */
+  readonly ends: readonly Omit<EndUpdate, 'type'>[];
+}
+
 export type { HistoryMessage } from './history.ts';

@@ -306,8 +306,14 @@ describe('the live page at /', () => {
     ]);
     const page = await (browser as Browser).newPage({ viewport: { width: 1200, height: 900 } });
     const counter = new WebSocket(`ws://127.0.0.1:${s.port}/ws`);
+    // Updates come coalesced, one frame per interval: count the dispatches and endings in them.
     let updates = 0;
-    counter.on('message', () => updates++);
+    counter.on('message', (data) => {
+      const m = JSON.parse(String(data));
+      if (m.type !== 'updates') return;
+      for (const d of m.dispatches) updates += d.spreads.length;
+      updates += m.ends.length;
+    });
     try {
       await page.goto(s.url);
       await page.locator('#connection[data-state="live"]').waitFor(WAIT);

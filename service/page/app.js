@@ -204,6 +204,33 @@ function onEnd(/** @type {any} */ m) {
   }
 }
 
+/**
+ * One interval's updates (the service sends one frame per interval, not one per dispatch): each
+ * conversation's dispatches since the last frame, then the conversations that ended. Whatever
+ * the frame holds, the page keeps its bounds.
+ */
+function onUpdates(/** @type {any} */ m) {
+  if (Array.isArray(m.dispatches)) {
+    for (const d of m.dispatches.slice(0, MAX_IN_FLIGHT)) {
+      if (d === null || typeof d !== 'object' || !Array.isArray(d.spreads)) continue;
+      const from = d.fromDispatch;
+      if (!Number.isInteger(from) || from < 1 || from > state.maxDispatches) continue;
+      const c = conversation(d);
+      if (c === undefined || c.reason !== undefined) continue;
+      const n = Math.min(d.spreads.length, state.maxDispatches - from + 1);
+      for (let i = 0; i < n; i++) {
+        const p = point({ dispatchCount: from + i, spread: d.spreads[i] });
+        if (p !== undefined) c.spreads[p[0]] = p[1];
+      }
+      c.seen = performance.now();
+    }
+  }
+  if (Array.isArray(m.ends)) {
+    for (const e of m.ends.slice(0, MAX_IN_FLIGHT))
+      if (e !== null && typeof e === 'object') onEnd(e);
+  }
+}
+
 /** Input plus output tokens of an end message, when both are sane counts. */
 function tokensOf(/** @type {any} */ t) {
   if (t === null || typeof t !== 'object') return undefined;
@@ -337,7 +364,8 @@ function receive(/** @type {MessageEvent} */ event) {
     return;
   }
   if (m === null || typeof m !== 'object') return;
-  if (m.type === 'dispatch') onDispatch(m);
+  if (m.type === 'updates') onUpdates(m);
+  else if (m.type === 'dispatch') onDispatch(m);
   else if (m.type === 'end') onEnd(m);
   else if (m.type === 'history') onHistory(m);
   else if (m.type === 'approvals') onApprovals(m);
