@@ -35,6 +35,7 @@ import {
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { durableTable } from './durable.ts';
+import { fleetTables } from './fleet.ts';
 import { sdkFloor } from './floor.ts';
 import { samplerTable } from './sampler.ts';
 import { storesTables } from './stores.ts';
@@ -890,6 +891,10 @@ async function main(): Promise<void> {
     await storesTables();
     return;
   }
+  if (only === 'fleet') {
+    await fleetTables();
+    return;
+  }
   leanTables();
   waitingMemoryTable();
   floorTables();
@@ -923,6 +928,7 @@ async function main(): Promise<void> {
   await samplerTable(ROUNDS, clock);
   await durableTable(ROUNDS, clock);
   await storesTables();
+  await fleetTables();
 }
 
 await main();

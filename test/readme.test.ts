@@ -78,6 +78,8 @@ beforeAll(async () => {
           'conversation-orchestrator/replay': ['../../src/replay/index.ts'],
           'conversation-orchestrator/sqlite': ['../../src/stores/sqlite/index.ts'],
           'conversation-orchestrator/testing': ['../../src/testing/index.ts'],
+          'conversation-orchestrator/bullmq': ['../../src/fleet/index.ts'],
+          'conversation-orchestrator/redis': ['../../src/stores/redis/index.ts'],
         },
       },
       include: ['*.ts'],

@@ -1,0 +1,207 @@
+/**
+ * The producer side: `createConversationQueue()` puts segments of conversations on a BullMQ queue
+ * for the workers. It needs no store: a conversation is started once thanks to a Redis `SET NX`
+ * marker (see markers.ts), and a suspension is answered once thanks to the job name
+ * `resume.{id}.{seq}` plus the worker's check against the store.
+ */
+import { Queue } from 'bullmq';
+import type { Redis } from 'ioredis';
+import { ConversationExistsError } from '../core/errors.ts';
+import {
+  describeConnection,
+  type FleetConnection,
+  openClient,
+  RedisUnreachableError,
+} from './connection.ts';
+import { checkQueueName, DEFAULT_PREFIX, DEFAULT_QUEUE_NAME, SEGMENT_JOB_OPTIONS } from './jobs.ts';
+import { MARKER_TTL_MS, readSuspension, startedKey, suspendedKey } from './markers.ts';
+import { jobIdOf, PAYLOAD_FORMAT, type SegmentPayload } from './payload.ts';
+import { injectTrace } from './trace.ts';
+
+/** What `createConversationQueue()` takes. */
+export interface ConversationQueueOptions {
+  /** The Redis of the queue: a `redis://` URL, ioredis options or an ioredis client (duplicated). */
+  readonly connection: FleetConnection;
+  /**
+   * The BullMQ queue: its workers must run the orchestrators its conversations name. Give an
+   * orchestrator a queue of its own to rate-limit it apart (the limiter is per queue).
+   * @default 'conversations'
+   */
+  readonly queueName?: string;
+  /**
+   * BullMQ's key prefix.
+   * @default 'bull'
+   */
+  readonly prefix?: string;
+  /**
+   * How long a call waits for Redis before rejecting with a `RedisUnreachableError` naming it.
+   * @default 5000
+   */
+  readonly timeoutMs?: number;
+}
+
+/** Options of `start()`. */
+export interface StartOptions {
+  /** The conversation's id (the core's rule: 1-128 characters). Refused when already started. */
+  readonly conversationId: string;
+}
+
+/** Options of `resume()`. */
+export interface ResumeOptions {
+  /** The person's answer: a message queued first when the conversation goes on. */
+  readonly input?: unknown;
+}
+
+/** What `resume()` did. */
+export interface ResumeOutcome {
+  /**
+   * True when a continuation was enqueued (or was already: a second resume of one suspension
+   * enqueues nothing new and applies nothing); false when no suspension is recorded for the id
+   * (it runs, has ended, or is unknown).
+   */
+  readonly enqueued: boolean;
+  /** The suspension answered: the commit sequence of the suspended checkpoint. */
+  readonly suspension?: number;
+}
+
+/** The producer handle. */
+export interface ConversationQueue {
+  /**
+   * Enqueues a new conversation of the orchestrator named `orchestrator` with `input`. Rejects
+   * with `ConversationExistsError` when the id was started already, also when two producers race.
+   */
+  start(orchestrator: string, input: unknown, options: StartOptions): Promise<void>;
+  /**
+   * Enqueues the continuation of a suspended conversation with a person's answer. A second resume
+   * of the same suspension is a no-op: it resolves `{ enqueued: true }` and nothing is applied
+   * twice (one job per suspension; the worker applies an answer only to the suspension it names).
+   */
+  resume(conversationId: string, options?: ResumeOptions): Promise<ResumeOutcome>;
+  /** Closes the queue's connections. Idempotent. */
+  close(): Promise<void>;
+}
+
+const CONVERSATION_ID = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;
+const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$/;
+
+/** Creates the producer side of a fleet (see docs/fleet.md). */
+export function createConversationQueue(options: ConversationQueueOptions): ConversationQueue {
+  if (typeof options !== 'object' || options === null) {
+    throw new TypeError(`Expected the options to be an object, got ${String(options)}`);
+  }
+  const queueName = checkQueueName(options.queueName ?? DEFAULT_QUEUE_NAME);
+  const prefix = options.prefix ?? DEFAULT_PREFIX;
+  const timeoutMs = options.timeoutMs ?? 5_000;
+  const url = describeConnection(options.connection);
+  const client: Redis = openClient(options.connection, `co-producer:${queueName}`, {
+    offlineQueue: false,
+  });
+  let lastError: unknown;
+  client.on('error', (error) => {
+    lastError = error;
+  });
+  const queue = new Queue(queueName, { connection: client, prefix });
+  queue.on('error', (error) => {
+    lastError = error;
+  });
+  let closed = false;
+
+  /** Waits (bounded) until the client is connected; with no offline queue, commands never wait. */
+  const ready = async (): Promise<void> => {
+    if (closed) throw new Error(`The conversation queue ${JSON.stringify(queueName)} is closed`);
+    if (client.status === 'ready') return;
+    await new Promise<void>((resolve, reject) => {
+      const timer = setTimeout(() => {
+        client.off('ready', onReady);
+        reject(new RedisUnreachableError(url, timeoutMs, lastError ?? 'no answer'));
+      }, timeoutMs);
+      const onReady = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+      client.once('ready', onReady);
+    });
+  };
+
+  return {
+    async start(orchestrator, input, startOptions) {
+      if (typeof orchestrator !== 'string' || !NAME.test(orchestrator)) {
+        throw new TypeError(
+          `Expected \`orchestrator\` to be an orchestrator's name, got ${JSON.stringify(orchestrator)}`,
+        );
+      }
+      const id = startOptions?.conversationId;
+      if (typeof id !== 'string' || !CONVERSATION_ID.test(id)) {
+        throw new TypeError(
+          `Expected \`conversationId\` to be an id of 1-128 characters (ASCII letters, digits, \`_\`, \`.\`, \`:\` or \`-\`), got ${JSON.stringify(id)}`,
+        );
+      }
+      const trace = injectTrace();
+      const payload: SegmentPayload = {
+        format: PAYLOAD_FORMAT,
+        kind: 'start',
+        orchestrator,
+        conversationId: id,
+        input,
+        ...(trace === undefined ? {} : { trace }),
+      };
+      await ready();
+      const key = startedKey(prefix, queueName, id);
+      const token = `${orchestrator} ${Date.now()} ${Math.random().toString(36).slice(2)}`;
+      const taken = await client.set(key, token, 'PX', MARKER_TTL_MS, 'NX');
+      if (taken !== 'OK') {
+        throw new ConversationExistsError(id);
+      }
+      try {
+        await queue.add('start', payload, { ...SEGMENT_JOB_OPTIONS, jobId: jobIdOf('start', id) });
+      } catch (error) {
+        // Give the id back, unless another call took it meanwhile (it cannot: NX), so a retry can start it.
+        await client
+          .eval(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+            1,
+            key,
+            token,
+          )
+          .catch(() => undefined);
+        throw client.status === 'ready' ? error : new RedisUnreachableError(url, timeoutMs, error);
+      }
+    },
+
+    async resume(conversationId, resumeOptions = {}) {
+      if (typeof conversationId !== 'string' || !CONVERSATION_ID.test(conversationId)) {
+        throw new TypeError(
+          `Expected \`conversationId\` to be an id of 1-128 characters, got ${JSON.stringify(conversationId)}`,
+        );
+      }
+      await ready();
+      const suspension = await readSuspension(
+        client,
+        suspendedKey(prefix, queueName, conversationId),
+      );
+      if (suspension === undefined) return { enqueued: false };
+      const trace = injectTrace();
+      const payload: SegmentPayload = {
+        format: PAYLOAD_FORMAT,
+        kind: 'resume',
+        orchestrator: suspension.orchestrator,
+        conversationId,
+        suspension: suspension.seq,
+        ...(resumeOptions.input === undefined ? {} : { input: resumeOptions.input }),
+        ...(trace === undefined ? {} : { trace }),
+      };
+      await queue.add('resume', payload, {
+        ...SEGMENT_JOB_OPTIONS,
+        jobId: jobIdOf('resume', conversationId, suspension.seq),
+      });
+      return { enqueued: true, suspension: suspension.seq };
+    },
+
+    async close() {
+      if (closed) return;
+      closed = true;
+      await queue.close().catch(() => undefined);
+      client.disconnect();
+    },
+  };
+}

@@ -1,0 +1,587 @@
+/**
+ * The PostgreSQL conversation store (`conversation-orchestrator/postgres`), on `pg`. One row per
+ * conversation; every change one statement whose WHERE is the fence (owner, epoch, seq), so two
+ * writers never fork a conversation and a refused commit changes nothing. See docs/stores.md.
+ */
+import { createRequire } from 'node:module';
+import type pg from 'pg';
+import { isLeaseOwnerAlive } from '../../core/lease-owner.ts';
+import type {
+  AcquireOutcome,
+  Checkpoint,
+  CommitOutcome,
+  ConversationStatus,
+  ConversationStore,
+  Lease,
+  ListQuery,
+  StoredConversation,
+  StoreStats,
+} from '../../core/store.ts';
+import {
+  checkInteger,
+  checkTable,
+  DEFAULTS,
+  type PostgresPool,
+  type PostgresResult,
+  type PostgresStoreOptions,
+} from './options.ts';
+import { migrate, NewerSchemaError } from './schema.ts';
+import { PURGE_BATCH, type Statements, statements } from './sql.ts';
+
+/** A PostgreSQL {@link ConversationStore}, with `ready()` to connect and migrate up front. */
+export interface PostgresStore extends ConversationStore {
+  readonly name: 'postgres';
+  /**
+   * Connects and brings the table to the current schema (the first call of any method does it
+   * too). Rejects with the store's clear error when the server cannot be reached, refuses the
+   * login, or holds a table of a newer schema version.
+   */
+  ready(): Promise<void>;
+}
+
+interface PendingCommit {
+  readonly checkpoint: Checkpoint;
+  readonly lease: Lease;
+  readonly leaseMs: number;
+  readonly resolve: (outcome: CommitOutcome) => void;
+  readonly reject: (error: Error) => void;
+}
+
+/** Most commits in one group-commit statement. */
+const MAX_GROUP = 500;
+/** SQLSTATEs after which a group commit is sent again (it was rolled back as a whole). */
+const RETRYABLE = new Set(['40P01', '40001']);
+
+/**
+ * Creates a PostgreSQL store. With `{ connectionString }` the store makes its own pool (bounded
+ * connect and query timeouts) and closes it in `close()`; with `{ pool }` it uses yours and leaves
+ * it open. The table is created and migrated on first use (or `ready()`).
+ */
+export function createPostgresStore(options: PostgresStoreOptions): PostgresStore {
+  return new PgStore(options);
+}
+
+class PgStore implements PostgresStore {
+  readonly name = 'postgres' as const;
+  readonly maxCheckpointBytes: number;
+  readonly #pool: PostgresPool;
+  readonly #ownPool: pg.Pool | undefined;
+  readonly #label: string;
+  readonly #table: string;
+  readonly #sql: Statements;
+  readonly #retentionMs: number;
+  readonly #timeoutMs: number;
+  readonly #callBoundMs: number;
+  readonly #groupCommit: boolean;
+  #ready: Promise<void> | undefined;
+  #closed = false;
+  #pending: PendingCommit[] = [];
+  #flushScheduled = false;
+  readonly #inFlight = new Set<Promise<unknown>>();
+  readonly #purgeTimer: NodeJS.Timeout | undefined;
+
+  constructor(options: PostgresStoreOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new TypeError(
+        `Expected createPostgresStore options { pool } or { connectionString }, got \`${String(options)}\``,
+      );
+    }
+    this.#table = checkTable(options.table ?? DEFAULTS.table);
+    this.#retentionMs = checkInteger('retentionMs', options.retentionMs ?? DEFAULTS.retentionMs, 0);
+    const purgeIntervalMs = checkInteger(
+      'purgeIntervalMs',
+      options.purgeIntervalMs ?? DEFAULTS.purgeIntervalMs,
+      0,
+    );
+    this.maxCheckpointBytes = checkInteger(
+      'maxCheckpointBytes',
+      options.maxCheckpointBytes ?? DEFAULTS.maxCheckpointBytes,
+      1,
+    );
+    this.#timeoutMs = checkInteger(
+      'queryTimeoutMs',
+      options.queryTimeoutMs ?? DEFAULTS.queryTimeoutMs,
+      1,
+    );
+    this.#groupCommit = options.groupCommit ?? true;
+    this.#sql = statements(this.#table);
+    if ('pool' in options && options.pool !== undefined) {
+      if (typeof options.pool?.query !== 'function' || typeof options.pool.connect !== 'function') {
+        throw new TypeError(
+          `Expected \`pool\` to be a pg Pool (with query() and connect()), got \`${String(options.pool)}\` (createPostgresStore)`,
+        );
+      }
+      this.#pool = options.pool;
+      this.#ownPool = undefined;
+      this.#label = describePool(options.pool);
+      this.#callBoundMs = 2 * this.#timeoutMs;
+    } else if ('connectionString' in options && typeof options.connectionString === 'string') {
+      const connectTimeoutMs = checkInteger(
+        'connectTimeoutMs',
+        options.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs,
+        1,
+      );
+      const { Pool } = loadPg();
+      const pool = new Pool({
+        connectionString: options.connectionString,
+        max: checkInteger('poolSize', options.poolSize ?? DEFAULTS.poolSize, 1),
+        connectionTimeoutMillis: connectTimeoutMs,
+        query_timeout: this.#timeoutMs,
+        keepAlive: true,
+        application_name: 'conversation-orchestrator',
+      });
+      // Idle connections' errors (a restarted server) arrive here; the next query reconnects.
+      pool.on('error', () => {});
+      this.#pool = pool as unknown as PostgresPool;
+      this.#ownPool = pool;
+      this.#label = describeConnectionString(options.connectionString);
+      this.#callBoundMs = connectTimeoutMs + this.#timeoutMs;
+    } else {
+      throw new TypeError(
+        `Expected createPostgresStore options with \`pool\` (a pg Pool) or \`connectionString\` (a string), got keys ${JSON.stringify(Object.keys(options))}`,
+      );
+    }
+    if (purgeIntervalMs > 0) {
+      this.#purgeTimer = setInterval(() => {
+        this.purgeExpired().catch(() => {});
+      }, purgeIntervalMs);
+      this.#purgeTimer.unref();
+    }
+  }
+
+  ready(): Promise<void> {
+    if (this.#closed)
+      return Promise.reject(this.#error('ready()', new Error('the store is closed')));
+    this.#ready ??= this.#bounded('connecting and migrating the schema', async () => {
+      const client = await this.#pool.connect();
+      let failure: Error | undefined;
+      try {
+        await migrate(client, this.#table, this.#timeoutMs);
+      } catch (error) {
+        failure = error as Error;
+        throw error;
+      } finally {
+        // A connection that failed mid-migration is thrown away, not reused.
+        client.release(failure !== undefined && !(failure instanceof NewerSchemaError));
+      }
+    }).catch((error: unknown) => {
+      this.#ready = undefined; // the next call tries again (the server may be back)
+      throw error;
+    });
+    return this.#ready;
+  }
+
+  async create(
+    checkpoint: Checkpoint,
+    owner: string,
+    leaseMs: number,
+  ): Promise<{ readonly created: true; readonly lease: Lease } | { readonly created: false }> {
+    this.#checkSize(checkpoint, 'create');
+    const { rows } = await this.#query(`create of conversation "${checkpoint.conversationId}"`, {
+      text: this.#sql.create,
+      values: [
+        checkpoint.conversationId,
+        checkpoint.orchestrator,
+        checkpoint.status,
+        checkpoint.seq,
+        checkpoint.dispatchCount,
+        checkpoint.state,
+        checkpoint.result ?? null,
+        checkpoint.suspendedAt ?? null,
+        owner,
+        Math.ceil(leaseMs),
+      ],
+    });
+    const row = rows[0];
+    if (row === undefined) return { created: false };
+    return { created: true, lease: { owner, epoch: 1, expiresAt: Number(row.lease_expires_at) } };
+  }
+
+  async acquire(conversationId: string, owner: string, leaseMs: number): Promise<AcquireOutcome> {
+    const what = `acquire of conversation "${conversationId}"`;
+    const attempt = (deadOwner: string | null) =>
+      this.#query(what, {
+        text: this.#sql.acquire,
+        values: [conversationId, owner, Math.ceil(leaseMs), deadOwner],
+      });
+    let row = (await attempt(null)).rows[0];
+    if (row === undefined) return { status: 'not_found' };
+    if (row.status === 'ended') return { status: 'ended', checkpoint: toCheckpoint(row) };
+    if (row.new_epoch === null && typeof row.owner === 'string' && !isLeaseOwnerAlive(row.owner)) {
+      // Its holder's process is gone (this host): take it now rather than at expiry.
+      row = (await attempt(row.owner)).rows[0];
+      if (row === undefined) return { status: 'not_found' };
+      if (row.status === 'ended') return { status: 'ended', checkpoint: toCheckpoint(row) };
+    }
+    if (row.new_epoch === null) {
+      return {
+        status: 'held',
+        owner: String(row.owner),
+        leaseExpiresAt: Number(row.lease_expires_at),
+      };
+    }
+    const previous = row.owner as string | null;
+    return {
+      status: 'acquired',
+      checkpoint: toCheckpoint(row),
+      lease: { owner, epoch: Number(row.new_epoch), expiresAt: Number(row.new_expires_at) },
+      takenOver: previous !== null && previous !== owner,
+    };
+  }
+
+  commit(checkpoint: Checkpoint, lease: Lease, leaseMs: number): Promise<CommitOutcome> {
+    try {
+      this.#checkSize(checkpoint, 'commit');
+      if (this.#closed)
+        throw this.#error(
+          `commit of conversation "${checkpoint.conversationId}"`,
+          new Error('the store is closed'),
+        );
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (!this.#groupCommit) return this.#commitOne(checkpoint, lease, leaseMs);
+    return new Promise<CommitOutcome>((resolve, reject) => {
+      this.#pending.push({ checkpoint, lease, leaseMs, resolve, reject });
+      if (!this.#flushScheduled) {
+        this.#flushScheduled = true;
+        setImmediate(() => this.#flush());
+      }
+    });
+  }
+
+  /** Sends what is pending: one statement per group, at most one commit per conversation each. */
+  #flush(): void {
+    this.#flushScheduled = false;
+    let pending = this.#pending;
+    this.#pending = [];
+    while (pending.length > 0) {
+      const group: PendingCommit[] = [];
+      const waiting: PendingCommit[] = [];
+      const rest: PendingCommit[] = [];
+      const ids = new Set<string>();
+      for (const p of pending) {
+        if (ids.has(p.checkpoint.conversationId)) waiting.push(p);
+        else if (group.length < MAX_GROUP) {
+          ids.add(p.checkpoint.conversationId);
+          group.push(p);
+        } else rest.push(p);
+      }
+      pending = rest;
+      const sent = this.#send(group);
+      // A conversation's later commit goes after its earlier one has been answered.
+      if (waiting.length > 0) void sent.then(() => this.#requeue(waiting));
+    }
+  }
+
+  /** One group: resolves (never rejects) once each of its commits has its answer or error. */
+  #send(group: readonly PendingCommit[]): Promise<void> {
+    const only = group.length === 1 ? group[0] : undefined;
+    const work =
+      only === undefined
+        ? this.#commitMany(group)
+        : this.#commitOne(only.checkpoint, only.lease, only.leaseMs).then(only.resolve);
+    return work.catch((error: Error) => {
+      for (const p of group) p.reject(error);
+    });
+  }
+
+  #requeue(commits: PendingCommit[]): void {
+    this.#pending.push(...commits);
+    if (!this.#flushScheduled) {
+      this.#flushScheduled = true;
+      setImmediate(() => this.#flush());
+    }
+  }
+
+  async #commitOne(checkpoint: Checkpoint, lease: Lease, leaseMs: number): Promise<CommitOutcome> {
+    const { rows } = await this.#query(`commit of conversation "${checkpoint.conversationId}"`, {
+      text: this.#sql.commitOne,
+      values: commitValues(checkpoint, lease, leaseMs),
+    });
+    return commitOutcome(rows[0] ?? {}, lease, checkpoint);
+  }
+
+  async #commitMany(group: readonly PendingCommit[]): Promise<void> {
+    const columns: unknown[][] = Array.from({ length: 10 }, () => []);
+    for (const p of group) {
+      const values = commitValues(p.checkpoint, p.lease, p.leaseMs);
+      for (let i = 0; i < 10; i++) columns[i]?.push(values[i]);
+    }
+    let rows: Record<string, unknown>[] = [];
+    for (let attempt = 1; ; attempt++) {
+      try {
+        rows = (
+          await this.#query(`group commit of ${group.length} conversations`, {
+            text: this.#sql.commitMany,
+            values: columns,
+          })
+        ).rows;
+        break;
+      } catch (error) {
+        const code = ((error as Error).cause as { code?: string } | undefined)?.code;
+        if (attempt >= 3 || code === undefined || !RETRYABLE.has(code)) throw error;
+      }
+    }
+    const byId = new Map(rows.map((r) => [r.conversation_id as string, r]));
+    for (const p of group) {
+      p.resolve(commitOutcome(byId.get(p.checkpoint.conversationId) ?? {}, p.lease, p.checkpoint));
+    }
+  }
+
+  async renew(conversationId: string, lease: Lease, leaseMs: number): Promise<Lease | undefined> {
+    const { rows } = await this.#query(`renew of conversation "${conversationId}"`, {
+      text: this.#sql.renew,
+      values: [conversationId, lease.owner, lease.epoch, Math.ceil(leaseMs)],
+    });
+    const row = rows[0];
+    if (row === undefined) return undefined;
+    return { owner: lease.owner, epoch: lease.epoch, expiresAt: Number(row.lease_expires_at) };
+  }
+
+  async release(conversationId: string, lease: Lease): Promise<void> {
+    await this.#query(`release of conversation "${conversationId}"`, {
+      text: this.#sql.release,
+      values: [conversationId, lease.owner, lease.epoch],
+    });
+  }
+
+  async get(conversationId: string): Promise<StoredConversation | undefined> {
+    const { rows } = await this.#query(`get of conversation "${conversationId}"`, {
+      text: this.#sql.get,
+      values: [conversationId],
+    });
+    return rows[0] === undefined ? undefined : toStored(rows[0]);
+  }
+
+  async delete(conversationId: string): Promise<boolean> {
+    const { rows } = await this.#query(`delete of conversation "${conversationId}"`, {
+      text: `${this.#sql.delete} RETURNING 1 AS deleted`,
+      values: [conversationId],
+    });
+    return rows.length > 0;
+  }
+
+  async list(query: ListQuery): Promise<readonly StoredConversation[]> {
+    const limit = Math.min(checkInteger('limit', query.limit, 0), 1_000);
+    if (limit === 0) return [];
+    const { rows } = await this.#query('list', {
+      text: this.#sql.list,
+      values: [
+        query.orchestrator ?? null,
+        query.status ?? null,
+        query.unleased === true,
+        query.after ?? null,
+        limit,
+      ],
+    });
+    return rows.map(toStored);
+  }
+
+  async stats(): Promise<readonly StoreStats[]> {
+    const { rows } = await this.#query('stats', { text: this.#sql.stats });
+    return rows.map((r) => ({
+      orchestrator: r.orchestrator as string,
+      running: Number(r.running),
+      suspended: Number(r.suspended),
+      ...(r.oldest_suspended_at === null
+        ? {}
+        : { oldestSuspendedAt: Number(r.oldest_suspended_at) }),
+    }));
+  }
+
+  async purgeExpired(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const { rows } = await this.#query('purgeExpired', {
+        text: `${this.#sql.purge} RETURNING 1`,
+        values: [this.#retentionMs],
+      });
+      total += rows.length;
+      if (rows.length < PURGE_BATCH) return total;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    if (this.#purgeTimer !== undefined) clearInterval(this.#purgeTimer);
+    // Commits already accepted are sent and answered before the pool closes.
+    if (this.#pending.length > 0) this.#flush();
+    this.#closed = true;
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    if (this.#ownPool !== undefined) await this.#ownPool.end();
+  }
+
+  #checkSize(checkpoint: Checkpoint, operation: string): void {
+    const bytes =
+      Buffer.byteLength(checkpoint.state, 'utf8') +
+      (checkpoint.result === undefined ? 0 : Buffer.byteLength(checkpoint.result, 'utf8'));
+    if (bytes > this.maxCheckpointBytes) {
+      throw this.#error(
+        `${operation} of conversation "${checkpoint.conversationId}"`,
+        new Error(
+          `its checkpoint is ${bytes.toLocaleString('en')} bytes (state + result, UTF-8), past maxCheckpointBytes ${this.maxCheckpointBytes.toLocaleString('en')}`,
+        ),
+      );
+    }
+  }
+
+  /** One statement, after the schema is ready, bounded in time, its failure made clear. */
+  #query(what: string, query: { text: string; values?: unknown[] }): Promise<PostgresResult> {
+    if (this.#closed) return Promise.reject(this.#error(what, new Error('the store is closed')));
+    const call = this.ready().then(() =>
+      this.#bounded(what, () => this.#pool.query({ ...query, query_timeout: this.#timeoutMs })),
+    );
+    // close() waits for these before it ends the pool.
+    this.#inFlight.add(call);
+    const forget = () => this.#inFlight.delete(call);
+    call.then(forget, forget);
+    return call;
+  }
+
+  /** Runs `work`, rejecting with the store's error when it fails or outlasts the call bound. */
+  #bounded<T>(what: string, work: () => Promise<T>): Promise<T> {
+    let timer: NodeJS.Timeout | undefined;
+    const call = work();
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(this.#error(what, new Error(`no answer within ${this.#callBoundMs} ms`))),
+        this.#callBoundMs,
+      );
+    });
+    return Promise.race([
+      call.catch((error: unknown) => {
+        throw this.#error(what, error);
+      }),
+      deadline,
+    ]).finally(() => clearTimeout(timer));
+  }
+
+  #error(what: string, cause: unknown): Error {
+    if (cause instanceof Error && cause.message.startsWith(`PostgreSQL store (${this.#label})`)) {
+      return cause;
+    }
+    return new Error(
+      `PostgreSQL store (${this.#label}): ${what} failed: ${describeFailure(cause, this.#timeoutMs)}`,
+      {
+        cause,
+      },
+    );
+  }
+}
+
+function commitValues(checkpoint: Checkpoint, lease: Lease, leaseMs: number): unknown[] {
+  return [
+    checkpoint.conversationId,
+    checkpoint.status,
+    checkpoint.seq,
+    checkpoint.dispatchCount,
+    checkpoint.state,
+    checkpoint.result ?? null,
+    checkpoint.suspendedAt ?? null,
+    lease.owner,
+    lease.epoch,
+    Math.ceil(leaseMs),
+  ];
+}
+
+function commitOutcome(
+  row: Record<string, unknown>,
+  lease: Lease,
+  checkpoint: Checkpoint,
+): CommitOutcome {
+  if (row.committed_at !== null && row.committed_at !== undefined) {
+    const running = checkpoint.status === 'running';
+    return {
+      ok: true,
+      lease: {
+        owner: lease.owner,
+        epoch: lease.epoch,
+        expiresAt: Number(running ? row.lease_expires_at : row.committed_at),
+      },
+    };
+  }
+  if (row.stored_seq === null || row.stored_seq === undefined)
+    return { ok: false, reason: 'not_found' };
+  const storedSeq = Number(row.stored_seq);
+  const fenced = row.stored_owner !== lease.owner || Number(row.stored_epoch) !== lease.epoch;
+  return { ok: false, reason: fenced ? 'fenced' : 'sequence', storedSeq };
+}
+
+function toCheckpoint(row: Record<string, unknown>): Checkpoint {
+  return {
+    conversationId: row.conversation_id as string,
+    orchestrator: row.orchestrator as string,
+    status: row.status as ConversationStatus,
+    seq: Number(row.seq),
+    dispatchCount: Number(row.dispatch_count),
+    state: row.state as string,
+    ...(row.result === null ? {} : { result: row.result as string }),
+    ...(row.suspended_at === null ? {} : { suspendedAt: Number(row.suspended_at) }),
+  };
+}
+
+function toStored(row: Record<string, unknown>): StoredConversation {
+  const live =
+    row.owner !== null &&
+    row.lease_expires_at !== null &&
+    Number(row.lease_expires_at) > Number(row.now_ms);
+  return {
+    conversationId: row.conversation_id as string,
+    orchestrator: row.orchestrator as string,
+    status: row.status as ConversationStatus,
+    dispatchCount: Number(row.dispatch_count),
+    seq: Number(row.seq),
+    updatedAt: Number(row.updated_at),
+    ...(row.suspended_at === null ? {} : { suspendedAt: Number(row.suspended_at) }),
+    ...(live ? { owner: row.owner as string, leaseExpiresAt: Number(row.lease_expires_at) } : {}),
+    ...(row.status === 'ended' && typeof row.result === 'string'
+      ? { result: JSON.parse(row.result) as unknown }
+      : {}),
+  };
+}
+
+/** `pg`, an optional peer: loaded only when the store makes its own pool. */
+function loadPg(): typeof pg {
+  try {
+    return createRequire(import.meta.url)('pg') as typeof pg;
+  } catch (error) {
+    throw new Error(
+      'createPostgresStore({ connectionString }) needs the optional peer dependency pg (^8.11.0): npm install pg',
+      { cause: error },
+    );
+  }
+}
+
+/** What failed, in words: timeouts and refusals named, PostgreSQL's own code kept. */
+function describeFailure(cause: unknown, timeoutMs: number): string {
+  if (!(cause instanceof Error)) return String(cause);
+  const e = cause as Error & { code?: string };
+  if (e.message === 'Query read timeout')
+    return `no answer within queryTimeoutMs (${timeoutMs} ms)`;
+  if (/timeout exceeded when trying to connect|connection timeout/i.test(e.message)) {
+    return `could not connect within connectTimeoutMs (${e.message})`;
+  }
+  if (e instanceof NewerSchemaError) return e.message;
+  const code = typeof e.code === 'string' ? ` (${e.code})` : '';
+  return `${e.message}${code}`;
+}
+
+/** The connection string without its password, for error messages. */
+function describeConnectionString(connectionString: string): string {
+  try {
+    const url = new URL(connectionString);
+    url.password = '';
+    return url.toString();
+  } catch {
+    return 'connection string';
+  }
+}
+
+function describePool(pool: PostgresPool): string {
+  const o = (pool as { options?: { host?: unknown; port?: unknown; database?: unknown } }).options;
+  if (o !== undefined && typeof o.host === 'string') {
+    return `pool to ${o.host}:${String(o.port ?? 5432)}/${String(o.database ?? '')}`;
+  }
+  return 'given pool';
+}

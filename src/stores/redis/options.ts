@@ -1,0 +1,95 @@
+/**
+ * The options of `createRedisStore`, their defaults and their checks.
+ */
+import type { Redis } from 'ioredis';
+
+/** Options shared by both forms of {@link RedisStoreOptions}. */
+export interface RedisStoreCommonOptions {
+  /**
+   * Prefix of every key the store writes. Several stores (or apps) share one Redis with distinct
+   * prefixes. On Redis Cluster use a hash tag (`{co}:`) so every key is in one slot: the scripts
+   * touch a conversation and its indexes together.
+   * @default 'co:'
+   */
+  readonly prefix?: string;
+  /**
+   * How long an ended conversation is kept (from when it ended) before `purgeExpired()` deletes it.
+   * @default 604_800_000 (7 days)
+   */
+  readonly retentionMs?: number;
+  /**
+   * How often the store runs `purgeExpired()` itself (an unref'd timer; its errors are ignored and
+   * the next run retries). `0`: never, call `purgeExpired()` yourself.
+   * @default 600_000 (10 minutes)
+   */
+  readonly purgeIntervalMs?: number;
+  /**
+   * The largest checkpoint (`state` + `result`, UTF-8 bytes) the store accepts; `create` and
+   * `commit` reject a larger one with an error naming the conversation and both sizes. Redis holds
+   * everything in memory: keep it well below the server's `proto-max-bulk-len` (512 MB).
+   * @default 16_777_216 (16 MiB)
+   */
+  readonly maxCheckpointBytes?: number;
+  /**
+   * How long one call may take, in milliseconds, before it rejects with an error naming the store
+   * and what failed (a commit that timed out may or may not have been applied: its seq tells on
+   * the next `acquire`). With `{ url }` it is also the client's `commandTimeout`.
+   * @default 10_000
+   */
+  readonly commandTimeoutMs?: number;
+}
+
+/** The store makes and owns its `ioredis` client from a URL (closed by `close()`). */
+export interface RedisUrlOptions extends RedisStoreCommonOptions {
+  /** `redis://[user:password@]host:port[/db]` or `rediss://…` (TLS). */
+  readonly url: string;
+  /**
+   * How long to wait for the TCP connection, in ms. While Redis is unreachable the client keeps
+   * reconnecting and each call fails after one retry instead of queueing without end.
+   * @default 5_000
+   */
+  readonly connectTimeoutMs?: number;
+}
+
+/** The store uses an `ioredis` client you made and own (it never closes it). */
+export interface RedisClientOptions extends RedisStoreCommonOptions {
+  /**
+   * An `ioredis` client (`new Redis(...)`). Give it `maxRetriesPerRequest` and `commandTimeout`
+   * bounds of your own; the store also bounds each call by `commandTimeoutMs`.
+   */
+  readonly client: Redis;
+}
+
+/** Options of {@link createRedisStore}: a `client` of yours or a `url`. */
+export type RedisStoreOptions = RedisUrlOptions | RedisClientOptions;
+
+export const DEFAULTS = {
+  prefix: 'co:',
+  retentionMs: 7 * 24 * 60 * 60 * 1000,
+  purgeIntervalMs: 10 * 60 * 1000,
+  maxCheckpointBytes: 16 * 1024 * 1024,
+  commandTimeoutMs: 10_000,
+  connectTimeoutMs: 5_000,
+} as const;
+
+function shown(value: unknown): string {
+  return `\`${typeof value === 'string' ? value : String(value)}\` (${typeof value})`;
+}
+
+export function checkInteger(name: string, value: unknown, min: number): number {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
+    throw new TypeError(
+      `Expected \`${name}\` to be an integer >= ${min}, got ${shown(value)} (createRedisStore)`,
+    );
+  }
+  return value;
+}
+
+export function checkPrefix(value: unknown): string {
+  if (typeof value !== 'string' || value.length > 256) {
+    throw new TypeError(
+      `Expected \`prefix\` to be a string of at most 256 characters, got ${shown(value)} (createRedisStore)`,
+    );
+  }
+  return value;
+}

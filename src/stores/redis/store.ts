@@ -1,0 +1,525 @@
+/**
+ * The Redis conversation store (`conversation-orchestrator/redis`), on `ioredis`. One hash per
+ * conversation plus sorted sets for list, stats and retention; every change one Lua script
+ * (scripts.ts) whose first lines are the fence. What it promises with and without AOF: see
+ * docs/stores.md.
+ */
+import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
+import type { Redis } from 'ioredis';
+import { isLeaseOwnerAlive } from '../../core/lease-owner.ts';
+import type {
+  AcquireOutcome,
+  Checkpoint,
+  CommitOutcome,
+  ConversationStatus,
+  ConversationStore,
+  Lease,
+  ListQuery,
+  StoredConversation,
+  StoreStats,
+} from '../../core/store.ts';
+import { checkInteger, checkPrefix, DEFAULTS, type RedisStoreOptions } from './options.ts';
+import { ACQUIRE, COMMIT, CREATE, DELETE, GET, PURGE, RELEASE, RENEW } from './scripts.ts';
+
+/** A Redis {@link ConversationStore}. */
+export interface RedisStore extends ConversationStore {
+  readonly name: 'redis';
+  /** The key prefix in use. */
+  readonly prefix: string;
+}
+
+type Reply = string | number | null | Reply[];
+
+interface Script {
+  readonly source: string;
+  readonly sha: string;
+}
+
+function script(source: string): Script {
+  return { source, sha: createHash('sha1').update(source).digest('hex') };
+}
+
+const SCRIPTS = {
+  create: script(CREATE),
+  acquire: script(ACQUIRE),
+  commit: script(COMMIT),
+  renew: script(RENEW),
+  release: script(RELEASE),
+  get: script(GET),
+  delete: script(DELETE),
+  purge: script(PURGE),
+};
+
+/** Ids read per round trip while `list()` filters a page. */
+const LIST_CHUNK = 200;
+const PURGE_BATCH = 1_000;
+
+/**
+ * Creates a Redis store. With `{ url }` the store makes its own `ioredis` client (lazy connect,
+ * bounded connect and command timeouts, one retry per call) and closes it in `close()`; with
+ * `{ client }` it uses yours and leaves it open.
+ */
+export function createRedisStore(options: RedisStoreOptions): RedisStore {
+  return new RStore(options);
+}
+
+class RStore implements RedisStore {
+  readonly name = 'redis' as const;
+  readonly prefix: string;
+  readonly maxCheckpointBytes: number;
+  readonly #client: Redis;
+  readonly #own: boolean;
+  readonly #label: string;
+  readonly #retentionMs: number;
+  readonly #timeoutMs: number;
+  readonly #purgeTimer: NodeJS.Timeout | undefined;
+  #closed = false;
+  #lastConnectionError: Error | undefined;
+  readonly #inFlight = new Set<Promise<unknown>>();
+
+  constructor(options: RedisStoreOptions) {
+    if (typeof options !== 'object' || options === null) {
+      throw new TypeError(
+        `Expected createRedisStore options { client } or { url }, got \`${String(options)}\``,
+      );
+    }
+    this.prefix = checkPrefix(options.prefix ?? DEFAULTS.prefix);
+    this.#retentionMs = checkInteger('retentionMs', options.retentionMs ?? DEFAULTS.retentionMs, 0);
+    const purgeIntervalMs = checkInteger(
+      'purgeIntervalMs',
+      options.purgeIntervalMs ?? DEFAULTS.purgeIntervalMs,
+      0,
+    );
+    this.maxCheckpointBytes = checkInteger(
+      'maxCheckpointBytes',
+      options.maxCheckpointBytes ?? DEFAULTS.maxCheckpointBytes,
+      1,
+    );
+    this.#timeoutMs = checkInteger(
+      'commandTimeoutMs',
+      options.commandTimeoutMs ?? DEFAULTS.commandTimeoutMs,
+      1,
+    );
+    if ('client' in options && options.client !== undefined) {
+      if (typeof options.client?.evalsha !== 'function') {
+        throw new TypeError(
+          `Expected \`client\` to be an ioredis client, got \`${String(options.client)}\` (createRedisStore)`,
+        );
+      }
+      this.#client = options.client;
+      this.#own = false;
+      const o = options.client.options;
+      this.#label = `redis://${o.host ?? '127.0.0.1'}:${o.port ?? 6379}/${o.db ?? 0}`;
+    } else if ('url' in options && typeof options.url === 'string') {
+      const connectTimeout = checkInteger(
+        'connectTimeoutMs',
+        options.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs,
+        1,
+      );
+      this.#label = describeUrl(options.url);
+      const { Redis: Client } = loadIoredis();
+      this.#client = new Client(options.url, {
+        lazyConnect: true,
+        connectTimeout,
+        commandTimeout: this.#timeoutMs,
+        // A call fails after one reconnection attempt instead of waiting for Redis to come back.
+        maxRetriesPerRequest: 1,
+        retryStrategy: (times) => Math.min(times * 100, 1_000),
+        connectionName: 'conversation-orchestrator',
+      });
+      this.#own = true;
+      // Without a listener ioredis prints each connection error; the calls report them instead.
+      this.#client.on('error', (error: Error) => {
+        this.#lastConnectionError = error;
+      });
+      this.#client.on('ready', () => {
+        this.#lastConnectionError = undefined;
+      });
+    } else {
+      throw new TypeError(
+        `Expected createRedisStore options with \`client\` (an ioredis client) or \`url\` (a string), got keys ${JSON.stringify(Object.keys(options))}`,
+      );
+    }
+    if (purgeIntervalMs > 0) {
+      this.#purgeTimer = setInterval(() => {
+        this.purgeExpired().catch(() => {});
+      }, purgeIntervalMs);
+      this.#purgeTimer.unref();
+    }
+  }
+
+  #key(conversationId: string): string {
+    return `${this.prefix}c:${conversationId}`;
+  }
+
+  async create(
+    checkpoint: Checkpoint,
+    owner: string,
+    leaseMs: number,
+  ): Promise<{ readonly created: true; readonly lease: Lease } | { readonly created: false }> {
+    const what = `create of conversation "${checkpoint.conversationId}"`;
+    this.#checkSize(checkpoint, what);
+    const reply = await this.#run(what, SCRIPTS.create, checkpoint.conversationId, [
+      checkpoint.orchestrator,
+      checkpoint.status,
+      String(checkpoint.seq),
+      String(checkpoint.dispatchCount),
+      checkpoint.state,
+      optional(checkpoint.result),
+      optional(checkpoint.suspendedAt),
+      owner,
+      String(Math.ceil(leaseMs)),
+    ]);
+    if (reply === null) return { created: false };
+    return { created: true, lease: { owner, epoch: 1, expiresAt: Number(reply) } };
+  }
+
+  async acquire(conversationId: string, owner: string, leaseMs: number): Promise<AcquireOutcome> {
+    const what = `acquire of conversation "${conversationId}"`;
+    const attempt = async (deadOwner: string) =>
+      (await this.#run(what, SCRIPTS.acquire, conversationId, [
+        owner,
+        String(Math.ceil(leaseMs)),
+        deadOwner,
+      ])) as Reply[];
+    let reply = await attempt('');
+    if (reply[0] === 'held' && !isLeaseOwnerAlive(reply[1] as string)) {
+      // Its holder's process is gone (this host): take it now rather than at expiry.
+      reply = await attempt(reply[1] as string);
+    }
+    switch (reply[0]) {
+      case 'not_found':
+        return { status: 'not_found' };
+      case 'ended':
+        return { status: 'ended', checkpoint: toCheckpoint(conversationId, reply.slice(1)) };
+      case 'held':
+        return { status: 'held', owner: reply[1] as string, leaseExpiresAt: Number(reply[2]) };
+      default: {
+        const previous = reply[1] as string | null;
+        return {
+          status: 'acquired',
+          checkpoint: toCheckpoint(conversationId, reply.slice(4)),
+          lease: { owner, epoch: Number(reply[2]), expiresAt: Number(reply[3]) },
+          takenOver: previous !== null && previous !== owner,
+        };
+      }
+    }
+  }
+
+  async commit(checkpoint: Checkpoint, lease: Lease, leaseMs: number): Promise<CommitOutcome> {
+    const what = `commit of conversation "${checkpoint.conversationId}"`;
+    this.#checkSize(checkpoint, what);
+    const reply = (await this.#run(what, SCRIPTS.commit, checkpoint.conversationId, [
+      checkpoint.status,
+      String(checkpoint.seq),
+      String(checkpoint.dispatchCount),
+      checkpoint.state,
+      optional(checkpoint.result),
+      optional(checkpoint.suspendedAt),
+      lease.owner,
+      String(lease.epoch),
+      String(Math.ceil(leaseMs)),
+    ])) as Reply[];
+    if (reply[0] === 'ok') {
+      return {
+        ok: true,
+        lease: { owner: lease.owner, epoch: lease.epoch, expiresAt: Number(reply[1]) },
+      };
+    }
+    if (reply[0] === 'not_found') return { ok: false, reason: 'not_found' };
+    return {
+      ok: false,
+      reason: reply[0] === 'fenced' ? 'fenced' : 'sequence',
+      storedSeq: Number(reply[1]),
+    };
+  }
+
+  async renew(conversationId: string, lease: Lease, leaseMs: number): Promise<Lease | undefined> {
+    const reply = await this.#run(
+      `renew of conversation "${conversationId}"`,
+      SCRIPTS.renew,
+      conversationId,
+      [lease.owner, String(lease.epoch), String(Math.ceil(leaseMs))],
+    );
+    if (reply === null) return undefined;
+    return { owner: lease.owner, epoch: lease.epoch, expiresAt: Number(reply) };
+  }
+
+  async release(conversationId: string, lease: Lease): Promise<void> {
+    await this.#run(
+      `release of conversation "${conversationId}"`,
+      SCRIPTS.release,
+      conversationId,
+      [lease.owner, String(lease.epoch)],
+    );
+  }
+
+  async get(conversationId: string): Promise<StoredConversation | undefined> {
+    const reply = (await this.#run(
+      `get of conversation "${conversationId}"`,
+      SCRIPTS.get,
+      conversationId,
+      [],
+    )) as Reply[];
+    return toStored(conversationId, Number(reply[0]), reply.slice(1));
+  }
+
+  async delete(conversationId: string): Promise<boolean> {
+    const reply = await this.#run(
+      `delete of conversation "${conversationId}"`,
+      SCRIPTS.delete,
+      conversationId,
+      [],
+    );
+    return reply === 1;
+  }
+
+  async list(query: ListQuery): Promise<readonly StoredConversation[]> {
+    const limit = Math.min(checkInteger('limit', query.limit, 0), 1_000);
+    if (limit === 0) return [];
+    const p = this.prefix;
+    const index =
+      query.orchestrator !== undefined && query.status !== undefined
+        ? `${p}os:${query.orchestrator}:${query.status}`
+        : query.orchestrator !== undefined
+          ? `${p}o:${query.orchestrator}`
+          : query.status !== undefined
+            ? `${p}s:${query.status}`
+            : `${p}ids`;
+    return this.#bounded('list', async () => {
+      const found: StoredConversation[] = [];
+      let after = query.after;
+      for (;;) {
+        const ids = await this.#client.zrangebylex(
+          index,
+          after === undefined ? '-' : `(${after}`,
+          '+',
+          'LIMIT',
+          0,
+          query.unleased === true ? LIST_CHUNK : limit - found.length,
+        );
+        if (ids.length === 0) return found;
+        const pipeline = this.#client.pipeline();
+        pipeline.time();
+        for (const id of ids) {
+          pipeline.hmget(
+            this.#key(id),
+            'orchestrator',
+            'status',
+            'seq',
+            'dispatchCount',
+            'result',
+            'suspendedAt',
+            'owner',
+            'leaseExpiresAt',
+            'updatedAt',
+          );
+        }
+        const replies = (await pipeline.exec()) ?? [];
+        const [timeError, time] = replies[0] ?? [];
+        if (timeError) throw timeError;
+        const now =
+          Number((time as string[])[0]) * 1000 + Math.floor(Number((time as string[])[1]) / 1000);
+        for (let i = 0; i < ids.length; i++) {
+          const [error, fields] = replies[i + 1] ?? [];
+          if (error) throw error;
+          const stored = toStored(ids[i] as string, now, fields as Reply[]);
+          if (stored === undefined) continue; // deleted since the index was read
+          if (query.unleased === true && stored.owner !== undefined) continue;
+          found.push(stored);
+          if (found.length === limit) return found;
+        }
+        after = ids.at(-1);
+      }
+    });
+  }
+
+  async stats(): Promise<readonly StoreStats[]> {
+    const p = this.prefix;
+    return this.#bounded('stats', async () => {
+      const names = (await this.#client.smembers(`${p}orchestrators`)).sort();
+      const pipeline = this.#client.pipeline();
+      for (const name of names) {
+        pipeline.zcard(`${p}os:${name}:running`);
+        pipeline.zcard(`${p}os:${name}:suspended`);
+        pipeline.zrange(`${p}suspendedAt:${name}`, 0, 0, 'WITHSCORES');
+      }
+      const replies = (await pipeline.exec()) ?? [];
+      const stats: StoreStats[] = [];
+      names.forEach((orchestrator, i) => {
+        const [running, suspended, oldest] = replies
+          .slice(3 * i, 3 * i + 3)
+          .map(([error, value]) => {
+            if (error) throw error;
+            return value;
+          });
+        if (running === 0 && suspended === 0) return;
+        const score = (oldest as string[])[1];
+        stats.push({
+          orchestrator,
+          running: Number(running),
+          suspended: Number(suspended),
+          ...(score === undefined ? {} : { oldestSuspendedAt: Number(score) }),
+        });
+      });
+      return stats;
+    });
+  }
+
+  async purgeExpired(): Promise<number> {
+    let total = 0;
+    for (;;) {
+      const n = Number(
+        await this.#run('purgeExpired', SCRIPTS.purge, undefined, [
+          String(this.#retentionMs),
+          String(PURGE_BATCH),
+        ]),
+      );
+      total += n;
+      if (n < PURGE_BATCH) return total;
+    }
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#purgeTimer !== undefined) clearInterval(this.#purgeTimer);
+    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    if (this.#own) {
+      try {
+        await this.#client.quit();
+      } catch {
+        this.#client.disconnect();
+      }
+    }
+  }
+
+  #checkSize(checkpoint: Checkpoint, what: string): void {
+    const bytes =
+      Buffer.byteLength(checkpoint.state, 'utf8') +
+      (checkpoint.result === undefined ? 0 : Buffer.byteLength(checkpoint.result, 'utf8'));
+    if (bytes > this.maxCheckpointBytes) {
+      throw this.#error(
+        what,
+        new Error(
+          `its checkpoint is ${bytes.toLocaleString('en')} bytes (state + result, UTF-8), past maxCheckpointBytes ${this.maxCheckpointBytes.toLocaleString('en')}`,
+        ),
+      );
+    }
+  }
+
+  /** Runs a script (EVALSHA, EVAL once when Redis has not seen it: a restart empties its cache). */
+  #run(
+    what: string,
+    s: Script,
+    conversationId: string | undefined,
+    args: readonly string[],
+  ): Promise<Reply> {
+    const keys = conversationId === undefined ? [] : [this.#key(conversationId)];
+    const argv = [this.prefix, ...(conversationId === undefined ? [] : [conversationId]), ...args];
+    return this.#bounded(what, async () => {
+      try {
+        return (await this.#client.evalsha(s.sha, keys.length, ...keys, ...argv)) as Reply;
+      } catch (error) {
+        if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+        return (await this.#client.eval(s.source, keys.length, ...keys, ...argv)) as Reply;
+      }
+    });
+  }
+
+  /** Runs `work`, rejecting with the store's error when it fails or outlasts commandTimeoutMs. */
+  #bounded<T>(what: string, work: () => Promise<T>): Promise<T> {
+    if (this.#closed) return Promise.reject(this.#error(what, new Error('the store is closed')));
+    let timer: NodeJS.Timeout | undefined;
+    const call = work();
+    this.#inFlight.add(call);
+    const forget = () => this.#inFlight.delete(call);
+    call.then(forget, forget);
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(
+        () => reject(this.#error(what, new Error(`no answer within ${this.#timeoutMs} ms`))),
+        this.#timeoutMs,
+      );
+    });
+    return Promise.race([
+      call.catch((error: unknown) => {
+        throw this.#error(what, error);
+      }),
+      deadline,
+    ]).finally(() => clearTimeout(timer));
+  }
+
+  #error(what: string, cause: unknown): Error {
+    let reason = cause instanceof Error ? cause.message : String(cause);
+    if (/max retries per request|Connection is closed|Command timed out/i.test(reason)) {
+      const last = this.#lastConnectionError;
+      reason =
+        reason === 'Command timed out'
+          ? `no answer within commandTimeoutMs (${this.#timeoutMs} ms)`
+          : `Redis is unreachable (${last !== undefined ? `${last.message}; ` : ''}${reason})`;
+    }
+    return new Error(`Redis store (${this.#label}): ${what} failed: ${reason}`, { cause });
+  }
+}
+
+/** `ioredis`, an optional peer: loaded only when the store makes its own client. */
+function loadIoredis(): typeof import('ioredis') {
+  try {
+    return createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
+  } catch (error) {
+    throw new Error(
+      'createRedisStore({ url }) needs the optional peer dependency ioredis (^5.3.0): npm install ioredis',
+      { cause: error },
+    );
+  }
+}
+
+function optional(value: string | number | undefined): string {
+  return value === undefined ? '' : `=${value}`;
+}
+
+/** Fields in CHECKPOINT order: orchestrator, status, seq, dispatchCount, state, result, suspendedAt. */
+function toCheckpoint(conversationId: string, f: Reply[]): Checkpoint {
+  return {
+    conversationId,
+    orchestrator: f[0] as string,
+    status: f[1] as ConversationStatus,
+    seq: Number(f[2]),
+    dispatchCount: Number(f[3]),
+    state: f[4] as string,
+    ...(f[5] === null || f[5] === undefined ? {} : { result: f[5] as string }),
+    ...(f[6] === null || f[6] === undefined ? {} : { suspendedAt: Number(f[6]) }),
+  };
+}
+
+/** Fields: orchestrator, status, seq, dispatchCount, result, suspendedAt, owner, leaseExpiresAt, updatedAt. */
+function toStored(conversationId: string, now: number, f: Reply[]): StoredConversation | undefined {
+  if (f[0] === null || f[0] === undefined) return undefined;
+  const expires = f[7] === null ? undefined : Number(f[7]);
+  const live = f[6] !== null && expires !== undefined && expires > now;
+  return {
+    conversationId,
+    orchestrator: f[0] as string,
+    status: f[1] as ConversationStatus,
+    dispatchCount: Number(f[3]),
+    seq: Number(f[2]),
+    updatedAt: Number(f[8]),
+    ...(f[5] === null ? {} : { suspendedAt: Number(f[5]) }),
+    ...(live ? { owner: f[6] as string, leaseExpiresAt: expires } : {}),
+    ...(f[1] === 'ended' && typeof f[4] === 'string'
+      ? { result: JSON.parse(f[4]) as unknown }
+      : {}),
+  };
+}
+
+/** The URL without its password, for error messages. */
+function describeUrl(url: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.password = '';
+    return parsed.toString().replace(/\/$/, '');
+  } catch {
+    return 'url';
+  }
+}

@@ -1,0 +1,109 @@
+/**
+ * The producer side of the fleet against a real redis-server: a conversation id is started once,
+ * also when producers race; an unreachable Redis is named in a bounded error; a resume with no
+ * recorded suspension enqueues nothing.
+ */
+import { Queue } from 'bullmq';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import {
+  createConversationQueue,
+  PAYLOAD_FORMAT,
+  RedisUnreachableError,
+} from '../src/fleet/index.ts';
+import { ConversationExistsError } from '../src/index.ts';
+import { freePort } from './helpers/prometheus.ts';
+import { type RunningRedis, startRedis } from './helpers/redis.ts';
+
+let redis: RunningRedis;
+beforeAll(async () => {
+  redis = await startRedis({ aof: true, appendfsync: 'always' });
+}, 30_000);
+afterAll(async () => {
+  await redis?.stop();
+});
+
+const input = { sender: 'user', content: { seed: 1 } };
+
+describe('createConversationQueue', () => {
+  it('refuses an id already started with ConversationExistsError', async () => {
+    const queue = createConversationQueue({ connection: redis.url, queueName: 'q-once' });
+    try {
+      await queue.start('desks', input, { conversationId: 'c-1' });
+      const second = queue.start('desks', input, { conversationId: 'c-1' });
+      await expect(second).rejects.toBeInstanceOf(ConversationExistsError);
+      await expect(second).rejects.toThrow('Conversation c-1 already exists');
+      const bull = new Queue('q-once', { connection: { url: redis.url } });
+      expect(await bull.getJobCounts('wait')).toEqual({ wait: 1 });
+      const [job] = await bull.getJobs(['wait']);
+      expect(job?.id).toBe('start.c-1');
+      expect(job?.data).toEqual({
+        format: PAYLOAD_FORMAT,
+        kind: 'start',
+        orchestrator: 'desks',
+        conversationId: 'c-1',
+        input,
+      });
+      await bull.close();
+    } finally {
+      await queue.close();
+    }
+  });
+
+  it('starts an id once when 20 starts race from two producers', async () => {
+    const a = createConversationQueue({ connection: redis.url, queueName: 'q-race' });
+    const b = createConversationQueue({ connection: redis.url, queueName: 'q-race' });
+    try {
+      const settled = await Promise.allSettled(
+        Array.from({ length: 20 }, (_, i) =>
+          (i % 2 === 0 ? a : b).start(
+            'desks',
+            { sender: 'user', content: i },
+            {
+              conversationId: 'raced:1',
+            },
+          ),
+        ),
+      );
+      expect(settled.filter((s) => s.status === 'fulfilled')).toHaveLength(1);
+      const refused = settled.filter((s) => s.status === 'rejected');
+      expect(refused).toHaveLength(19);
+      for (const r of refused) expect(r.reason).toBeInstanceOf(ConversationExistsError);
+      const bull = new Queue('q-race', { connection: { url: redis.url } });
+      const jobs = await bull.getJobs(['wait']);
+      // `:` is not allowed in BullMQ job ids: it becomes `%`.
+      expect(jobs.map((j) => j.id)).toEqual(['start.raced%1']);
+      await bull.close();
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('rejects within its bound, naming the server, when Redis cannot be reached', async () => {
+    const port = await freePort();
+    const queue = createConversationQueue({
+      connection: `redis://:secret@127.0.0.1:${port}`,
+      timeoutMs: 500,
+    });
+    try {
+      const started = queue.start('desks', input, { conversationId: 'c-1' });
+      await expect(started).rejects.toBeInstanceOf(RedisUnreachableError);
+      await expect(started).rejects.toThrow(
+        new RegExp(
+          `^Could not reach Redis at redis://127\\.0\\.0\\.1:${port} within 500 ms: .*ECONNREFUSED`,
+        ),
+      );
+      await expect(started).rejects.not.toThrow('secret');
+    } finally {
+      await queue.close();
+    }
+  });
+
+  it('enqueues nothing for a resume when no suspension is recorded', async () => {
+    const queue = createConversationQueue({ connection: redis.url, queueName: 'q-resume' });
+    try {
+      expect(await queue.resume('never-suspended', { input })).toEqual({ enqueued: false });
+    } finally {
+      await queue.close();
+    }
+  });
+});
