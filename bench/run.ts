@@ -37,6 +37,7 @@ import { createConversationTelemetry } from '../src/observability/index.ts';
 import { durableTable } from './durable.ts';
 import { fleetTables } from './fleet.ts';
 import { sdkFloor } from './floor.ts';
+import { networkStoresTable } from './network-stores.ts';
 import { samplerTable } from './sampler.ts';
 import { storesTables } from './stores.ts';
 
@@ -895,6 +896,10 @@ async function main(): Promise<void> {
     await fleetTables();
     return;
   }
+  if (only === 'network-stores') {
+    await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
+    return;
+  }
   leanTables();
   waitingMemoryTable();
   floorTables();
@@ -928,6 +933,7 @@ async function main(): Promise<void> {
   await samplerTable(ROUNDS, clock);
   await durableTable(ROUNDS, clock);
   await storesTables();
+  await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
   await fleetTables();
 }
 

@@ -48,24 +48,24 @@ export interface PostgresStoreCommonOptions {
    * `search_path` to put it in another schema).
    * @default 'co_conversations'
    */
-  readonly table?: string;
+  readonly table?: string | undefined;
   /**
    * How long an ended conversation is kept (from when it ended) before `purgeExpired()` deletes it.
    * @default 604_800_000 (7 days)
    */
-  readonly retentionMs?: number;
+  readonly retentionMs?: number | undefined;
   /**
    * How often the store runs `purgeExpired()` itself (an unref'd timer; its errors are ignored and
    * the next run retries). `0`: never, call `purgeExpired()` yourself.
    * @default 600_000 (10 minutes)
    */
-  readonly purgeIntervalMs?: number;
+  readonly purgeIntervalMs?: number | undefined;
   /**
    * The largest checkpoint (`state` + `result`, UTF-8 bytes) the store accepts; `create` and
    * `commit` reject a larger one with an error naming the conversation and both sizes.
    * @default 16_777_216 (16 MiB)
    */
-  readonly maxCheckpointBytes?: number;
+  readonly maxCheckpointBytes?: number | undefined;
   /**
    * How long one call may wait for the server, in milliseconds: each query's answer
    * (`query_timeout`), and the whole call including a wait for a connection. Past it the call
@@ -73,14 +73,14 @@ export interface PostgresStoreCommonOptions {
    * not have been applied: its seq tells, on the next `acquire`).
    * @default 10_000
    */
-  readonly queryTimeoutMs?: number;
+  readonly queryTimeoutMs?: number | undefined;
   /**
    * Group commit: the commits that arrive in the same turn of the event loop go to the server as
    * one statement (one round trip, one WAL flush), each still fenced on its own row. `false`
    * sends each commit alone.
    * @default true
    */
-  readonly groupCommit?: boolean;
+  readonly groupCommit?: boolean | undefined;
 }
 
 /** The store makes and owns its pool from a connection string (closed by `close()`). */
@@ -91,12 +91,12 @@ export interface PostgresConnectionOptions extends PostgresStoreCommonOptions {
    * How long to wait for a connection to be established (TCP and authentication), in ms.
    * @default 5_000
    */
-  readonly connectTimeoutMs?: number;
+  readonly connectTimeoutMs?: number | undefined;
   /**
    * The most connections the store's pool opens.
    * @default 10
    */
-  readonly poolSize?: number;
+  readonly poolSize?: number | undefined;
 }
 
 /** The store uses a pool you made and own (it never closes it). */

@@ -23,7 +23,9 @@ const LOCK_KEY = "hashtext('conversation-orchestrator:migrations')";
 const MIGRATIONS: readonly ((table: string) => string)[] = [
   // 1: one row per conversation: the checkpoint (replaced on each commit), its lease, its times.
   // Times are epoch milliseconds of the server's clock. Ids sort bytewise (COLLATE "C"), as in
-  // JavaScript, so `list()` pages the same way whatever the database's collation.
+  // JavaScript, so `list()` pages the same way whatever the database's collation. No index
+  // covers a column a running commit changes (seq, state, lease, updated_at), so those commits
+  // are HOT updates (no index writes), given room on the page (fillfactor 80).
   (t) => `
     CREATE TABLE "${t}" (
       conversation_id text COLLATE "C" PRIMARY KEY,
@@ -37,11 +39,12 @@ const MIGRATIONS: readonly ((table: string) => string)[] = [
       owner text,
       epoch bigint NOT NULL,
       lease_expires_at bigint,
-      updated_at bigint NOT NULL
-    );
+      updated_at bigint NOT NULL,
+      ended_at bigint
+    ) WITH (fillfactor = 80);
     CREATE INDEX "${t}_by_status" ON "${t}" (status, conversation_id);
     CREATE INDEX "${t}_by_orchestrator" ON "${t}" (orchestrator, status, conversation_id);
-    CREATE INDEX "${t}_ended" ON "${t}" (updated_at) WHERE status = 'ended';
+    CREATE INDEX "${t}_ended" ON "${t}" (ended_at) WHERE status = 'ended';
   `,
 ];
 

@@ -35,18 +35,22 @@ export function statements(table: string): Statements {
     result = ${i}.result, suspended_at = ${i}.suspended_at,
     owner = CASE WHEN ${i}.status = 'running' THEN c.owner END,
     lease_expires_at = CASE WHEN ${i}.status = 'running' THEN ${NOW} + ${i}.lease_ms END,
-    updated_at = ${NOW}`;
+    updated_at = ${NOW}, ended_at = CASE WHEN ${i}.status = 'ended' THEN ${NOW} END`;
   /** The compare-and-set: the caller's lease (owner and epoch) and the next seq. */
   const fence = (i: string) =>
     `c.conversation_id = ${i}.conversation_id AND c.owner = ${i}.owner AND c.epoch = ${i}.epoch AND c.seq = ${i}.seq - 1`;
   return {
-    // Inserts with the lease (epoch 1) unless the id is taken: two racing creates, one row.
+    // Inserts with the lease (epoch 1; released at once unless running) unless the id is taken:
+    // two racing creates, one row.
     create: `
       INSERT INTO ${t} (conversation_id, orchestrator, status, seq, dispatch_count, state, result,
-        suspended_at, owner, epoch, lease_expires_at, updated_at)
-      VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, 1, ${NOW} + $10::bigint, ${NOW})
+        suspended_at, owner, epoch, lease_expires_at, updated_at, ended_at)
+      VALUES ($1, $2, $3::text, $4, $5, $6, $7, $8,
+        CASE WHEN $3::text = 'running' THEN $9 END, 1,
+        CASE WHEN $3::text = 'running' THEN ${NOW} + $10::bigint END, ${NOW},
+        CASE WHEN $3::text = 'ended' THEN ${NOW} END)
       ON CONFLICT (conversation_id) DO NOTHING
-      RETURNING lease_expires_at`,
+      RETURNING coalesce(lease_expires_at, updated_at) AS lease_expires_at`,
     // Locks the row, then takes the lease when no live one holds it (or `$4`, a holder known to
     // be dead, does), raising the epoch; answers the row as it was and the new lease, if taken.
     acquire: `
@@ -117,7 +121,7 @@ export function statements(table: string): Statements {
     purge: `
       DELETE FROM ${t} WHERE conversation_id IN (
         SELECT conversation_id FROM ${t}
-        WHERE status = 'ended' AND updated_at <= ${NOW} - $1::bigint
-        ORDER BY updated_at LIMIT ${PURGE_BATCH})`,
+        WHERE status = 'ended' AND ended_at <= ${NOW} - $1::bigint
+        ORDER BY ended_at LIMIT ${PURGE_BATCH})`,
   };
 }

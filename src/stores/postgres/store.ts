@@ -282,7 +282,17 @@ class PgStore implements PostgresStore {
         ? this.#commitMany(group)
         : this.#commitOne(only.checkpoint, only.lease, only.leaseMs).then(only.resolve);
     return work.catch((error: Error) => {
-      for (const p of group) p.reject(error);
+      if (only !== undefined) return only.reject(error);
+      // Each caller's error names its own conversation.
+      for (const p of group) {
+        const id = p.checkpoint.conversationId;
+        p.reject(
+          this.#error(
+            `commit of conversation "${id}" (in a group commit of ${group.length})`,
+            error.cause ?? error,
+          ),
+        );
+      }
     });
   }
 

@@ -11,32 +11,32 @@ export interface RedisStoreCommonOptions {
    * touch a conversation and its indexes together.
    * @default 'co:'
    */
-  readonly prefix?: string;
+  readonly prefix?: string | undefined;
   /**
    * How long an ended conversation is kept (from when it ended) before `purgeExpired()` deletes it.
    * @default 604_800_000 (7 days)
    */
-  readonly retentionMs?: number;
+  readonly retentionMs?: number | undefined;
   /**
    * How often the store runs `purgeExpired()` itself (an unref'd timer; its errors are ignored and
    * the next run retries). `0`: never, call `purgeExpired()` yourself.
    * @default 600_000 (10 minutes)
    */
-  readonly purgeIntervalMs?: number;
+  readonly purgeIntervalMs?: number | undefined;
   /**
    * The largest checkpoint (`state` + `result`, UTF-8 bytes) the store accepts; `create` and
    * `commit` reject a larger one with an error naming the conversation and both sizes. Redis holds
    * everything in memory: keep it well below the server's `proto-max-bulk-len` (512 MB).
    * @default 16_777_216 (16 MiB)
    */
-  readonly maxCheckpointBytes?: number;
+  readonly maxCheckpointBytes?: number | undefined;
   /**
    * How long one call may take, in milliseconds, before it rejects with an error naming the store
    * and what failed (a commit that timed out may or may not have been applied: its seq tells on
    * the next `acquire`). With `{ url }` it is also the client's `commandTimeout`.
    * @default 10_000
    */
-  readonly commandTimeoutMs?: number;
+  readonly commandTimeoutMs?: number | undefined;
 }
 
 /** The store makes and owns its `ioredis` client from a URL (closed by `close()`). */
@@ -48,7 +48,7 @@ export interface RedisUrlOptions extends RedisStoreCommonOptions {
    * reconnecting and each call fails after one retry instead of queueing without end.
    * @default 5_000
    */
-  readonly connectTimeoutMs?: number;
+  readonly connectTimeoutMs?: number | undefined;
 }
 
 /** The store uses an `ioredis` client you made and own (it never closes it). */

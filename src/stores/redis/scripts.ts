@@ -58,7 +58,7 @@ local CHECKPOINT = {'orchestrator', 'status', 'seq', 'dispatchCount', 'state', '
  * create: KEYS[1] the conversation's hash; ARGV prefix, id, orchestrator, status, seq,
  * dispatchCount, state, result, suspendedAt, owner, leaseMs.
  * Guarantees: the conversation is written with its first checkpoint and the caller's lease
- * (epoch 1) only if no conversation has this id; of two racing creates exactly one writes.
+ * (epoch 1; released at once unless the status is running) only if no conversation has this id; of two racing creates exactly one writes.
  * Answers the lease's expiry, or nil when the id was taken (nothing changed).
  */
 export const CREATE = `${COMMON}
@@ -68,8 +68,12 @@ local now = now_ms()
 local expires = now + tonumber(ARGV[11])
 local orch, status = ARGV[3], ARGV[4]
 redis.call('HSET', key, 'orchestrator', orch, 'status', status, 'seq', ARGV[5],
-  'dispatchCount', ARGV[6], 'state', ARGV[7], 'owner', ARGV[10], 'epoch', 1,
-  'leaseExpiresAt', int(expires), 'updatedAt', int(now))
+  'dispatchCount', ARGV[6], 'state', ARGV[7], 'epoch', 1, 'updatedAt', int(now))
+if status == 'running' then
+  redis.call('HSET', key, 'owner', ARGV[10], 'leaseExpiresAt', int(expires))
+else
+  expires = now
+end
 local result, suspended_at = opt(ARGV[8]), opt(ARGV[9])
 if result then redis.call('HSET', key, 'result', result) end
 if suspended_at then redis.call('HSET', key, 'suspendedAt', suspended_at) end
@@ -123,24 +127,33 @@ if h[2] ~= ARGV[9] or tonumber(h[3]) ~= tonumber(ARGV[10]) then return {'fenced'
 if tonumber(h[1]) ~= tonumber(ARGV[4]) - 1 then return {'sequence', h[1]} end
 local now = now_ms()
 local status, old_status, orch = ARGV[3], h[4], h[5]
-redis.call('HSET', key, 'status', status, 'seq', ARGV[4], 'dispatchCount', ARGV[5],
-  'state', ARGV[6], 'updatedAt', int(now))
 local result, suspended_at = opt(ARGV[7]), opt(ARGV[8])
-if result then redis.call('HSET', key, 'result', result) else redis.call('HDEL', key, 'result') end
+local expires = now + tonumber(ARGV[11])
+-- One HSET for the common commit (running to running, nothing optional).
+local fields = {'status', status, 'seq', ARGV[4], 'dispatchCount', ARGV[5], 'state', ARGV[6],
+  'updatedAt', int(now)}
+if status == 'running' then
+  fields[#fields + 1] = 'leaseExpiresAt'
+  fields[#fields + 1] = int(expires)
+end
+if result then
+  fields[#fields + 1] = 'result'
+  fields[#fields + 1] = result
+end
 if suspended_at then
-  redis.call('HSET', key, 'suspendedAt', suspended_at)
-else
-  redis.call('HDEL', key, 'suspendedAt')
+  fields[#fields + 1] = 'suspendedAt'
+  fields[#fields + 1] = suspended_at
+end
+redis.call('HSET', key, unpack(fields))
+if status ~= 'running' or old_status ~= 'running' then
+  if not result then redis.call('HDEL', key, 'result') end
+  if not suspended_at then redis.call('HDEL', key, 'suspendedAt') end
 end
 if status ~= old_status or status == 'suspended' then
   unindex_status(id, orch, old_status)
   index_status(id, orch, status, tonumber(suspended_at), now)
 end
-if status == 'running' then
-  local expires = now + tonumber(ARGV[11])
-  redis.call('HSET', key, 'leaseExpiresAt', int(expires))
-  return {'ok', int(expires)}
-end
+if status == 'running' then return {'ok', int(expires)} end
 redis.call('HDEL', key, 'owner', 'leaseExpiresAt')
 return {'ok', int(now)}
 `;

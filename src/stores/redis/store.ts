@@ -428,7 +428,10 @@ class RStore implements RedisStore {
     });
   }
 
-  /** Runs `work`, rejecting with the store's error when it fails or outlasts commandTimeoutMs. */
+  /**
+   * Runs `work`, rejecting with the store's error when it fails or outlasts commandTimeoutMs (the
+   * own client's commandTimeout; a timer here for a client given without one).
+   */
   #bounded<T>(what: string, work: () => Promise<T>): Promise<T> {
     if (this.#closed) return Promise.reject(this.#error(what, new Error('the store is closed')));
     let timer: NodeJS.Timeout | undefined;
@@ -436,18 +439,18 @@ class RStore implements RedisStore {
     this.#inFlight.add(call);
     const forget = () => this.#inFlight.delete(call);
     call.then(forget, forget);
+    const failed = call.catch((error: unknown) => {
+      throw this.#error(what, error);
+    });
+    // The store's own client bounds every command itself (commandTimeout): no timer per call.
+    if (this.#own) return failed;
     const deadline = new Promise<never>((_, reject) => {
       timer = setTimeout(
         () => reject(this.#error(what, new Error(`no answer within ${this.#timeoutMs} ms`))),
         this.#timeoutMs,
       );
     });
-    return Promise.race([
-      call.catch((error: unknown) => {
-        throw this.#error(what, error);
-      }),
-      deadline,
-    ]).finally(() => clearTimeout(timer));
+    return Promise.race([failed, deadline]).finally(() => clearTimeout(timer));
   }
 
   #error(what: string, cause: unknown): Error {

@@ -1,0 +1,67 @@
+/**
+ * A child process for the network stores' crash tests: commits checkpoints of `count`
+ * conversations in a tight loop (all of them each turn) until it is killed. Prints `ready` once it
+ * holds them all, then `id seq` after each commit that resolved ok: what it prints was committed,
+ * so the parent can check nothing printed was lost. States vary in size (up to ~20 KB) and say
+ * their own id, seq and length, so a torn or mixed write would show.
+ *
+ * argv: `postgres <connectionString> <table> <count>` or `redis <url> <prefix> <count>`.
+ */
+import { newLeaseOwner, setLeaseOwnerLive } from '../../src/core/lease-owner.ts';
+import type { Checkpoint, ConversationStore, Lease } from '../../src/core/store.ts';
+import { createPostgresStore } from '../../src/stores/postgres/index.ts';
+import { createRedisStore } from '../../src/stores/redis/index.ts';
+
+const [kind, where, namespace, countText] = process.argv.slice(2) as [
+  string,
+  string,
+  string,
+  string,
+];
+const store: ConversationStore =
+  kind === 'postgres'
+    ? createPostgresStore({ connectionString: where, table: namespace })
+    : createRedisStore({ url: where, prefix: namespace });
+const count = Number(countText);
+const owner = newLeaseOwner();
+setLeaseOwnerLive(owner, true);
+
+export function crashState(id: string, seq: number): string {
+  const length = (seq * 7919) % 20_000;
+  return JSON.stringify({ id, seq, length, pad: 'x'.repeat(length) });
+}
+const checkpoint = (id: string, seq: number): Checkpoint => ({
+  conversationId: id,
+  orchestrator: 'crash',
+  status: 'running',
+  seq,
+  dispatchCount: seq - 1,
+  state: crashState(id, seq),
+});
+
+const held = new Map<string, { lease: Lease; seq: number }>();
+for (let i = 0; i < count; i++) {
+  const id = `c${i}`;
+  const acquired = await store.acquire(id, owner, 60_000);
+  if (acquired.status === 'acquired') {
+    held.set(id, { lease: acquired.lease, seq: acquired.checkpoint.seq });
+  } else if (acquired.status === 'not_found') {
+    const created = await store.create(checkpoint(id, 1), owner, 60_000);
+    if (!created.created) throw new Error(`could not create ${id}`);
+    held.set(id, { lease: created.lease, seq: 1 });
+  } else {
+    throw new Error(`${id}: ${acquired.status}`);
+  }
+}
+process.stdout.write('ready\n');
+for (;;) {
+  await Promise.all(
+    [...held].map(async ([id, h]) => {
+      const outcome = await store.commit(checkpoint(id, h.seq + 1), h.lease, 60_000);
+      if (!outcome.ok) throw new Error(`${id} seq ${h.seq + 1}: ${outcome.reason}`);
+      h.seq += 1;
+      h.lease = outcome.lease;
+      process.stdout.write(`${id} ${h.seq}\n`);
+    }),
+  );
+}
