@@ -70,6 +70,15 @@ export interface ServiceConfig {
    * no links.
    */
   readonly traceUrl: string | undefined;
+  /**
+   * Fleet mode: the Redis of the BullMQ queue (and the store, unless `store` names another). Set
+   * without `workers`, the service is the producer and page of workers that run elsewhere.
+   */
+  readonly redis: string | undefined;
+  /** Fleet mode: worker processes to spawn (0: the single-process service). */
+  readonly workers: number;
+  /** Fleet mode: the store the workers share, `redis://…` or `postgres://…` (default: `redis`). */
+  readonly store: string | undefined;
 }
 
 interface Knob {
@@ -224,6 +233,26 @@ const KNOBS = {
     shown: 'none (no trace links)',
     help: 'trace UI URL for the live page, {traceId} replaced (http://localhost:16686/trace/{traceId})',
   },
+  redis: {
+    flag: 'redis',
+    env: 'REDIS_URL',
+    fallback: '',
+    shown: 'none',
+    help: "fleet mode: the work queue's Redis, redis://host:port (workers: --workers or elsewhere)",
+  },
+  workers: {
+    flag: 'workers',
+    env: 'WORKERS',
+    fallback: '0',
+    help: 'fleet mode: BullMQ worker processes to spawn (0: run conversations in this process)',
+  },
+  store: {
+    flag: 'store',
+    env: 'STORE',
+    fallback: '',
+    shown: 'the --redis server',
+    help: 'fleet mode: the store the workers share, redis://… or postgres://…',
+  },
 } as const satisfies Record<keyof ServiceConfig, Knob>;
 
 /** A knob's value and where it came from (the flag, the variable, or the default). */
@@ -347,7 +376,38 @@ export function parseConfig(
     record: raw('record').value || undefined,
     recordFileMb: number('recordFileMb', 1, 1024, true),
     recordFiles: number('recordFiles', 1, 1000, true),
+    ...parseFleet(raw('redis'), number('workers', 0, 64, true), raw('store')),
   };
+}
+
+function parseFleet(
+  redis: Raw,
+  workers: number,
+  store: Raw,
+): Pick<ServiceConfig, 'redis' | 'workers' | 'store'> {
+  const url = (raw: Raw, schemes: RegExp, example: string): string | undefined => {
+    if (raw.defaulted === true) return undefined;
+    let ok = false;
+    try {
+      ok = schemes.test(new URL(raw.value).protocol);
+    } catch {}
+    if (!ok)
+      throw new ConfigError(
+        `Expected ${raw.from} to be a URL like ${example}, got \`${clip(raw.value)}\``,
+      );
+    return raw.value;
+  };
+  const redisUrl = url(redis, /^rediss?:$/, 'redis://127.0.0.1:6379');
+  const storeUrl = url(
+    store,
+    /^(rediss?|postgres(ql)?):$/,
+    'redis://127.0.0.1:6379 or postgres://user@host/db',
+  );
+  if (workers > 0 && redisUrl === undefined)
+    throw new ConfigError(
+      `Expected --redis (the work queue's Redis) with --workers ${workers}, got none`,
+    );
+  return { redis: redisUrl, workers, store: storeUrl };
 }
 
 function parseAllowedHosts({ value, from, defaulted }: Raw, host: string): readonly string[] {

@@ -13,6 +13,8 @@ export interface DispatchUpdate {
   readonly spread: number;
   readonly decision: TerminationDecision;
   readonly elapsedMs: number;
+  /** In fleet mode (`--workers`), the worker process that ran this dispatch (`worker-1`, …). */
+  readonly worker?: string;
 }
 
 /**
@@ -36,6 +38,8 @@ export interface EndUpdate {
    * page links it through `--trace-url`.
    */
   readonly traceId?: string;
+  /** In fleet mode (`--workers`), the worker process that ended the conversation. */
+  readonly worker?: string;
 }
 
 /** Every message sent after the hello and the history, each with the orchestrator it concerns. */
