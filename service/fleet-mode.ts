@@ -19,7 +19,7 @@ import { collectDefaultMetrics, type OpenMetricsContentType, Registry } from 'pr
 import { createConversationQueue } from '../src/fleet/index.ts';
 import type { ServiceConfig } from './config.ts';
 import { SharedExposition } from './exposition.ts';
-import { openFleetStore, WORKER_DRAIN_MS } from './fleet-store.ts';
+import { openFleetStore } from './fleet-store.ts';
 import { parseUpdates, updatesChannel } from './fleet-updates.ts';
 import { createServiceMetrics } from './health-metrics.ts';
 import { ConversationHistory } from './history.ts';
@@ -31,7 +31,7 @@ import { Page } from './page.ts';
 import { Progress } from './progress.ts';
 import { onStopSignal } from './signals.ts';
 import type { LiveMessage } from './updates.ts';
-import { DEMO_ORCHESTRATORS, DEMO_QUEUE } from './worker-names.ts';
+import { DEMO_ORCHESTRATORS, DEMO_QUEUE, WORKER_DRAIN_MS } from './worker-names.ts';
 
 const WORKER_ENTRY = fileURLToPath(new URL('./worker.ts', import.meta.url));
 /** A worker that died is started again after this long (a crash loop stays slow). */

@@ -17,6 +17,3 @@ export function openFleetStore(redisUrl: string, storeUrl: string | undefined): 
  * than the library's 15 s defaults: a demo shows recovery while one watches.
  */
 export const FLEET_TIMING = { lockDurationMs: 4_000, stalledIntervalMs: 2_000, leaseMs: 4_000 };
-
-/** How long a worker's drain may take on SIGTERM; the Kubernetes grace period is above it. */
-export const WORKER_DRAIN_MS = 10_000;

@@ -8,19 +8,20 @@
  *
  * Configuration: the service's own flags and variables (`--redis`, `--store`, `--desks`,
  * `--tolerance`, …), plus WORKER_ID (default `{hostname}-{pid}`) and, for `npm run chaos`,
+ * HEARTBEAT_FILE: a file touched every 5 s (a container's healthcheck reads its age); and
  * INVOCATION_LOG: a file getting one JSON line per responder invocation and per crash resume
  * (appended with one synchronous write each, so a SIGKILL loses none written).
  */
-import { appendFileSync } from 'node:fs';
+import { appendFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 import { createConversationWorker } from '../src/fleet/index.ts';
 import type { ConversationObserver } from '../src/index.ts';
 import { ConfigError, parseConfig } from './config.ts';
-import { FLEET_TIMING, openFleetStore, WORKER_DRAIN_MS } from './fleet-store.ts';
+import { FLEET_TIMING, openFleetStore } from './fleet-store.ts';
 import { UpdatePublisher, updatesChannel } from './fleet-updates.ts';
 import { type Book, createDeskOrchestrator, type DeskMessage } from './market.ts';
-import { DEMO_ORCHESTRATORS, DEMO_QUEUE } from './worker-names.ts';
+import { DEMO_ORCHESTRATORS, DEMO_QUEUE, WORKER_DRAIN_MS } from './worker-names.ts';
 
 let config: ReturnType<typeof parseConfig>;
 try {
@@ -120,6 +121,14 @@ await worker.ready(30_000);
 process.stdout.write(
   `${workerId} ready (pid ${process.pid}), running ${DEMO_ORCHESTRATORS.join(', ')}\n`,
 );
+
+// HEARTBEAT_FILE (docker-compose's healthcheck): touched from the event loop while it turns.
+const heartbeat = process.env.HEARTBEAT_FILE;
+if (heartbeat !== undefined) {
+  const touch = () => writeFileSync(heartbeat, String(Date.now()));
+  touch();
+  setInterval(touch, 5_000).unref();
+}
 
 let stopping = false;
 const stop = async (signal: string) => {
