@@ -179,13 +179,13 @@ export function fleetKustomization(files: readonly string[]): unknown {
     patches: [
       {
         target: { kind: 'Deployment', name: SERVICE_NAME },
-        patch: JSON.stringify([
-          {
-            op: 'add',
-            path: '/spec/template/spec/containers/0/env/-',
-            value: { name: 'REDIS_URL', value: `redis://${REDIS_NAME}:${REDIS_PORT}` },
-          },
-        ]),
+        // A JSON 6902 patch, in YAML.
+        patch: [
+          '- op: add',
+          '  path: /spec/template/spec/containers/0/env/-',
+          `  value: { name: REDIS_URL, value: "redis://${REDIS_NAME}:${REDIS_PORT}" }`,
+          '',
+        ].join('\n'),
       },
     ],
   };

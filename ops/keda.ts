@@ -55,6 +55,10 @@ export class ScaledObjectError extends Error {
   override name = 'ScaledObjectError';
 }
 
+function fail(path: string, expected: string, got: unknown): never {
+  throw new ScaledObjectError(`Expected ${path} to be ${expected}, got ${JSON.stringify(got)}`);
+}
+
 const METRIC_TYPES = ['AverageValue', 'Value', 'Utilization'];
 const DNS_SUBDOMAIN = /^[a-z0-9]([-a-z0-9.]{0,251}[a-z0-9])?$/;
 
@@ -72,15 +76,12 @@ export class ScaledObject {
 
   validate(): void {
     const d = this.toJSON() as ScaledObjectData & { apiVersion: unknown; kind: unknown };
-    const fail = (path: string, expected: string, got: unknown) => {
-      throw new ScaledObjectError(`Expected ${path} to be ${expected}, got ${JSON.stringify(got)}`);
-    };
     if (d.apiVersion !== 'keda.sh/v1alpha1') fail('apiVersion', "'keda.sh/v1alpha1'", d.apiVersion);
     if (d.kind !== 'ScaledObject') fail('kind', "'ScaledObject'", d.kind);
     if (typeof d.metadata?.name !== 'string' || !DNS_SUBDOMAIN.test(d.metadata.name))
       fail('metadata.name', 'a DNS subdomain name', d.metadata?.name);
     const spec = d.spec as unknown as Record<string, unknown> | undefined;
-    if (typeof spec !== 'object' || spec === null) return fail('spec', 'an object', spec);
+    if (typeof spec !== 'object' || spec === null) fail('spec', 'an object', spec);
     const ref = spec.scaleTargetRef as Record<string, unknown> | undefined;
     if (typeof ref?.name !== 'string' || ref.name === '')
       fail('spec.scaleTargetRef.name', 'a name', ref?.name);
@@ -98,13 +99,13 @@ export class ScaledObject {
     if (min > max) fail('spec.minReplicaCount', `at most spec.maxReplicaCount (${max})`, min);
     const triggers = spec.triggers;
     if (!Array.isArray(triggers) || triggers.length === 0)
-      return fail('spec.triggers', 'a non-empty array', triggers);
-    triggers.forEach((t: Record<string, unknown>, i: number) => {
+      fail('spec.triggers', 'a non-empty array', triggers);
+    for (const [i, t] of (triggers as Record<string, unknown>[]).entries()) {
       const at = `spec.triggers[${i}]`;
       if (typeof t.type !== 'string' || t.type === '') fail(`${at}.type`, 'a scaler type', t.type);
       const metadata = t.metadata as Record<string, unknown> | undefined;
       if (typeof metadata !== 'object' || metadata === null || Array.isArray(metadata))
-        return fail(`${at}.metadata`, 'a map of strings', metadata);
+        fail(`${at}.metadata`, 'a map of strings', metadata);
       for (const [key, value] of Object.entries(metadata)) {
         if (typeof value !== 'string') fail(`${at}.metadata.${key}`, 'a string', value);
       }
@@ -128,6 +129,6 @@ export class ScaledObject {
         if (metadata.address !== undefined && !/^[^\s:]+:\d+$/.test(metadata.address as string))
           fail(`${at}.metadata.address`, 'host:port', metadata.address);
       }
-    });
+    }
   }
 }

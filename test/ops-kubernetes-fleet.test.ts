@@ -126,7 +126,7 @@ describe('kubernetes/fleet/', () => {
       kind: 'Deployment',
       name: 'conversation-orchestrator',
     });
-    expect(JSON.parse(kustomization.patches[0].patch)[0].value).toEqual({
+    expect(parse(kustomization.patches[0].patch)[0].value).toEqual({
       name: 'REDIS_URL',
       value: 'redis://conversation-orchestrator-redis:6379',
     });
