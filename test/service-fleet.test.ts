@@ -2,6 +2,7 @@
  * The demo's fleet mode with real processes: a redis-server with AOF, the service as producer
  * and page, its two worker processes, one of them SIGKILLed mid-work.
  */
+import { spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from './helpers/fleet-workers.ts';
 import { hasRedisServer, type RunningRedis, startRedis } from './helpers/redis.ts';
@@ -130,4 +131,22 @@ describe.skipIf(!hasRedisServer())('the demo service in fleet mode', () => {
       }
     }
   }, 300_000);
+
+  it('npm run chaos with a short duration loses no conversation and ends each as a single process does', () => {
+    const r = spawnSync('npm', ['run', 'chaos', '--', '--duration', '15'], {
+      encoding: 'utf8',
+      timeout: 200_000,
+    });
+    const row = (name: string) =>
+      new RegExp(`^\\| ${name} +\\| +([^|]+?) \\|$`, 'm').exec(r.stdout)?.[1];
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+    const started = Number(row('conversations started'));
+    // 15 s x 60 % enqueueing x 8 per second.
+    expect(started).toBe(72);
+    expect(row('ended')).toBe('72');
+    expect(row('lost')).toBe('0');
+    expect(row('endings equal to a single-process run')).toBe('72 of 72');
+    // Workers were killed while conversations ran.
+    expect(r.stdout).toMatch(/, [1-9]\d* SIGKILLs,/);
+  }, 240_000);
 });
