@@ -115,6 +115,7 @@ describe('a fleet of workers', () => {
     const queue = createConversationQueue({ connection: redis.url, queueName: 'kills' });
     // Three waves, one kill each, so that the victim is always mid-work when it dies.
     const killed: number[] = [];
+    const killedAt: number[] = [];
     for (let kill = 1; kill <= 3; kill++) {
       const wave = ids.slice(Math.floor(((kill - 1) * N) / 3), Math.floor((kill * N) / 3));
       for (const id of wave) {
@@ -127,6 +128,7 @@ describe('a fleet of workers', () => {
         () => `25 invocations on worker ${pid}`,
       );
       victim.signal('SIGKILL');
+      killedAt.push(Date.now());
       await victim.exited;
       killed.push(pid);
       victim = worker('kills', log);
@@ -154,6 +156,13 @@ describe('a fleet of workers', () => {
       expect(runs.map((r) => r.attempt)).toEqual(runs.map((_, i) => i + 1));
       for (const r of runs.slice(0, -1)) expect(killed).toContain(r.pid);
     }
+    // For docs/fleet.md (not asserted: timing): from each kill to the re-runs of its dispatches.
+    const recovery = killed.map((pid, k) => {
+      const again = rerun.filter((runs) => runs[0]?.pid === pid).map((runs) => runs[1]?.at ?? 0);
+      if (again.length === 0) return 'nothing in flight';
+      return `${((Math.min(...again) - (killedAt[k] ?? 0)) / 1000).toFixed(1)}-${((Math.max(...again) - (killedAt[k] ?? 0)) / 1000).toFixed(1)} s`;
+    });
+    console.log(`recovery after each SIGKILL (first-last re-run): ${recovery.join(', ')}`);
     await Promise.all([steady.stop(), victim.stop()]);
   }, 300_000);
 
@@ -171,6 +180,7 @@ describe('a fleet of workers', () => {
       () => 'the first invocation on the worker to pause',
     );
     zombie.signal('SIGSTOP');
+    const pausedAt = Date.now();
     const heir = worker('zombie', log, { RESPONDER_MS: '200' });
     await heir.ready;
     const first = readInvocations(log)[0] as Invocation;
@@ -178,6 +188,10 @@ describe('a fleet of workers', () => {
       () => readInvocations(log).some((i) => i.pid === heir.pid && i.key === first.key),
       60_000,
       () => 'the heir re-running the paused dispatch',
+    );
+    const takeover = readInvocations(log).find((i) => i.pid === heir.pid && i.key === first.key);
+    console.log(
+      `zombie: paused to the heir's re-run ${(((takeover?.at ?? 0) - pausedAt) / 1000).toFixed(1)} s`,
     );
     zombie.signal('SIGCONT');
     await waitFor(

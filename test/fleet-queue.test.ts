@@ -7,10 +7,11 @@ import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createConversationQueue,
+  createConversationWorker,
   PAYLOAD_FORMAT,
   RedisUnreachableError,
 } from '../src/fleet/index.ts';
-import { ConversationExistsError } from '../src/index.ts';
+import { ConversationExistsError, createMemoryStore } from '../src/index.ts';
 import { freePort } from './helpers/prometheus.ts';
 import { type RunningRedis, startRedis } from './helpers/redis.ts';
 
@@ -95,6 +96,30 @@ describe('createConversationQueue', () => {
       await expect(started).rejects.not.toThrow('secret');
     } finally {
       await queue.close();
+    }
+  });
+
+  it('has a worker whose ready() rejects within its bound, naming the server, when Redis cannot be reached', async () => {
+    const port = await freePort();
+    const events: string[] = [];
+    const worker = createConversationWorker({
+      connection: `redis://127.0.0.1:${port}`,
+      store: createMemoryStore(),
+      orchestrators: [],
+      onEvent: (e) => events.push(e.type),
+    });
+    try {
+      const ready = worker.ready(500);
+      await expect(ready).rejects.toBeInstanceOf(RedisUnreachableError);
+      await expect(ready).rejects.toThrow(
+        new RegExp(
+          `^Could not reach Redis at redis://127\\.0\\.0\\.1:${port} within 500 ms: .*ECONNREFUSED`,
+        ),
+      );
+      expect(events).toContain('redis_error');
+      expect(worker.stats().redisErrors).toBeGreaterThan(0);
+    } finally {
+      await worker.close({ timeoutMs: 1_000 });
     }
   });
 

@@ -80,6 +80,7 @@ beforeAll(async () => {
           'conversation-orchestrator/testing': ['../../src/testing/index.ts'],
           'conversation-orchestrator/bullmq': ['../../src/fleet/index.ts'],
           'conversation-orchestrator/redis': ['../../src/stores/redis/index.ts'],
+          'conversation-orchestrator/postgres': ['../../src/stores/postgres/index.ts'],
         },
       },
       include: ['*.ts'],

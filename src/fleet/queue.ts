@@ -106,21 +106,32 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
   });
   let closed = false;
 
-  /** Waits (bounded) until the client is connected; with no offline queue, commands never wait. */
-  const ready = async (): Promise<void> => {
-    if (closed) throw new Error(`The conversation queue ${JSON.stringify(queueName)} is closed`);
-    if (client.status === 'ready') return;
-    await new Promise<void>((resolve, reject) => {
+  /**
+   * Waits (bounded) until the client is connected; with no offline queue, commands never wait.
+   * Concurrent callers share one wait (one listener, however many calls are in flight).
+   */
+  let connecting: Promise<void> | undefined;
+  const ready = (): Promise<void> => {
+    if (closed) {
+      return Promise.reject(
+        new Error(`The conversation queue ${JSON.stringify(queueName)} is closed`),
+      );
+    }
+    if (client.status === 'ready') return Promise.resolve();
+    connecting ??= new Promise<void>((resolve, reject) => {
       const timer = setTimeout(() => {
         client.off('ready', onReady);
+        connecting = undefined;
         reject(new RedisUnreachableError(url, timeoutMs, lastError ?? 'no answer'));
       }, timeoutMs);
       const onReady = () => {
         clearTimeout(timer);
+        connecting = undefined;
         resolve();
       };
       client.once('ready', onReady);
     });
+    return connecting;
   };
 
   return {
