@@ -893,16 +893,16 @@ async function main(): Promise<void> {
     await storesTables();
     return;
   }
-  if (only === 'network-stores') {
-    await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
-    return;
-  }
   if (only === 'fleet') {
     await fleetTables();
     return;
   }
   if (only === 'fanout') {
     await fanoutTable();
+    return;
+  }
+  if (only === 'network-stores') {
+    await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
     return;
   }
   leanTables();

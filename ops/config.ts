@@ -315,6 +315,32 @@ export interface KubernetesConfig {
    * @default 'http://jaeger-collector.observability:4318'
    */
   readonly otlpEndpoint: string;
+  /**
+   * Fleet mode (kubernetes/fleet/): BullMQ worker replicas kept running whatever the queue (a
+   * conversation resumed after a wait finds a worker at once).
+   * @default 1
+   */
+  readonly minWorkers: number;
+  /**
+   * Fleet mode: the most worker replicas KEDA scales to.
+   * @default 10
+   */
+  readonly maxWorkers: number;
+  /**
+   * Fleet mode: segments one worker runs at once (`--concurrency` of service/worker.ts).
+   * @default 50
+   */
+  readonly workerConcurrency: number;
+  /**
+   * Fleet mode: waiting jobs per worker replica KEDA aims for (its redis scaler's `listLength`).
+   * @default 100
+   */
+  readonly waitingJobsPerWorker: number;
+  /**
+   * Fleet mode: the Redis image of the demo's queue and store (pinned).
+   * @default 'redis:7.2.5-alpine'
+   */
+  readonly redisImage: string;
 }
 
 /** Partial at every level: what `defineOpsConfig` accepts. */
@@ -380,6 +406,11 @@ export const DEFAULT_OPS_CONFIG: OpsConfig = {
     replicas: 3,
     prometheusSelector: { release: 'kube-prometheus-stack' },
     otlpEndpoint: 'http://jaeger-collector.observability:4318',
+    minWorkers: 1,
+    maxWorkers: 10,
+    workerConcurrency: 50,
+    waitingJobsPerWorker: 100,
+    redisImage: 'redis:7.2.5-alpine',
   },
 };
 
@@ -615,6 +646,33 @@ export function defineOpsConfig(input: OpsConfigInput = {}): OpsConfig {
     'kubernetes.otlpEndpoint',
     'an http(s) URL',
     k.otlpEndpoint,
+  );
+  for (const key of [
+    'minWorkers',
+    'maxWorkers',
+    'workerConcurrency',
+    'waitingJobsPerWorker',
+  ] as const) {
+    expect(
+      Number.isInteger(k[key]) && k[key] >= 1,
+      `kubernetes.${key}`,
+      'a positive integer',
+      k[key],
+    );
+  }
+  expect(
+    k.maxWorkers >= k.minWorkers,
+    'kubernetes.maxWorkers',
+    `at least kubernetes.minWorkers (${k.minWorkers})`,
+    k.maxWorkers,
+  );
+  expect(
+    typeof k.redisImage === 'string' &&
+      /^\S+:\S+$/.test(k.redisImage) &&
+      !k.redisImage.endsWith(':latest'),
+    'kubernetes.redisImage',
+    'an image reference with a pinned tag',
+    k.redisImage,
   );
   return config;
 }

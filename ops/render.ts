@@ -10,6 +10,7 @@ import { overviewDashboard } from './dashboards/overview.ts';
 import { respondersDashboard } from './dashboards/responders.ts';
 import { sloDashboard } from './dashboards/slo.ts';
 import { usageDashboard } from './dashboards/usage.ts';
+import { fleetKustomization, fleetManifests } from './fleet-kubernetes.ts';
 import { kubernetesManifests, kustomization } from './kubernetes.ts';
 import { rules } from './rules.ts';
 
@@ -57,6 +58,17 @@ export function renderOps(config: OpsConfig): Map<string, string> {
   files.set(
     'kubernetes/kustomization.yaml',
     KUBERNETES_HEADER + yaml(kustomization([...manifests.keys()])),
+  );
+  const FLEET_HEADER = `${GENERATED}# Fleet mode on top of kubernetes/ (needs KEDA): \`kubectl apply -k kubernetes/fleet/\`.
+`;
+  const fleet = fleetManifests(config);
+  for (const [file, manifest] of fleet) {
+    manifest.validate();
+    files.set(`kubernetes/fleet/${file}`, FLEET_HEADER + yaml(manifest.toJSON()));
+  }
+  files.set(
+    'kubernetes/fleet/kustomization.yaml',
+    FLEET_HEADER + yaml(fleetKustomization([...fleet.keys()])),
   );
   return files;
 }

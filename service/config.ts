@@ -80,6 +80,13 @@ export interface ServiceConfig {
   readonly store: string | undefined;
   /** A conversation waiting for approval longer than this, seconds, is rejected. */
   readonly approvalTimeoutSeconds: number;
+  /**
+   * Fleet mode: the Redis of the BullMQ queue (and the store, unless `store` names another). Set
+   * without `workers`, the service is the producer and page of workers that run elsewhere.
+   */
+  readonly redis: string | undefined;
+  /** Fleet mode: worker processes to spawn (0: the single-process service). */
+  readonly workers: number;
 }
 
 interface Knob {
@@ -245,14 +252,27 @@ const KNOBS = {
     flag: 'store',
     env: 'STORE',
     fallback: '',
-    shown: 'sqlite:{--data}/conversations.db',
-    help: 'where conversations are kept: memory, sqlite:PATH, postgres://…, redis://…',
+    shown: 'sqlite:{--data}/conversations.db (fleet mode: the --redis server)',
+    help: 'where conversations are kept: memory, sqlite:PATH, postgres://…, redis://… (fleet mode: redis:// or postgres://)',
   },
   approvalTimeoutSeconds: {
     flag: 'approval-timeout-s',
     env: 'APPROVAL_TIMEOUT_S',
     fallback: '300',
     help: 'seconds a conversation waits for approval before it is rejected',
+  },
+  redis: {
+    flag: 'redis',
+    env: 'REDIS_URL',
+    fallback: '',
+    shown: 'none',
+    help: "fleet mode: the work queue's Redis, redis://host:port (workers: --workers or elsewhere)",
+  },
+  workers: {
+    flag: 'workers',
+    env: 'WORKERS',
+    fallback: '0',
+    help: 'fleet mode: BullMQ worker processes to spawn (0: run conversations in this process)',
   },
 } as const satisfies Record<keyof ServiceConfig, Knob>;
 
@@ -381,7 +401,36 @@ export function parseConfig(
     data: raw('data').value,
     store: parseStore(raw('store')),
     approvalTimeoutSeconds: number('approvalTimeoutSeconds', 0.1, 604_800, false),
+    ...parseFleet(raw('redis'), number('workers', 0, 64, true), raw('store')),
   };
+}
+
+function parseFleet(
+  redis: Raw,
+  workers: number,
+  store: Raw,
+): Pick<ServiceConfig, 'redis' | 'workers'> {
+  const url = (raw: Raw, schemes: RegExp, example: string): string | undefined => {
+    if (raw.defaulted === true) return undefined;
+    let ok = false;
+    try {
+      ok = schemes.test(new URL(raw.value).protocol);
+    } catch {}
+    if (!ok)
+      throw new ConfigError(
+        `Expected ${raw.from} to be a URL like ${example}, got \`${clip(raw.value)}\``,
+      );
+    return raw.value;
+  };
+  const redisUrl = url(redis, /^rediss?:$/, 'redis://127.0.0.1:6379');
+  // Workers in other processes share the store: a server's, not memory or a local SQLite file.
+  if (redisUrl !== undefined)
+    url(store, /^(rediss?|postgres(ql)?):$/, 'redis://127.0.0.1:6379 or postgres://user@host/db');
+  if (workers > 0 && redisUrl === undefined)
+    throw new ConfigError(
+      `Expected --redis (the work queue's Redis) with --workers ${workers}, got none`,
+    );
+  return { redis: redisUrl, workers };
 }
 
 function parseAllowedHosts({ value, from, defaulted }: Raw, host: string): readonly string[] {

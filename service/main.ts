@@ -69,6 +69,9 @@ async function main(): Promise<number> {
     return 0;
   }
   const cfg = config;
+  // Fleet mode (--redis, --workers): the producer and page of BullMQ workers (fleet-mode.ts).
+  if (cfg.redis !== undefined)
+    return (await import('./fleet-mode.ts')).runFleetMode(cfg, process.argv.slice(2));
 
   const exportFailures = new RateLimitedReport(EXPORT_FAILURE_REPORT_MS, (spans, exports, error) =>
     process.stderr.write(

@@ -54,6 +54,12 @@ export interface Market {
    */
   readonly riskLimit?: number;
   readonly opening: readonly number[];
+  /**
+   * Set for a seeded market (`npm run chaos`): every desk's latency and noise then come from the
+   * seed, the desk and the dispatch number, so that a dispatch re-run after a crash quotes the same
+   * price and a fleet ends each conversation exactly as a single process does.
+   */
+  readonly seed?: number;
 }
 
 /** A person's answer to the risk desk (the input of `resume()`). */
@@ -153,13 +159,30 @@ function spreadOf(quotes: readonly number[]): number {
   return max - min;
 }
 
+/**
+ * A deterministic stream of numbers in [0, 1) (mulberry32) from integer keys: the same keys, the
+ * same numbers, in any process.
+ */
+export function seededRandom(...keys: readonly number[]): () => number {
+  let a = 0x9e3779b9;
+  for (const k of keys) a = Math.imul(a ^ (k >>> 0), 0x85ebca6b) + 0x6b43a9b5;
+  return () => {
+    a = (a + 0x6d2b79f5) | 0;
+    let t = Math.imul(a ^ (a >>> 15), 1 | a);
+    t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
 function desk(index: number, name: string): Responder<Book, DeskMessage> {
   return {
     name,
     async respond(_message, state, { signal, dispatchNumber, reportUsage }) {
       const { market, quotes } = state.projection;
+      const random =
+        market.seed === undefined ? Math.random : seededRandom(market.seed, index, dispatchNumber);
       // Latency: exponential-ish around the mean, never negative.
-      await sleep(market.latencyMs * (0.5 + Math.random()), undefined, { signal });
+      await sleep(market.latencyMs * (0.5 + random()), undefined, { signal });
       // The model call happened (and is paid for) even when the feed then fails.
       reportUsage(quoteUsage(index, dispatchNumber, quotes.length));
       if (market.failAt === dispatchNumber) throw new Error(`${name}: pricing feed unavailable`);
@@ -167,7 +190,7 @@ function desk(index: number, name: string): Responder<Book, DeskMessage> {
       for (let i = 0; i < quotes.length; i++) if (i !== index) sum += quotes[i] as number;
       const mine = quotes[index] as number;
       const mean = sum / (quotes.length - 1);
-      const price = mine + (mean - mine) * market.step + (Math.random() - 0.5) * market.noise;
+      const price = mine + (mean - mine) * market.step + (random() - 0.5) * market.noise;
       const move = Math.abs(price - mine) / mine;
       if (
         index === 0 &&
@@ -190,6 +213,8 @@ export function createDeskOrchestrator(
   observers: readonly ConversationObserver<Book, DeskMessage>[],
   store: ConversationStore | undefined,
   listener: ConversationListener<Book, DeskMessage>,
+  /** Fleet mode: the lease of the store every worker shares (see docs/fleet.md). */
+  leaseMs?: number,
 ): ConversationOrchestrator<Book, DeskMessage> {
   const names = DESK_NAMES.slice(0, desks);
   const index = new Map<string, number>(names.map((n, i) => [n, i]));
@@ -225,13 +250,37 @@ export function createDeskOrchestrator(
     listener,
     dispatchTimeoutMs: 10_000,
     ...(store === undefined ? {} : { store }),
+    ...(leaseMs === undefined ? {} : { leaseMs }),
   });
 }
 
-/** A market for `scenario`, with opening quotes around 100. */
-export function market(scenario: Scenario, desks: number, config: ServiceConfig): Market {
+/**
+ * A market for `scenario`, with opening quotes around 100; with a `seed`, a seeded market (the
+ * same market and the same quotes for the same seed, see `Market.seed`).
+ */
+export function market(
+  scenario: Scenario,
+  desks: number,
+  config: ServiceConfig,
+  seed?: number,
+): Market {
+  const m = buildMarket(
+    scenario,
+    desks,
+    config,
+    seed === undefined ? Math.random : seededRandom(seed),
+  );
+  return seed === undefined ? m : { ...m, seed };
+}
+
+function buildMarket(
+  scenario: Scenario,
+  desks: number,
+  config: ServiceConfig,
+  random: () => number,
+): Market {
   const tol = config.tolerance;
-  const opening = Array.from({ length: desks }, () => 100 + (Math.random() - 0.5) * 10);
+  const opening = Array.from({ length: desks }, () => 100 + (random() - 0.5) * 10);
   const latency = config.latencyMs;
   switch (scenario) {
     case 'converge':
@@ -261,7 +310,7 @@ export function market(scenario: Scenario, desks: number, config: ServiceConfig)
         noise: tol * 0.2,
         latencyMs: latency,
         opening,
-        failAt: 2 + Math.floor(Math.random() * 10),
+        failAt: 2 + Math.floor(random() * 10),
       };
     case 'abort':
       return {

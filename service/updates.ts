@@ -18,6 +18,8 @@ export interface DispatchUpdate {
   readonly elapsedMs: number;
   /** Set when this segment resumed the conversation after a crash or a shutdown of the service. */
   readonly resumed?: true;
+  /** In fleet mode (`--workers`), the worker process that ran this dispatch (`worker-1`, …). */
+  readonly worker?: string;
 }
 
 /**
@@ -43,6 +45,8 @@ export interface EndUpdate {
   readonly traceId?: string;
   /** Set when the conversation was resumed after a crash or a shutdown of the service. */
   readonly resumed?: true;
+  /** In fleet mode (`--workers`), the worker process that ended the conversation. */
+  readonly worker?: string;
 }
 
 /** Every message sent after the hello and the history, each with the orchestrator it concerns. */

@@ -6,6 +6,7 @@ import { durationSeconds } from '../ops/check.ts';
 import { DEFAULT_OPS_CONFIG } from '../ops/config.ts';
 import { renderOps } from '../ops/render.ts';
 import { METRIC_CONVERSATION_TOKENS, METRIC_TOKENS } from '../ops/usage.ts';
+import { WORKER_DRAIN_MS } from '../service/worker-names.ts';
 import { semconv } from '../src/observability/index.ts';
 import {
   dashboardFiles,
@@ -359,6 +360,7 @@ describe('docker-compose.yml', () => {
           command?: string[];
           volumes?: unknown[];
           environment?: Record<string, string>;
+          stop_grace_period?: string;
         }
       >;
     };
@@ -386,6 +388,18 @@ describe('docker-compose.yml', () => {
       GF_AUTH_ANONYMOUS_ORG_ROLE: 'Viewer',
       GF_DASHBOARDS_DEFAULT_HOME_DASHBOARD_PATH: '/var/lib/grafana/dashboards/overview.json',
     });
+    // Fleet mode beside the demo: Redis with AOF, the producer, two workers draining on SIGTERM.
+    const { redis, fleet, workers } = config.services;
+    expect(redis?.image).toMatch(/^redis:\d+\.\d+\.\d+-alpine$/);
+    expect(redis?.command?.slice(0, 3)).toEqual(['redis-server', '--appendonly', 'yes']);
+    expect(fleet?.environment?.REDIS_URL).toBe('redis://redis:6379');
+    expect(workers?.environment?.REDIS_URL).toBe('redis://redis:6379');
+    expect(workers?.command).toEqual(['node', '--import', 'tsx', 'service/worker.ts']);
+    expect(workers?.deploy?.replicas).toBe(2);
+    // Longer than the worker's drain bound (WORKER_DRAIN_MS plus about 1 s).
+    expect(durationSeconds(workers?.stop_grace_period ?? '0s')).toBeGreaterThan(
+      WORKER_DRAIN_MS / 1000 + 1,
+    );
     for (const path of [
       'Dockerfile',
       'prometheus/prometheus.yml',
@@ -416,6 +430,7 @@ describe('docker-compose.yml', () => {
     expect(published.sort()).toEqual([
       'alertmanager 127.0.0.1:9093',
       'desks 127.0.0.1:9464-9465',
+      'fleet 127.0.0.1:9466',
       'grafana 127.0.0.1:3000',
       'jaeger 127.0.0.1:16686',
       'jaeger 127.0.0.1:4318',
@@ -456,6 +471,9 @@ describe('docker-compose.yml', () => {
       alertmanager: ['alert-receiver: service_healthy'],
       'alert-receiver': [],
       grafana: ['jaeger: service_healthy', 'prometheus: service_healthy'],
+      fleet: ['redis: service_healthy'],
+      workers: ['redis: service_healthy'],
+      redis: [],
     });
     // Each probe asks the service's own port, on its own health endpoint.
     const probe = (name: string) => services[name]?.healthcheck?.test.join(' ');
@@ -465,6 +483,9 @@ describe('docker-compose.yml', () => {
     expect(probe('grafana')).toContain('http://127.0.0.1:3000/api/health');
     expect(probe('alertmanager')).toContain('http://127.0.0.1:9093/-/ready');
     expect(probe('alert-receiver')).toContain('http://127.0.0.1:8080/healthz');
+    expect(probe('fleet')).toContain('http://127.0.0.1:9464/healthz');
+    expect(probe('redis')).toBe('CMD redis-cli ping');
+    expect(probe('workers')).toContain("statSync('/tmp/worker-alive')");
   });
 
   it("scrapes the service by its compose name on its port, and the Dockerfile runs npm start's command", () => {

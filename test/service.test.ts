@@ -432,7 +432,7 @@ describe('the demo service (npm start)', () => {
     ]);
     const page = docText('docs/service.md');
     const flags = [...usage().matchAll(/^ {2}(--[a-z-]+)/gm)].map((m) => m[1] as string);
-    expect(flags.length).toBe(25);
+    expect(flags.length).toBe(28);
     for (const flag of flags.filter((f) => f !== '--help')) expect(page).toContain(`| \`${flag}\``);
   });
 });

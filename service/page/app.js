@@ -165,6 +165,14 @@ function onDispatch(/** @type {any} */ m) {
   markResumed(m, c);
   c.spreads[p[0]] = p[1];
   c.seen = performance.now();
+  noteWorker(c, m.worker);
+}
+
+/** Fleet mode: the workers that ran a conversation's segments, in order (a few at most). */
+function noteWorker(/** @type {any} */ c, /** @type {unknown} */ worker) {
+  if (typeof worker !== 'string' || !/^[\w.-]{1,32}$/.test(worker)) return;
+  c.workers ??= [];
+  if (c.workers[c.workers.length - 1] !== worker && c.workers.length < 8) c.workers.push(worker);
 }
 
 function onEnd(/** @type {any} */ m) {
@@ -175,6 +183,7 @@ function onEnd(/** @type {any} */ m) {
   const p = point(m);
   if (p !== undefined && c.spreads[p[0]] === undefined) c.spreads[p[0]] = p[1];
   if (typeof m.traceId === 'string' && TRACE_ID.test(m.traceId)) c.traceId = m.traceId;
+  noteWorker(c, m.worker);
   c.dispatchCount = Number.isInteger(m.dispatchCount) && m.dispatchCount >= 0 ? m.dispatchCount : 0;
   c.elapsedMs = Number.isFinite(m.elapsedMs) && m.elapsedMs >= 0 ? m.elapsedMs : 0;
   const tokens = tokensOf(m.tokens);
@@ -843,7 +852,9 @@ function renderHovered() {
       : c.reason === undefined
         ? ' (tokens when it ends)'
         : '';
-  const text = `${what}${spread}${tokens}`;
+  // Fleet mode: the worker processes that ran its segments (two after a crash or a handoff).
+  const ran = c.workers === undefined ? '' : `, ran on ${c.workers.join(' then ')}`;
+  const text = `${what}${spread}${tokens}${ran}`;
   const key = `${id}\n${text}\n${link ?? ''}\n${pinned}`;
   if (key === hoveredShown) return;
   hoveredShown = key;
@@ -851,6 +862,7 @@ function renderHovered() {
   el.dataset.orchestrator = c.orchestrator;
   el.dataset.state = c.reason ?? 'in_flight';
   el.dataset.dispatches = String(dispatches);
+  el.dataset.workers = c.workers === undefined ? '' : c.workers.join(',');
   el.dataset.pinned = String(pinned);
   const name = document.createElement('strong');
   name.textContent = `${c.orchestrator} · ${id}`;

@@ -1,0 +1,309 @@
+/**
+ * Fleet mode (`npm start -- --redis redis://… --workers N`): this process is the producer and the
+ * page; N worker processes (service/worker.ts), spawned and restarted here when they die, run the
+ * conversations as BullMQ jobs on the store they share (docs/fleet.md). With `--redis` and no
+ * `--workers`, the workers run elsewhere (docker-compose, a Kubernetes Deployment).
+ *
+ * The producer starts conversations with `queue.start()` at `--rate`, at most `--concurrency` in
+ * flight. The page hears the workers' dispatches and endings over Redis pub/sub
+ * (fleet-updates.ts), each marked with the worker that ran it. An ending missed on that channel
+ * (the subscriber reconnecting) is read back from the store by a sweep, so the counts never leak.
+ * Shutting down stops starting, drains the workers (their segments go back to the queue) and
+ * leaves the conversations in flight in Redis, where the next workers resume them.
+ */
+import { type ChildProcess, spawn } from 'node:child_process';
+import { isIPv6 } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { Redis } from 'ioredis';
+import { collectDefaultMetrics, type OpenMetricsContentType, Registry } from 'prom-client';
+import { createConversationQueue } from '../src/fleet/index.ts';
+import type { ServiceConfig } from './config.ts';
+import { SharedExposition } from './exposition.ts';
+import { openFleetStore } from './fleet-store.ts';
+import { parseUpdates, updatesChannel } from './fleet-updates.ts';
+import { createServiceMetrics } from './health-metrics.ts';
+import { ConversationHistory } from './history.ts';
+import { HostAllowlist } from './hosts.ts';
+import { createHttpServer, ListenError, listen } from './http.ts';
+import { LiveUpdates } from './live.ts';
+import { MAX_DISPATCHES, market, pickScenario } from './market.ts';
+import { Page } from './page.ts';
+import { Progress } from './progress.ts';
+import { onStopSignal } from './signals.ts';
+import type { LiveMessage } from './updates.ts';
+import { DEMO_ORCHESTRATORS, DEMO_QUEUE, WORKER_DRAIN_MS } from './worker-names.ts';
+
+const WORKER_ENTRY = fileURLToPath(new URL('./worker.ts', import.meta.url));
+/** A worker that died is started again after this long (a crash loop stays slow). */
+const RESTART_DELAY_MS = 1_000;
+/** Conversations in flight longer than this are looked up in the store by the sweep. */
+const SWEEP_AFTER_MS = 5_000;
+const SWEEP_EVERY_MS = 2_000;
+const SWEEP_BATCH = 200;
+
+interface InFlight {
+  readonly orchestrator: string;
+  readonly startedAt: number;
+}
+
+/** Runs fleet mode until SIGTERM/SIGINT; resolves with the exit code. */
+export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]): Promise<number> {
+  const redisUrl = cfg.redis as string;
+  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
+  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+  collectDefaultMetrics({ register: registry });
+  const health = createServiceMetrics(registry, () => live.subscribers);
+  const hosts = new HostAllowlist(cfg.allowedHosts);
+  const history = new ConversationHistory({ tailPoints: MAX_DISPATCHES, maxBytes: 64 * 1024 });
+  const live = new LiveUpdates({
+    hosts,
+    orchestrators: DEMO_ORCHESTRATORS,
+    maxClients: cfg.maxClients,
+    maxClientsPerAddress: cfg.maxClientsPerAddress,
+    pingIntervalMs: cfg.wsPingSeconds * 1000,
+    metrics: health,
+    hello: {
+      orchestrators: DEMO_ORCHESTRATORS,
+      tolerance: cfg.tolerance,
+      maxDispatches: MAX_DISPATCHES,
+      slowMs: cfg.sampleSlowMs,
+      fleet: { workers: cfg.workers },
+    },
+    greeting: (filter) => [history.snapshot(filter)],
+  });
+
+  const store = openFleetStore(redisUrl, cfg.store);
+  const queue = createConversationQueue({ connection: redisUrl, queueName: DEMO_QUEUE });
+  const subscriber = new Redis(redisUrl, { maxRetriesPerRequest: null });
+  subscriber.on('error', () => {});
+  const inFlight = new Map<string, InFlight>();
+  const progress = new Progress();
+  let started = 0;
+  let ended = 0;
+  let stopping = false;
+
+  const end = (update: Extract<LiveMessage, { type: 'end' }>) => {
+    if (!inFlight.delete(update.conversationId)) return;
+    ended++;
+    progress.record(update.reason, update.dispatchCount, update.elapsedMs);
+    history.ended(update.orchestrator, update.conversationId, update.reason);
+    live.publish(update);
+  };
+  subscriber.on('message', (_channel: string, message: string) => {
+    for (const update of parseUpdates(message)) {
+      if (update.type === 'end') {
+        end(update);
+        continue;
+      }
+      if (update.type !== 'dispatch') continue;
+      history.dispatched(
+        update.orchestrator,
+        update.conversationId,
+        update.dispatchCount,
+        update.spread,
+        undefined,
+      );
+      live.publish(update);
+    }
+  });
+  try {
+    await subscriber.subscribe(updatesChannel(DEMO_QUEUE));
+  } catch (error) {
+    process.stderr.write(`cannot reach Redis at ${redisUrl}: ${(error as Error).message}\n`);
+    subscriber.disconnect();
+    await Promise.allSettled([queue.close(), store.close(), live.close()]);
+    return 2;
+  }
+
+  // The workers: spawned with this process's own flags, restarted when they die.
+  const workers = new Map<string, ChildProcess>();
+  const spawnWorker = (id: string) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', WORKER_ENTRY], {
+      env: {
+        ...process.env,
+        WORKER_ID: id,
+        FLEET_ARGS: JSON.stringify(argv),
+        FLEET_PARENT_PID: String(process.pid),
+      },
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    workers.set(id, child);
+    process.stdout.write(`worker ${id} started (pid ${child.pid})\n`);
+    child.once('exit', (code, signal) => {
+      if (stopping) return;
+      process.stdout.write(
+        `worker ${id} exited (${signal ?? `code ${code}`}); starting it again in ${RESTART_DELAY_MS} ms\n`,
+      );
+      setTimeout(() => {
+        if (!stopping) spawnWorker(id);
+      }, RESTART_DELAY_MS);
+    });
+  };
+  for (let i = 1; i <= cfg.workers; i++) spawnWorker(`worker-${i}`);
+
+  const page = new Page();
+  const metrics = new SharedExposition(registry);
+  const server = createHttpServer(
+    { ...cfg, hosts, onRefused: (reason) => health.httpRefused.inc({ reason }) },
+    (target, req, res) => {
+      if (page.serve(target.pathname, req, res)) return;
+      const known = target.pathname === '/metrics' || target.pathname === '/healthz';
+      if (known && req.method !== 'GET' && req.method !== 'HEAD') {
+        res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('read only\n');
+      } else if (target.pathname === '/metrics') {
+        metrics.get(req.headers).then(
+          ({ contentType, body }) => res.writeHead(200, { 'content-type': contentType }).end(body),
+          (error: unknown) => res.writeHead(500).end(String(error)),
+        );
+      } else if (target.pathname === '/healthz') {
+        const alive = [...workers.values()].filter((w) => w.exitCode === null && !w.killed);
+        res.writeHead(stopping ? 503 : 200, { 'content-type': 'application/json' });
+        res.end(
+          JSON.stringify({
+            status: stopping ? 'stopping' : 'ok',
+            inFlight: inFlight.size,
+            // The oldest conversation still in flight, so that a check can tell that every one
+            // started before a moment (a crash) has ended.
+            fleet: {
+              started,
+              ended,
+              workers: alive.length,
+              oldestInFlightStartedAt: inFlight.values().next().value?.startedAt ?? null,
+            },
+          }),
+        );
+      } else if (target.pathname === '/ws') {
+        res
+          .writeHead(426, { upgrade: 'websocket', 'content-type': 'text/plain' })
+          .end('/ws speaks WebSocket only (Upgrade: websocket)\n');
+      } else {
+        res
+          .writeHead(404, { 'content-type': 'text/plain' })
+          .end('not found: try /, /metrics, /healthz or /ws\n');
+      }
+    },
+  );
+  live.attach(server);
+  let port: number;
+  try {
+    port = await listen(server, cfg.host, cfg.port);
+  } catch (error) {
+    if (!(error instanceof ListenError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    stopping = true;
+    for (const w of workers.values()) w.kill('SIGTERM');
+    subscriber.disconnect();
+    await Promise.allSettled([queue.close(), store.close(), live.close()]);
+    return 2;
+  }
+  const authority = `${isIPv6(cfg.host) ? `[${cfg.host}]` : cfg.host}:${port}`;
+  process.stdout.write(
+    `conversation-orchestrator demo listening on http://${authority} (the live page at /, /metrics, /healthz, ws://${authority}/ws)\nfleet mode: queue ${DEMO_QUEUE} on ${redisUrl}, store ${store.name}, ${cfg.workers > 0 ? `${cfg.workers} worker processes` : 'workers running elsewhere'}\n`,
+  );
+
+  // The workload, as in single-process mode but through the queue.
+  let sequence = 0;
+  const prefix = Date.now().toString(36);
+  const startOne = () => {
+    const index = started % DEMO_ORCHESTRATORS.length;
+    const name = DEMO_ORCHESTRATORS[index] as string;
+    const desks = Math.min(cfg.desks + index, 8);
+    const conversationId = `${name}-${prefix}-${++sequence}`;
+    const input = {
+      sender: 'market',
+      content: { market: market(pickScenario(cfg.mix), desks, cfg) },
+    };
+    started++;
+    inFlight.set(conversationId, { orchestrator: name, startedAt: Date.now() });
+    queue.start(name, input, { conversationId }).catch((error: unknown) => {
+      inFlight.delete(conversationId);
+      started--;
+      process.stderr.write(`could not start ${conversationId}: ${(error as Error).message}\n`);
+    });
+  };
+  const intervalMs = 1000 / cfg.rate;
+  let due = performance.now();
+  const ticker = setInterval(
+    () => {
+      const now = performance.now();
+      while (due <= now && !stopping) {
+        due += intervalMs;
+        if (inFlight.size < cfg.concurrency) startOne();
+      }
+      if (due < now - 1000) due = now;
+    },
+    Math.max(1, Math.min(intervalMs, 50)),
+  );
+  // Endings missed on the channel, read back from the store.
+  let sweeping = false;
+  const sweep = setInterval(async () => {
+    if (sweeping) return;
+    sweeping = true;
+    try {
+      const old = [...inFlight]
+        .filter(([, f]) => Date.now() - f.startedAt > SWEEP_AFTER_MS)
+        .slice(0, SWEEP_BATCH);
+      for (const [id, f] of old) {
+        const stored = await store.get(id);
+        if (stored?.status !== 'ended') continue;
+        const result = stored.result as {
+          decision?: { reason?: string };
+          error?: { reason?: string };
+          elapsedMs?: number;
+          state?: { projection?: { spread?: number } };
+        };
+        end({
+          type: 'end',
+          orchestrator: f.orchestrator,
+          conversationId: id,
+          reason: result.error?.reason ?? result.decision?.reason ?? 'error',
+          dispatchCount: stored.dispatchCount,
+          spread: result.state?.projection?.spread ?? 0,
+          elapsedMs: result.elapsedMs ?? 0,
+          tokens: { input: 0, output: 0 },
+        });
+      }
+    } catch {
+      // The store is away: the next sweep tries again.
+    } finally {
+      sweeping = false;
+    }
+  }, SWEEP_EVERY_MS);
+  const tty = process.stdout.isTTY === true;
+  const progressTimer = setInterval(() => {
+    const line = `${progress.line(inFlight.size)} | started ${started}`;
+    process.stdout.write(tty ? `\r${line}\u001b[K` : `${line}\n`);
+  }, cfg.progressSeconds * 1000);
+
+  return new Promise<number>((resolve) => {
+    onStopSignal(async (signal) => {
+      stopping = true;
+      clearInterval(ticker);
+      clearInterval(sweep);
+      clearInterval(progressTimer);
+      // The workers drain: their segments stop at a commit point and go back to the queue.
+      const exits = [...workers.values()]
+        .filter((w) => w.exitCode === null && w.signalCode === null)
+        .map(
+          (w) =>
+            new Promise<void>((r) => {
+              const kill = setTimeout(() => w.kill('SIGKILL'), WORKER_DRAIN_MS + 3_000);
+              w.once('exit', () => {
+                clearTimeout(kill);
+                r();
+              });
+              w.kill('SIGTERM');
+            }),
+        );
+      await Promise.all(exits);
+      subscriber.disconnect();
+      await Promise.allSettled([queue.close(), store.close(), live.close()]);
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      process.stdout.write(
+        `${tty ? '\n' : ''}${signal}: stopped ${workers.size} workers, left ${inFlight.size} conversations in flight in Redis (workers started later resume them), closed. ${progress.summary()}\n`,
+      );
+      resolve(0);
+    });
+  });
+}

@@ -1,0 +1,152 @@
+/**
+ * The demo's fleet mode with real processes: a redis-server with AOF, the service as producer
+ * and page, its two worker processes, one of them SIGKILLed mid-work.
+ */
+import { spawnSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { waitFor } from './helpers/fleet-workers.ts';
+import { hasRedisServer, type RunningRedis, startRedis } from './helpers/redis.ts';
+import { liveClient, spawnService } from './helpers/service.ts';
+
+interface Health {
+  readonly inFlight: number;
+  readonly fleet: {
+    readonly started: number;
+    readonly ended: number;
+    readonly workers: number;
+    readonly oldestInFlightStartedAt: number | null;
+  };
+}
+
+describe.skipIf(!hasRedisServer())('the demo service in fleet mode', () => {
+  let redis: RunningRedis;
+  beforeAll(async () => {
+    redis = await startRedis({ aof: true });
+  });
+  afterAll(async () => {
+    await redis?.stop();
+  });
+
+  it('ends every conversation started before one of its two workers is SIGKILLed, resuming the killed one elsewhere', async () => {
+    const service = spawnService([
+      '--redis',
+      redis.url,
+      '--workers',
+      '2',
+      '--rate',
+      '20',
+      '--concurrency',
+      '24',
+      '--latency-ms',
+      '15',
+      '--mix',
+      'converge=2,slow=1,never=1,fail=1',
+      '--progress-s',
+      '600',
+    ]);
+    const pids = () =>
+      new Map(
+        [...service.stdout().matchAll(/worker (worker-\d) started \(pid (\d+)\)/g)].map((m) => [
+          m[1],
+          Number(m[2]),
+        ]),
+      );
+    let client: ReturnType<typeof liveClient> | undefined;
+    try {
+      await waitFor(
+        () => /worker-1 ready/.test(service.stdout()) && /worker-2 ready/.test(service.stdout()),
+        90_000,
+        () => `two ready workers: ${service.stdout()} ${service.stderr()}`,
+        () => service.child.exitCode !== null,
+      );
+      const url = /listening on (http:\/\/[^ ]+)/.exec(service.stdout())?.[1] as string;
+      const health = async () => (await (await fetch(`${url}/healthz`)).json()) as Health;
+      client = liveClient(`${url.replace('http', 'ws')}/ws`);
+      await waitFor(
+        async () => (await health()).fleet.ended >= 20,
+        60_000,
+        async () => `20 endings: ${JSON.stringify(await health())}`,
+      );
+
+      const victim = pids().get('worker-1') as number;
+      process.kill(victim, 'SIGKILL');
+      const killedAt = Date.now();
+      const before = await health();
+      await waitFor(
+        () => /worker worker-1 exited \(SIGKILL\)/.test(service.stdout()),
+        10_000,
+        () => `the producer to see worker-1 die: ${service.stdout()}`,
+      );
+      // Every conversation started before the crash has ended (none is in flight from before).
+      await waitFor(
+        async () => {
+          const h = await health();
+          return (
+            h.fleet.oldestInFlightStartedAt === null || h.fleet.oldestInFlightStartedAt > killedAt
+          );
+        },
+        60_000,
+        async () =>
+          `every conversation started before the kill to end: ${JSON.stringify(await health())}`,
+      );
+      const after = await health();
+      expect(after.fleet.ended).toBeGreaterThanOrEqual(before.fleet.started);
+
+      // The page saw conversations run on worker-1, then (after the crash) on worker-2.
+      const workersOf = new Map<string, string[]>();
+      for (const m of client.messages) {
+        if (m.type !== 'dispatch' && m.type !== 'end') continue;
+        const seen = workersOf.get(m.conversationId as string) ?? [];
+        if (seen.at(-1) !== m.worker) seen.push(m.worker as string);
+        workersOf.set(m.conversationId as string, seen);
+      }
+      const moved = [...workersOf.values()].filter(
+        (w) => w[0] === 'worker-1' && w.includes('worker-2'),
+      );
+      expect(moved.length).toBeGreaterThan(0);
+
+      // The producer restarts the dead worker.
+      await waitFor(
+        () =>
+          pids().get('worker-1') !== victim &&
+          /worker-1 ready[^\n]*\n[\s\S]*worker-1 ready/.test(service.stdout()),
+        90_000,
+        () => `worker-1 to come back: ${service.stdout()}`,
+      );
+      service.child.kill('SIGTERM');
+      expect(await service.exited).toBe(0);
+      expect(service.stdout()).toMatch(
+        /SIGTERM: stopped 2 workers, left \d+ conversations in flight in Redis/,
+      );
+    } finally {
+      client?.ws.terminate();
+      if (service.child.exitCode === null) {
+        service.child.kill('SIGTERM');
+        await service.exited;
+      }
+      for (const pid of pids().values()) {
+        try {
+          process.kill(pid, 'SIGKILL');
+        } catch {}
+      }
+    }
+  }, 300_000);
+
+  it('npm run chaos with a short duration loses no conversation and ends each as a single process does', () => {
+    const r = spawnSync('npm', ['run', 'chaos', '--', '--duration', '15'], {
+      encoding: 'utf8',
+      timeout: 200_000,
+    });
+    const row = (name: string) =>
+      new RegExp(`^\\| ${name} +\\| +([^|]+?) \\|$`, 'm').exec(r.stdout)?.[1];
+    expect(r.status, r.stdout + r.stderr).toBe(0);
+    const started = Number(row('conversations started'));
+    // 15 s x 60 % enqueueing x 8 per second.
+    expect(started).toBe(72);
+    expect(row('ended')).toBe('72');
+    expect(row('lost')).toBe('0');
+    expect(row('endings equal to a single-process run')).toBe('72 of 72');
+    // Workers were killed while conversations ran.
+    expect(r.stdout).toMatch(/, [1-9]\d* SIGKILLs,/);
+  }, 240_000);
+});
