@@ -131,4 +131,27 @@ describe('createConversationQueue', () => {
       await queue.close();
     }
   });
+
+  it('refuses a start or a resume whose input is not a message, before enqueueing anything', async () => {
+    const queue = createConversationQueue({ connection: redis.url, queueName: 'q-input' });
+    try {
+      await expect(queue.start('desks', 42, { conversationId: 'bad-1' })).rejects.toThrow(
+        'Expected `input` to be a message ({ sender: string, content }), got number 42',
+      );
+      await expect(
+        queue.start('desks', { sender: 'u', content: 1n }, { conversationId: 'bad-2' }),
+      ).rejects.toThrow('JSON.stringify refuses');
+      await expect(queue.resume('c2', { input: 42 as never })).rejects.toThrow(
+        'Expected `input` to be a message',
+      );
+      // Nothing was enqueued and the ids were not taken: a correct start of the same id goes in.
+      const bull = new Queue('q-input', { connection: { url: redis.url } });
+      expect(await bull.getJobCounts('wait')).toEqual({ wait: 0 });
+      await queue.start('desks', input, { conversationId: 'bad-1' });
+      expect(await bull.getJobCounts('wait')).toEqual({ wait: 1 });
+      await bull.close();
+    } finally {
+      await queue.close();
+    }
+  });
 });

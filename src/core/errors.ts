@@ -363,8 +363,14 @@ export class ConversationNotFoundError extends Error {
   constructor(
     /** The id that was asked for. */
     readonly conversationId: string,
+    /** Set when the store holds it for another orchestrator: that orchestrator's name. */
+    readonly orchestrator?: string,
   ) {
-    super(`Conversation ${conversationId} is not in the store`);
+    super(
+      orchestrator === undefined
+        ? `Conversation ${conversationId} is not in the store`
+        : `Conversation ${conversationId} is not one of this orchestrator's: the store holds it for orchestrator \`${orchestrator}\``,
+    );
   }
 }
 

@@ -449,6 +449,19 @@ async function resumeStored<S, C>(
     );
   }
   if (outcome.status !== 'acquired') setLeaseOwnerLive(owner, false);
+  // A store may be shared by orchestrators: another's conversation is not resumed (or answered)
+  // here, whatever its state would fold into.
+  if (
+    (outcome.status === 'acquired' || outcome.status === 'ended') &&
+    outcome.checkpoint.orchestrator !== config.name
+  ) {
+    if (outcome.status === 'acquired') {
+      await durable.store.release(id, outcome.lease).catch(() => {});
+      setLeaseOwnerLive(owner, false);
+    }
+    if (quiet) return undefined;
+    throw new ConversationNotFoundError(id, outcome.checkpoint.orchestrator);
+  }
   switch (outcome.status) {
     case 'not_found':
       if (quiet) return undefined;

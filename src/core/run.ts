@@ -811,6 +811,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         termination: this.#check.save?.(),
         turn: this.#turn.save?.(),
         observers: this.#observations.save(),
+        suspended: this.#suspension,
       };
       text = durable.codec.encode(state);
     } catch (error) {
@@ -1128,6 +1129,8 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       this.#finish({ ok: true, result });
       return;
     }
+    // The question waits in the store with the conversation (a payload JSON cannot hold fails it).
+    this.#suspension = suspension;
     let text: string | undefined;
     if (suspension === undefined) {
       try {

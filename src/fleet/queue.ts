@@ -84,6 +84,39 @@ export interface ConversationQueue {
 const CONVERSATION_ID = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;
 const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$/;
 
+/**
+ * A message as the core's `run()`/`resume()` will check it, checked here before anything is
+ * enqueued: a worker refusing it later would fail the job (or, for a resume, spend the suspension's
+ * one answer) where the caller never sees it.
+ */
+function checkMessage(option: string, value: unknown): void {
+  let ok = false;
+  try {
+    ok =
+      typeof value === 'object' &&
+      value !== null &&
+      typeof (value as { sender?: unknown }).sender === 'string';
+  } catch {}
+  if (!ok) {
+    const got =
+      value === null
+        ? 'null'
+        : typeof value === 'object'
+          ? 'an object without a string `sender`'
+          : `${typeof value} ${String(value).slice(0, 60)}`;
+    throw new TypeError(
+      `Expected \`${option}\` to be a message ({ sender: string, content }), got ${got}`,
+    );
+  }
+  try {
+    JSON.stringify(value);
+  } catch (error) {
+    throw new TypeError(
+      `Expected \`${option}\` to be a message the queue can carry as JSON, got one that JSON.stringify refuses: ${(error as Error).message}`,
+    );
+  }
+}
+
 /** Creates the producer side of a fleet (see docs/fleet.md). */
 export function createConversationQueue(options: ConversationQueueOptions): ConversationQueue {
   if (typeof options !== 'object' || options === null) {
@@ -147,6 +180,7 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
           `Expected \`conversationId\` to be an id of 1-128 characters (ASCII letters, digits, \`_\`, \`.\`, \`:\` or \`-\`), got ${JSON.stringify(id)}`,
         );
       }
+      checkMessage('input', input);
       const trace = injectTrace();
       const payload: SegmentPayload = {
         format: PAYLOAD_FORMAT,
@@ -185,6 +219,7 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
           `Expected \`conversationId\` to be an id of 1-128 characters, got ${JSON.stringify(conversationId)}`,
         );
       }
+      if (resumeOptions.input !== undefined) checkMessage('input', resumeOptions.input);
       await ready();
       const suspension = await readSuspension(
         client,
