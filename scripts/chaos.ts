@@ -131,7 +131,7 @@ async function singleProcess(conversations: readonly Seeded[]): Promise<Map<stri
   const orchestrators = new Map(
     DEMO_ORCHESTRATORS.map((name, i) => [
       name as string,
-      createDeskOrchestrator(name, Math.min(config.desks + i, 8), config, [], () => {}),
+      createDeskOrchestrator(name, Math.min(config.desks + i, 8), config, [], undefined, () => {}),
     ]),
   );
   const endings = new Map<string, Ending>();

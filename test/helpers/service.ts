@@ -173,7 +173,25 @@ export function liveClient(url: string, options: LiveClientOptions = {}) {
   const ws = new WebSocket(url, options);
   const messages: { type: string; [key: string]: unknown }[] = [];
   const state: { code?: number; reason?: string; status?: number | undefined } = {};
-  ws.on('message', (data) => messages.push(JSON.parse(String(data))));
+  ws.on('message', (data) => {
+    const message = JSON.parse(String(data)) as { type: string; [key: string]: unknown };
+    if (message.type !== 'updates') {
+      messages.push(message);
+      return;
+    }
+    // An `updates` frame (docs/service.md), unfolded: one `dispatch` per dispatch, then one `end`
+    // per ending, as the service published them.
+    const frame = message as unknown as {
+      dispatches?: { fromDispatch: number; spreads: number[]; [key: string]: unknown }[];
+      ends?: Record<string, unknown>[];
+    };
+    for (const { fromDispatch, spreads, ...d } of frame.dispatches ?? []) {
+      spreads.forEach((spread, i) =>
+        messages.push({ ...d, type: 'dispatch', dispatchCount: fromDispatch + i, spread }),
+      );
+    }
+    for (const e of frame.ends ?? []) messages.push({ ...e, type: 'end' });
+  });
   ws.on('close', (code, reason) => {
     state.code = code;
     state.reason = reason.toString();
