@@ -272,7 +272,7 @@ describe('the demo service (npm start)', () => {
     });
     expect(env.status).toBe(2);
     expect(env.stderr.trim()).toBe(
-      'Expected MIX to be scenario=weight pairs (scenarios: converge, slow, lagging, never, timeout, fail, abort; weights >= 0), got `converge=1,chaos=2`',
+      'Expected MIX to be scenario=weight pairs (scenarios: converge, slow, lagging, never, timeout, fail, abort, approval; weights >= 0), got `converge=1,chaos=2`',
     );
   });
 
@@ -302,7 +302,7 @@ describe('the demo service (npm start)', () => {
       [
         ['--mix', 'converge=0x1'],
         {},
-        'Expected --mix to be scenario=weight pairs (scenarios: converge, slow, lagging, never, timeout, fail, abort; weights >= 0), got `converge=0x1`',
+        'Expected --mix to be scenario=weight pairs (scenarios: converge, slow, lagging, never, timeout, fail, abort, approval; weights >= 0), got `converge=0x1`',
       ],
       [
         ['--max-clients=-1'],
@@ -434,7 +434,7 @@ describe('the demo service (npm start)', () => {
     ]);
     const page = docText('docs/service.md');
     const flags = [...usage().matchAll(/^ {2}(--[a-z-]+)/gm)].map((m) => m[1] as string);
-    expect(flags.length).toBe(28);
+    expect(flags.length).toBe(30);
     for (const flag of flags.filter((f) => f !== '--help')) expect(page).toContain(`| \`${flag}\``);
   });
 });
