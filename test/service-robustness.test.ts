@@ -560,7 +560,9 @@ describe('the demo service shutting down', () => {
 
   it('bounds the span flush when the OTLP endpoint never answers, and says what was not flushed', async () => {
     const hole = await blackHole();
-    const s = await service([...FAST, '--mix', 'slow=1'], {
+    // Every trace kept: a durable conversation handed off at shutdown ends a segment, which the
+    // sampler decides by its ratio (docs/sampling.md), not by the unconverged rule.
+    const s = await service([...FAST, '--mix', 'slow=1', '--sample-ratio', '1'], {
       OTEL_EXPORTER_OTLP_ENDPOINT: hole.url,
       OTEL_BSP_SCHEDULE_DELAY: '100',
     });

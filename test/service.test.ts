@@ -226,7 +226,20 @@ describe('the demo service (npm start)', () => {
   it('on SIGTERM aborts in-flight conversations, flushes their spans and exits 0', async () => {
     const receiver = await startOtlpReceiver();
     running = await startService(
-      ['--rate', '40', '--concurrency', '12', '--latency-ms', '20', '--mix', 'slow=1'],
+      // Every trace kept: a durable conversation handed off at shutdown ends a segment, which the
+      // sampler decides by its ratio (docs/sampling.md), not by the unconverged rule.
+      [
+        '--rate',
+        '40',
+        '--concurrency',
+        '12',
+        '--latency-ms',
+        '20',
+        '--mix',
+        'slow=1',
+        '--sample-ratio',
+        '1',
+      ],
       { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_SERVICE_NAME: 'desks-test' },
     );
     expect(running.stdout()).toContain(`tracing on: OTLP/HTTP to ${receiver.url}`);
