@@ -205,12 +205,14 @@ export class LiveUpdates {
         spreads: [update.spread],
         decision: update.decision,
         elapsedMs: update.elapsedMs,
+        worker: update.worker,
       });
       return;
     }
     pending.spreads.push(update.spread);
     pending.decision = update.decision;
     pending.elapsedMs = update.elapsedMs;
+    pending.worker = update.worker;
   }
 
   /**
@@ -509,6 +511,7 @@ interface PendingDispatches {
   readonly spreads: number[];
   decision: DispatchesSince['decision'];
   elapsedMs: number;
+  worker: string | undefined;
 }
 
 /** A frame on its way out: the clients it goes to, how far it got, what it says. */
@@ -536,6 +539,7 @@ class Frames {
       spreads: d.spreads.map((s) => Number(s.toPrecision(4))),
       decision: d.decision,
       elapsedMs: d.elapsedMs,
+      ...(d.worker === undefined ? {} : { worker: d.worker }),
     }));
     this.#ends = ends;
   }

@@ -66,6 +66,8 @@ export interface DispatchesSince {
   readonly decision: TerminationDecision;
   /** The conversation's elapsed time at the newest of them. */
   readonly elapsedMs: number;
+  /** In fleet mode, the worker that ran the newest of them. */
+  readonly worker?: string;
 }
 
 /**

@@ -87,7 +87,15 @@ describe('the demo service, killed and started again on the same --data', () => 
 
     const second = await start([...SLOW, '--data', data]);
     // The store's endings start the totals: at least every ending the first run published.
-    const counted = Number(/(\d+) ended ones counted from it/.exec(second.stdout())?.[1]);
+    // Printed once the store is read, which may come after the listening line.
+    const counted = Number(
+      (
+        await until(
+          'the store line',
+          () => /(\d+) ended ones counted from it/.exec(second.stdout()) ?? undefined,
+        )
+      )[1],
+    );
     expect(counted).toBeGreaterThanOrEqual(endedBefore.size);
     const after = liveClient(`ws://127.0.0.1:${second.port}/ws`);
     const history = await until('history', () => after.messages.find((m) => m.type === 'history'));
