@@ -186,9 +186,9 @@ export function liveClient(url: string, options: LiveClientOptions = {}) {
       ends?: Record<string, unknown>[];
     };
     for (const { fromDispatch, spreads, ...d } of frame.dispatches ?? []) {
-      spreads.forEach((spread, i) =>
-        messages.push({ ...d, type: 'dispatch', dispatchCount: fromDispatch + i, spread }),
-      );
+      spreads.forEach((spread, i) => {
+        messages.push({ ...d, type: 'dispatch', dispatchCount: fromDispatch + i, spread });
+      });
     }
     for (const e of frame.ends ?? []) messages.push({ ...e, type: 'end' });
   });
