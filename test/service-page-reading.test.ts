@@ -298,7 +298,7 @@ describe('the live page, read by a first-time viewer', () => {
     expect(dispatches).toBeGreaterThan(0);
     expect(text).toMatch(
       new RegExp(
-        `^${orchestrator} · ${held[3]} · ${held[2].replaceAll('_', ' ')} after [\\d.]+ s: ${dispatches} dispatch(es)?, spread [\\d.e-]+, [\\d.]+k? tokens · trace$`,
+        `^${orchestrator} · ${held[3]} · ${held[2].replaceAll('_', ' ')} after [\\d.]+ s: ${dispatches} dispatch(es)?, spread [\\d.e-]+, [\\d.]+[kM]? tokens · trace$`,
       ),
     );
     expect(await hovered.locator('a').getAttribute('href')).toBe(held[4]);

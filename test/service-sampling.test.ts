@@ -17,8 +17,9 @@ beforeAll(async () => {
   receiver = await startOtlpReceiver();
   // Ratio 0: of the conversations that converged, none is kept (none runs 5 s in this window).
   service = await startService(
-    // The default mix without approvals: a conversation that suspends ends a segment, which the
-    // sampler decides by its ratio (docs/sampling.md), so it would be dropped without converging.
+    // The default mix without approvals and traders leaving: a conversation that suspends, or
+    // whose durable run is aborted (handed off), ends a segment, which the sampler decides by its
+    // ratio (docs/sampling.md), so it would be dropped without converging.
     [
       '--rate',
       '60',
@@ -29,7 +30,7 @@ beforeAll(async () => {
       '--sample-ratio',
       '0',
       '--mix',
-      'converge=65,slow=10,lagging=7,never=6,timeout=2,fail=5,abort=4',
+      'converge=65,slow=10,lagging=7,never=6,timeout=2,fail=5',
     ],
     // Batches every 500 ms: exemplars are written once their trace's batch is delivered.
     { OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url, OTEL_BSP_SCHEDULE_DELAY: '500' },

@@ -187,10 +187,16 @@ describe('the demo service (npm start)', () => {
         if (!Number.isNaN(counts[i])) expect(counts[i]).toBe((counts[i - 1] as number) + 1);
       }
     }
-    // docs/service.md documents exactly the message types the socket sends.
-    expect(docsTableNames('## `/ws` messages', 'docs/service.md').sort()).toEqual(
-      [...new Set(messages.map((m) => m.type))].sort(),
-    );
+    // docs/service.md documents every message type the socket sent; the person-in-the-loop
+    // notices (approvals, approval, decided) come only when a conversation waits, so they may not.
+    const documented = docsTableNames('## `/ws` messages', 'docs/service.md').sort();
+    const sent = [...new Set(messages.map((m) => m.type))].sort();
+    expect(sent.filter((t) => !documented.includes(t))).toEqual([]);
+    expect(
+      documented.filter(
+        (t) => !sent.includes(t) && !['approvals', 'approval', 'decided'].includes(t),
+      ),
+    ).toEqual([]);
     // Failures and aborts end without a terminating dispatch: only the end message says so.
     const reasons = new Set(ends.map((e) => e.reason));
     expect(reasons.has('converged')).toBe(true);
