@@ -4,8 +4,11 @@
  */
 
 import {
+  BigValueColorMode,
+  BigValueGraphMode,
   LegendDisplayMode,
   LegendPlacement,
+  ReduceDataOptionsBuilder,
   SortOrder,
   TooltipDisplayMode,
   VizLegendOptionsBuilder,
@@ -29,6 +32,7 @@ import {
   HeatmapColorScale,
 } from '@grafana/grafana-foundation-sdk/heatmap';
 import { DataqueryBuilder, PromQueryFormat } from '@grafana/grafana-foundation-sdk/prometheus';
+import { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
 import { PanelBuilder as TimeseriesPanel } from '@grafana/grafana-foundation-sdk/timeseries';
 import type { OpsConfig } from '../config.ts';
 
@@ -90,6 +94,35 @@ export function query(expr: string, options: QueryOptions = {}): DataqueryBuilde
 }
 
 export { PromQueryFormat };
+
+/** What distinguishes the dashboards' stat panels. */
+export interface StatOptions {
+  /** The panel's help text. */
+  readonly description?: string;
+  /** Grid rows. @default 4 */
+  readonly height?: number;
+  /** The query's legend. */
+  readonly legend?: string;
+}
+
+/** A quarter-width stat panel: the last value, coloured, with its sparkline. */
+export function stat(
+  title: string,
+  unit: string,
+  expr: string,
+  options: StatOptions = {},
+): StatPanel {
+  const panel = new StatPanel().datasource(DATASOURCE).title(title);
+  if (options.description !== undefined) panel.description(options.description);
+  return panel
+    .unit(unit)
+    .span(6)
+    .height(options.height ?? 4)
+    .reduceOptions(new ReduceDataOptionsBuilder().calcs(['lastNotNull']).fields('').values(false))
+    .colorMode(BigValueColorMode.Value)
+    .graphMode(BigValueGraphMode.Area)
+    .withTarget(query(expr, options.legend === undefined ? {} : { legend: options.legend }));
+}
 
 /** A multi-value variable filled from `label_values(...)`, "All" by default. */
 export function labelVariable(

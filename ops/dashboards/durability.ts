@@ -6,13 +6,8 @@
  * jobs wait, per worker. The store-read gauges are the same on every worker: panels take their
  * `max`, never a sum.
  */
-import {
-  BigValueColorMode,
-  BigValueGraphMode,
-  ReduceDataOptionsBuilder,
-} from '@grafana/grafana-foundation-sdk/common';
 import type { Dashboard } from '@grafana/grafana-foundation-sdk/dashboard';
-import { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
+import type { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
 import {
   BULLMQ_METRIC_JOB_COUNT,
   METRIC_CHECKPOINT_DURATION,
@@ -29,30 +24,21 @@ import {
 import type { OpsConfig } from '../config.ts';
 import {
   build,
-  DATASOURCE,
   dashboard,
   labelVariable,
   linkTo,
   query,
   RATE,
   selector,
+  stat,
   timeseries,
   UNIT,
 } from './common.ts';
 import { DURABILITY_UID, OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
 
-function stat(title: string, unit: string, expr: string, description: string): StatPanel {
-  return new StatPanel()
-    .datasource(DATASOURCE)
-    .title(title)
-    .description(description)
-    .unit(unit)
-    .span(6)
-    .height(4)
-    .reduceOptions(new ReduceDataOptionsBuilder().calcs(['lastNotNull']).fields('').values(false))
-    .colorMode(BigValueColorMode.Value)
-    .graphMode(BigValueGraphMode.Area)
-    .withTarget(query(expr));
+/** A stat with its help text. */
+function described(title: string, unit: string, expr: string, description: string): StatPanel {
+  return stat(title, unit, expr, { description });
 }
 
 export function durabilityDashboard(config: OpsConfig): Dashboard {
@@ -86,7 +72,7 @@ export function durabilityDashboard(config: OpsConfig): Dashboard {
       .link(linkTo('SLOs', SLO_UID))
       .link(linkTo('Usage', USAGE_UID))
       .withPanel(
-        stat(
+        described(
           'Recovery backlog',
           UNIT.conversations,
           `max(${METRIC_CONVERSATIONS_UNLEASED}{${OI}})`,
@@ -94,7 +80,7 @@ export function durabilityDashboard(config: OpsConfig): Dashboard {
         ),
       )
       .withPanel(
-        stat(
+        described(
           'Suspended conversations',
           UNIT.conversations,
           `sum(max by (orchestrator) (${METRIC_CONVERSATIONS_SUSPENDED}{${OI}}))`,
@@ -102,7 +88,7 @@ export function durabilityDashboard(config: OpsConfig): Dashboard {
         ),
       )
       .withPanel(
-        stat(
+        described(
           'Oldest suspended',
           UNIT.seconds,
           `max(${METRIC_OLDEST_SUSPENDED}{${OI}})`,
@@ -110,7 +96,7 @@ export function durabilityDashboard(config: OpsConfig): Dashboard {
         ),
       )
       .withPanel(
-        stat(
+        described(
           'Oldest waiting job',
           UNIT.seconds,
           `max(${METRIC_QUEUE_OLDEST_WAITING}{${QI}})`,

@@ -3,17 +3,11 @@
  * and the alerts. Metric names come from the plugin's semconv constants, so a rename cannot leave
  * a panel behind.
  */
-import {
-  BigValueColorMode,
-  BigValueGraphMode,
-  ReduceDataOptionsBuilder,
-} from '@grafana/grafana-foundation-sdk/common';
 import type { Dashboard } from '@grafana/grafana-foundation-sdk/dashboard';
 import {
   PanelBuilder as HeatmapPanel,
   YAxisConfigBuilder,
 } from '@grafana/grafana-foundation-sdk/heatmap';
-import { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
 import { PanelBuilder as TablePanel } from '@grafana/grafana-foundation-sdk/table';
 import {
   METRIC_CONVERSATION_DISPATCHES,
@@ -39,23 +33,11 @@ import {
   query,
   RATE,
   selector,
+  stat,
   timeseries,
   UNIT,
 } from './common.ts';
 import { OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
-
-function stat(title: string, unit: string, expr: string): StatPanel {
-  return new StatPanel()
-    .datasource(DATASOURCE)
-    .title(title)
-    .unit(unit)
-    .span(6)
-    .height(4)
-    .reduceOptions(new ReduceDataOptionsBuilder().calcs(['lastNotNull']).fields('').values(false))
-    .colorMode(BigValueColorMode.Value)
-    .graphMode(BigValueGraphMode.Area)
-    .withTarget(query(expr));
-}
 
 function alertSelector(config: OpsConfig): string {
   const onGroupLabels = parseSelector(config.selector)

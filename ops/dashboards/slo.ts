@@ -5,18 +5,15 @@
  * replica: an SLO is the service's promise, not a pod's), so it has no instance variable.
  */
 import {
-  BigValueColorMode,
-  BigValueGraphMode,
   GraphThresholdsStyleConfigBuilder,
   GraphThresholdsStyleMode,
-  ReduceDataOptionsBuilder,
 } from '@grafana/grafana-foundation-sdk/common';
 import {
   type Dashboard,
   ThresholdsConfigBuilder,
   ThresholdsMode,
 } from '@grafana/grafana-foundation-sdk/dashboard';
-import { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
+import type { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
 import { durationSeconds } from '../check.ts';
 import type { BurnRateAlertConfig, OpsConfig } from '../config.ts';
 import { humanDuration } from '../names.ts';
@@ -25,11 +22,11 @@ import { type Slo, sloRecordNames, slos, sloWindows } from '../slo.ts';
 import { errorBudget } from '../slo-config.ts';
 import {
   build,
-  DATASOURCE,
   dashboard,
   labelVariable,
   linkTo,
   query,
+  stat,
   timeseries,
   UNIT,
 } from './common.ts';
@@ -39,20 +36,6 @@ function thresholds(steps: readonly [number | null, string][]): ThresholdsConfig
   return new ThresholdsConfigBuilder()
     .mode(ThresholdsMode.Absolute)
     .steps(steps.map(([value, color]) => ({ value, color })));
-}
-
-function stat(title: string, unit: string, expr: string, description: string): StatPanel {
-  return new StatPanel()
-    .datasource(DATASOURCE)
-    .title(title)
-    .description(description)
-    .unit(unit)
-    .span(6)
-    .height(5)
-    .reduceOptions(new ReduceDataOptionsBuilder().calcs(['lastNotNull']).fields('').values(false))
-    .colorMode(BigValueColorMode.Value)
-    .graphMode(BigValueGraphMode.Area)
-    .withTarget(query(expr, { legend: '{{orchestrator}}' }));
 }
 
 /** The selector's matchers that recorded series keep (those on group labels), and the variable. */
@@ -102,19 +85,19 @@ function sloPanels(config: OpsConfig, slo: Slo) {
     [slo.objective, 'green'],
   ]);
   return [
-    stat(
+    sloStat(
       `${title}: SLI, last ${humanDuration(windows[0] ?? slo.period)}`,
       UNIT.ratio,
       `1 - ${ratio(windows[0] ?? slo.period)}`,
       `The share of good events over the shortest window (the objective: ${slo.promise}). It moves fast: judge the SLO by the period and the burn rates.`,
     ).thresholds(objective),
-    stat(
+    sloStat(
       `${title}: SLI over ${period}`,
       UNIT.ratio,
       `1 - ${ratio(slo.period)}`,
       `The share of good events over the SLO's period; the objective: ${slo.promise}.`,
     ).thresholds(objective),
-    stat(
+    sloStat(
       `${title}: error budget remaining`,
       UNIT.ratio,
       remaining,
@@ -126,7 +109,7 @@ function sloPanels(config: OpsConfig, slo: Slo) {
         [0.25, 'green'],
       ]),
     ),
-    stat(
+    sloStat(
       `${title}: time until the budget is spent`,
       UNIT.seconds,
       `clamp_min(${remaining}, 0) * ${durationSeconds(slo.period)} / (${ratio(current)} / ${budget})`,
@@ -137,6 +120,11 @@ function sloPanels(config: OpsConfig, slo: Slo) {
       .description(`The budget left over the ${period} before each moment.`)
       .withTarget(query(remaining, { legend: '{{orchestrator}}' })),
   ];
+}
+
+/** The SLO dashboard's stats: taller, a legend by orchestrator. */
+function sloStat(title: string, unit: string, expr: string, description: string): StatPanel {
+  return stat(title, unit, expr, { description, height: 5, legend: '{{orchestrator}}' });
 }
 
 export function sloDashboard(config: OpsConfig): Dashboard {

@@ -3,42 +3,28 @@
  * and model, tokens per conversation by how it ended, the share of tokens spent in conversations
  * that did not converge and, when the config has a price table, cost per hour.
  */
-import {
-  BigValueColorMode,
-  BigValueGraphMode,
-  ReduceDataOptionsBuilder,
-} from '@grafana/grafana-foundation-sdk/common';
 import type { Dashboard } from '@grafana/grafana-foundation-sdk/dashboard';
-import { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
+import type { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
 import { METRIC_CONVERSATIONS_STARTED } from '../../src/observability/semconv.ts';
 import type { OpsConfig } from '../config.ts';
 import { METRIC_CONVERSATION_TOKENS, METRIC_TOKENS, usageRecordNames } from '../usage.ts';
 import {
   build,
-  DATASOURCE,
   dashboard,
   labelVariable,
   linkTo,
   query,
   RATE,
   selector,
+  stat,
   timeseries,
   UNIT,
 } from './common.ts';
 import { OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
 
-function stat(title: string, unit: string, expr: string, description: string): StatPanel {
-  return new StatPanel()
-    .datasource(DATASOURCE)
-    .title(title)
-    .description(description)
-    .unit(unit)
-    .span(6)
-    .height(4)
-    .reduceOptions(new ReduceDataOptionsBuilder().calcs(['lastNotNull']).fields('').values(false))
-    .colorMode(BigValueColorMode.Value)
-    .graphMode(BigValueGraphMode.Area)
-    .withTarget(query(expr));
+/** A stat with its help text. */
+function described(title: string, unit: string, expr: string, description: string): StatPanel {
+  return stat(title, unit, expr, { description });
 }
 
 export function usageDashboard(config: OpsConfig): Dashboard {
@@ -74,7 +60,7 @@ export function usageDashboard(config: OpsConfig): Dashboard {
     .link(linkTo('Responders', RESPONDERS_UID))
     .link(linkTo('SLOs', SLO_UID))
     .withPanel(
-      stat(
+      described(
         'Tokens / s',
         UNIT.tokensPerSecond,
         `sum(${tokens})`,
@@ -82,7 +68,7 @@ export function usageDashboard(config: OpsConfig): Dashboard {
       ),
     )
     .withPanel(
-      stat(
+      described(
         'Share of tokens spent without converging',
         UNIT.ratio,
         `sum(${spent(unconverged)}) / sum(${spent('')})`,
@@ -92,7 +78,7 @@ export function usageDashboard(config: OpsConfig): Dashboard {
         .max(1),
     )
     .withPanel(
-      stat(
+      described(
         'Tokens per conversation (p95)',
         UNIT.tokens,
         `histogram_quantile(0.95, sum by (le) (rate(${METRIC_CONVERSATION_TOKENS}_bucket{${OI}}[${RATE}])))`,
@@ -101,7 +87,7 @@ export function usageDashboard(config: OpsConfig): Dashboard {
     );
   if (prices !== null) {
     builder.withPanel(
-      stat(
+      described(
         'Cost / h',
         costUnit,
         cost('currency'),
