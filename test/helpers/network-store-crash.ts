@@ -1,19 +1,21 @@
 /**
  * The crash tests shared by the PostgreSQL and Redis stores.
- * - `killWriters`: a writer process (network-store-writer.ts) SIGKILLed mid-commit `kills` times
+ * - `killWriters`: a writer process (store-crash-writer.ts) SIGKILLed mid-commit `kills` times
  *   at random moments; after each, every stored checkpoint is whole, nothing the writer saw
  *   committed is lost, and the next writer takes the dead holder's leases at once.
  * - `killServer`: the database killed under commits and restarted: no acknowledged commit lost,
  *   calls during the outage reject with the store's clear error, the same store object works
  *   after the restart.
  */
+
 import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { expect } from 'vitest';
 import { newLeaseOwner } from '../../src/core/lease-owner.ts';
 import type { Checkpoint, ConversationStore, Lease } from '../../src/core/store.ts';
+import { readCrashState } from './crash-state.ts';
 
-const WRITER = resolve(import.meta.dirname, 'network-store-writer.ts');
+const WRITER = resolve(import.meta.dirname, 'store-crash-writer.ts');
 
 /** Runs the writer until its first commit and `killAfterMs` more, SIGKILLs it; the highest seq it printed per id. */
 function runAndKill(args: readonly string[], killAfterMs: number): Promise<Map<string, number>> {
@@ -69,18 +71,8 @@ export async function killWriters(
       if (acquired.status !== 'acquired') throw new Error(`${id}: ${acquired.status}`);
       expect(acquired.takenOver).toBe(true);
       const { checkpoint } = acquired;
-      const state = JSON.parse(checkpoint.state) as {
-        id: string;
-        seq: number;
-        length: number;
-        pad: string;
-      };
-      expect([state.id, state.seq, state.pad.length, checkpoint.dispatchCount]).toEqual([
-        id,
-        checkpoint.seq,
-        state.length,
-        checkpoint.seq - 1,
-      ]);
+      expect(readCrashState(checkpoint.state)).toEqual({ id, seq: checkpoint.seq, whole: true });
+      expect(checkpoint.dispatchCount).toBe(checkpoint.seq - 1);
       expect(checkpoint.seq).toBeGreaterThanOrEqual(seen.get(id) ?? 0);
       expect(checkpoint.seq).toBeGreaterThanOrEqual(stored.get(id) ?? 1);
       progress += checkpoint.seq - (stored.get(id) ?? 1);

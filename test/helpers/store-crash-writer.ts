@@ -1,35 +1,30 @@
 /**
- * A child process for the network stores' crash tests: commits checkpoints of `count`
- * conversations in a tight loop (all of them each turn) until it is killed. Prints `ready` once it
- * holds them all, then `id seq` after each commit that resolved ok: what it prints was committed,
- * so the parent can check nothing printed was lost. States vary in size (up to ~20 KB) and say
- * their own id, seq and length, so a torn or mixed write would show.
+ * A child process for the stores' crash tests: commits checkpoints of `count` conversations in a
+ * tight loop (all of them each turn, so they share group commits) until it is killed. Prints
+ * `ready` once it holds them all, then `id seq` after each commit that resolved ok: what it prints
+ * was committed, so the parent can check nothing printed was lost. States are crash-state.ts's.
  *
- * argv: `postgres <connectionString> <table> <count>` or `redis <url> <prefix> <count>`.
+ * argv: `sqlite <path> <count>`, `postgres <connectionString> <table> <count>` or
+ * `redis <url> <prefix> <count>`.
  */
 import { newLeaseOwner, setLeaseOwnerLive } from '../../src/core/lease-owner.ts';
 import type { Checkpoint, ConversationStore, Lease } from '../../src/core/store.ts';
 import { createPostgresStore } from '../../src/stores/postgres/index.ts';
 import { createRedisStore } from '../../src/stores/redis/index.ts';
+import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+import { crashState } from './crash-state.ts';
 
-const [kind, where, namespace, countText] = process.argv.slice(2) as [
-  string,
-  string,
-  string,
-  string,
-];
+const [kind, where, ...rest] = process.argv.slice(2) as [string, string, ...string[]];
+const namespace = rest.length > 1 ? (rest[0] as string) : '';
+const count = Number(rest.at(-1) ?? 8);
 const store: ConversationStore =
-  kind === 'postgres'
-    ? createPostgresStore({ connectionString: where, table: namespace })
-    : createRedisStore({ url: where, prefix: namespace });
-const count = Number(countText);
+  kind === 'sqlite'
+    ? createSqliteStore({ path: where })
+    : kind === 'postgres'
+      ? createPostgresStore({ connectionString: where, table: namespace })
+      : createRedisStore({ url: where, prefix: namespace });
 const owner = newLeaseOwner();
 setLeaseOwnerLive(owner, true);
-
-export function crashState(id: string, seq: number): string {
-  const length = (seq * 7919) % 20_000;
-  return JSON.stringify({ id, seq, length, pad: 'x'.repeat(length) });
-}
 const checkpoint = (id: string, seq: number): Checkpoint => ({
   conversationId: id,
   orchestrator: 'crash',
