@@ -2,6 +2,7 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { stopAtExit } from './leftovers.ts';
 
 export interface Daemon {
   /** `http://127.0.0.1:port`. */
@@ -33,7 +34,13 @@ export async function startDaemon(
   };
   child.stdout?.on('data', append);
   child.stderr?.on('data', append);
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const forget = stopAtExit(() => child.kill('SIGKILL'));
+  const exited = new Promise<void>((resolve) =>
+    child.once('exit', () => {
+      forget();
+      resolve();
+    }),
+  );
   const running = () => child.exitCode === null && child.signalCode === null;
   const stop = async () => {
     if (running()) {

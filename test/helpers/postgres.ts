@@ -13,11 +13,12 @@
  * await pg.stop();
  * ```
  */
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { chownSync, existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { stopAtExit } from './leftovers.ts';
 import { freePort } from './prometheus.ts';
 
 const run = promisify(execFile);
@@ -110,10 +111,32 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Runn
       'start',
     ]);
   const running = () => existsSync(join(data, 'postmaster.pid'));
+  // pg_ctl daemonizes the server: stop it at exit if the test did not.
+  const forget = stopAtExit(() => {
+    if (running()) {
+      execFileSync(
+        'runuser',
+        [
+          '-u',
+          'postgres',
+          '--',
+          join(POSTGRES_BIN, 'pg_ctl'),
+          '-D',
+          data,
+          '-m',
+          'immediate',
+          '-w',
+          'stop',
+        ],
+        { stdio: 'ignore' },
+      );
+    }
+  });
   try {
     await asPostgres('initdb', initdb);
     await start();
   } catch (error) {
+    forget();
     rmSync(dir, { recursive: true, force: true });
     throw error;
   }
@@ -134,6 +157,7 @@ export async function startPostgres(options: PostgresOptions = {}): Promise<Runn
       if (existsSync(data) && running()) {
         await asPostgres('pg_ctl', ['-D', data, '-m', 'fast', '-w', 'stop']).catch(() => {});
       }
+      forget();
       rmSync(dir, { recursive: true, force: true });
     },
   };

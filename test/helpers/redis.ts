@@ -16,6 +16,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { connect } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { stopAtExit } from './leftovers.ts';
 import { freePort } from './prometheus.ts';
 
 export const REDIS_SERVER = '/usr/bin/redis-server';
@@ -103,7 +104,13 @@ export async function startRedis(options: RedisOptions = {}): Promise<RunningRed
     log = '';
     const proc = spawn(REDIS_SERVER, args, { stdio: ['ignore', 'pipe', 'pipe'] });
     child = proc;
-    exited = new Promise((resolve) => proc.once('exit', () => resolve()));
+    const forget = stopAtExit(() => proc.kill('SIGKILL'));
+    exited = new Promise((resolve) =>
+      proc.once('exit', () => {
+        forget();
+        resolve();
+      }),
+    );
     const append = (c: Buffer) => {
       log += c.toString();
     };
