@@ -234,7 +234,7 @@ describe.runIf(hasPostgres())('PostgreSQL store', () => {
       expect(() =>
         createPostgresStore({ connectionString: server.connectionString, table: 'x; drop' }),
       ).toThrow(
-        'Expected `table` to be 1-63 letters, digits or _ (not starting with a digit), got `x; drop` (string) (createPostgresStore)',
+        'Expected `table` to be 1-63 letters, digits or _ (not starting with a digit), got `"x; drop"` (string) (createPostgresStore)',
       );
       expect(() =>
         createPostgresStore({ connectionString: server.connectionString, retentionMs: -1 }),

@@ -2,6 +2,7 @@
  * The options of `createPostgresStore`, their defaults and their checks (p-queue's style: the
  * option named, the bad value shown).
  */
+import { checkInteger as checkStoreInteger, optionError } from '../shared/options.ts';
 
 /** A query as the store sends it. */
 export interface PostgresQuery {
@@ -118,23 +119,17 @@ export const DEFAULTS = {
   poolSize: 10,
 } as const;
 
-function shown(value: unknown): string {
-  return `\`${typeof value === 'string' ? value : String(value)}\` (${typeof value})`;
-}
-
 export function checkInteger(name: string, value: unknown, min: number): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-    throw new TypeError(
-      `Expected \`${name}\` to be an integer >= ${min}, got ${shown(value)} (createPostgresStore)`,
-    );
-  }
-  return value;
+  return checkStoreInteger('createPostgresStore', name, value, min);
 }
 
 export function checkTable(value: unknown): string {
   if (typeof value !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(value)) {
-    throw new TypeError(
-      `Expected \`table\` to be 1-63 letters, digits or _ (not starting with a digit), got ${shown(value)} (createPostgresStore)`,
+    throw optionError(
+      'createPostgresStore',
+      'table',
+      '1-63 letters, digits or _ (not starting with a digit)',
+      value,
     );
   }
   return value;

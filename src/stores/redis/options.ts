@@ -2,6 +2,7 @@
  * The options of `createRedisStore`, their defaults and their checks.
  */
 import type { Redis } from 'ioredis';
+import { checkInteger as checkStoreInteger, optionError } from '../shared/options.ts';
 
 /** Options shared by both forms of {@link RedisStoreOptions}. */
 export interface RedisStoreCommonOptions {
@@ -72,24 +73,13 @@ export const DEFAULTS = {
   connectTimeoutMs: 5_000,
 } as const;
 
-function shown(value: unknown): string {
-  return `\`${typeof value === 'string' ? value : String(value)}\` (${typeof value})`;
-}
-
 export function checkInteger(name: string, value: unknown, min: number): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < min) {
-    throw new TypeError(
-      `Expected \`${name}\` to be an integer >= ${min}, got ${shown(value)} (createRedisStore)`,
-    );
-  }
-  return value;
+  return checkStoreInteger('createRedisStore', name, value, min);
 }
 
 export function checkPrefix(value: unknown): string {
   if (typeof value !== 'string' || value.length > 256) {
-    throw new TypeError(
-      `Expected \`prefix\` to be a string of at most 256 characters, got ${shown(value)} (createRedisStore)`,
-    );
+    throw optionError('createRedisStore', 'prefix', 'a string of at most 256 characters', value);
   }
   return value;
 }

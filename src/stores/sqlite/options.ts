@@ -1,4 +1,5 @@
 /** The options of `createSqliteStore`, their defaults and their validation. */
+import { describeValue } from '../../core/errors.ts';
 
 /** Options of `createSqliteStore(options)`. */
 export interface SqliteStoreOptions {
@@ -64,16 +65,9 @@ export interface ResolvedOptions {
   readonly maxCheckpointBytes: number;
 }
 
-function describe(value: unknown): string {
-  if (typeof value === 'string') return `\`${JSON.stringify(value)}\` (string)`;
-  if (value === null) return '`null`';
-  if (typeof value === 'object') return `an ${Array.isArray(value) ? 'array' : 'object'}`;
-  return `\`${String(value)}\` (${typeof value})`;
-}
-
 function expected(option: string, what: string, value: unknown): never {
   throw new TypeError(
-    `createSqliteStore: expected \`${option}\` to be ${what}, got ${describe(value)}`,
+    `createSqliteStore: expected \`${option}\` to be ${what}, got ${describeValue(value)}`,
   );
 }
 
