@@ -80,6 +80,7 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
   const progress = new Progress();
   let started = 0;
   let ended = 0;
+  let suspended = 0;
   let stopping = false;
 
   const end = (update: Extract<LiveMessage, { type: 'end' }>) => {
@@ -89,10 +90,20 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
     history.ended(update.orchestrator, update.conversationId, update.reason);
     live.publish(update);
   };
+  // A suspended conversation waits in the store for a person: it holds no slot of --concurrency.
+  const suspend = (conversationId: string) => {
+    if (!inFlight.delete(conversationId)) return;
+    suspended++;
+    history.left(conversationId);
+  };
   subscriber.on('message', (_channel: string, message: string) => {
     for (const update of parseUpdates(message)) {
       if (update.type === 'end') {
         end(update);
+        continue;
+      }
+      if (update.type === 'suspended') {
+        suspend(update.conversationId);
         continue;
       }
       if (update.type !== 'dispatch') continue;
@@ -167,6 +178,7 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
             fleet: {
               started,
               ended,
+              suspended,
               workers: alive.length,
               oldestInFlightStartedAt: inFlight.values().next().value?.startedAt ?? null,
             },
@@ -234,7 +246,7 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
     },
     Math.max(1, Math.min(intervalMs, 50)),
   );
-  // Endings missed on the channel, read back from the store.
+  // Endings and suspensions missed on the channel, read back from the store.
   let sweeping = false;
   const sweep = setInterval(async () => {
     if (sweeping) return;
@@ -245,6 +257,10 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
         .slice(0, SWEEP_BATCH);
       for (const [id, f] of old) {
         const stored = await store.get(id);
+        if (stored?.status === 'suspended') {
+          suspend(id);
+          continue;
+        }
         if (stored?.status !== 'ended') continue;
         const result = stored.result as {
           decision?: { reason?: string };

@@ -61,7 +61,16 @@ const endings: ConversationObserver<Book, DeskMessage> = {
       },
       onConversationEnd(end) {
         const over = end.ok ? end.result : end.error;
-        if (end.ok && end.result.suspended !== undefined) return;
+        // Suspended: waiting in the store for a person, held by no worker, so no longer in flight.
+        if (end.ok && end.result.suspended !== undefined) {
+          updates.publish({
+            type: 'suspended',
+            orchestrator: start.orchestrator,
+            conversationId: start.conversationId,
+            worker: workerId,
+          });
+          return;
+        }
         if (
           !end.ok &&
           (end.error.reason === 'aborted' ||

@@ -13,6 +13,7 @@ interface Health {
   readonly fleet: {
     readonly started: number;
     readonly ended: number;
+    readonly suspended: number;
     readonly workers: number;
     readonly oldestInFlightStartedAt: number | null;
   };
@@ -131,6 +132,55 @@ describe.skipIf(!hasRedisServer())('the demo service in fleet mode', () => {
       }
     }
   }, 300_000);
+
+  it('keeps starting conversations while suspended ones wait for approval: a waiting conversation holds no slot', async () => {
+    const concurrency = 3;
+    const service = spawnService([
+      '--redis',
+      redis.url,
+      '--workers',
+      '1',
+      '--rate',
+      '20',
+      '--concurrency',
+      String(concurrency),
+      '--mix',
+      'converge=1,approval=1',
+      '--progress-s',
+      '600',
+    ]);
+    try {
+      await waitFor(
+        () => /worker-1 ready/.test(service.stdout()),
+        90_000,
+        () => `a ready worker: ${service.stdout()} ${service.stderr()}`,
+        () => service.child.exitCode !== null,
+      );
+      const url = /listening on (http:\/\/[^ ]+)/.exec(service.stdout())?.[1] as string;
+      const health = async () => (await (await fetch(`${url}/healthz`)).json()) as Health;
+      // Three times as many started and not ended as may run at once: the waiting hold no slot.
+      await waitFor(
+        async () => {
+          const h = await health();
+          return h.fleet.started - h.fleet.ended > 3 * concurrency;
+        },
+        60_000,
+        async () => `${3 * concurrency} conversations waiting: ${JSON.stringify(await health())}`,
+      );
+      const h = await health();
+      expect(h.inFlight).toBeLessThanOrEqual(concurrency);
+      // Every conversation started is in flight, ended or waiting for a person.
+      expect(h.fleet.suspended).toBe(h.fleet.started - h.fleet.ended - h.inFlight);
+      expect(h.fleet.suspended).toBeGreaterThan(2 * concurrency);
+      service.child.kill('SIGTERM');
+      expect(await service.exited).toBe(0);
+    } finally {
+      if (service.child.exitCode === null) {
+        service.child.kill('SIGKILL');
+        await service.exited;
+      }
+    }
+  }, 180_000);
 
   it('npm run chaos with a short duration loses no conversation and ends each as a single process does', () => {
     const r = spawnSync('npm', ['run', 'chaos', '--', '--duration', '15'], {
