@@ -176,6 +176,37 @@ async function main(): Promise<number> {
     maxBytes: MAX_HISTORY_BYTES,
   });
 
+  // Declared before anything can read them: requests (/healthz) and segments' ends.
+  const progress = new Progress();
+  let stopping = false;
+  const publishEnd = (
+    orchestrator: string,
+    conversationId: string,
+    reason: string,
+    end: {
+      state: { projection: Book };
+      dispatchCount: number;
+      elapsedMs: number;
+      usage: { inputTokens: number; outputTokens: number };
+    },
+    resumed: boolean,
+  ) => {
+    // The trace is linked only when the sampler kept it (it decided as the conversation ended).
+    const seen = history.ended(orchestrator, conversationId, reason, resumed);
+    const traceId = seen !== undefined && tracing.kept(seen) ? seen : undefined;
+    live.publish({
+      type: 'end',
+      orchestrator,
+      conversationId,
+      reason,
+      dispatchCount: end.dispatchCount,
+      spread: end.state.projection.spread,
+      elapsedMs: end.elapsedMs,
+      tokens: { input: end.usage.inputTokens, output: end.usage.outputTokens },
+      ...(traceId === undefined ? {} : { traceId }),
+      ...(resumed ? { resumed: true as const } : {}),
+    });
+  };
   // Every segment's end, whoever ran it (run(), recover(), an approval's resume()): last of the
   // observers, so the sampler has decided on the trace when it is told.
   const segments = new Segments<Book, DeskMessage>({
@@ -301,6 +332,14 @@ async function main(): Promise<number> {
       }
     },
   );
+  // The endings earlier runs left in the store start the totals, read before any conversation
+  // of this process can end (those that end from now on are counted live, once) and before the
+  // service listens: nothing after the listen awaits, so no request, page or signal comes to a
+  // service that is half started.
+  const kept = await readEndings(store, names);
+  history.seed(kept.totals, kept.oldest);
+  // Conversations waiting for a person wait on across restarts: the list comes from the store.
+  await approvals.rebuild();
   live.attach(server);
   let port: number;
   try {
@@ -310,12 +349,6 @@ async function main(): Promise<number> {
     process.stderr.write(`${error.message}\n`);
     return 2;
   }
-  // The endings earlier runs left in the store start the totals, read before any conversation
-  // of this process can end: those that end from now on are counted live, once.
-  const kept = await readEndings(store, names);
-  history.seed(kept.totals, kept.oldest);
-  // Conversations waiting for a person wait on across restarts: the list comes from the store.
-  await approvals.rebuild();
   // An IPv6 address is bracketed in a URL: http://[::1]:9464, not http://::1:9464.
   const authority = `${isIPv6(cfg.host) ? `[${cfg.host}]` : cfg.host}:${port}`;
   process.stdout.write(
@@ -323,8 +356,6 @@ async function main(): Promise<number> {
   );
 
   // The workload: start conversations at `rate` per second, at most `concurrency` at once.
-  const progress = new Progress();
-  let stopping = false;
   let started = 0;
   const startOne = () => {
     const scenario = pickScenario(cfg.mix);
@@ -360,34 +391,6 @@ async function main(): Promise<number> {
     (error: unknown) =>
       process.stderr.write(`recover() failed: ${(error as Error).message ?? String(error)}\n`),
   );
-  const publishEnd = (
-    orchestrator: string,
-    conversationId: string,
-    reason: string,
-    end: {
-      state: { projection: Book };
-      dispatchCount: number;
-      elapsedMs: number;
-      usage: { inputTokens: number; outputTokens: number };
-    },
-    resumed: boolean,
-  ) => {
-    // The trace is linked only when the sampler kept it (it decided as the conversation ended).
-    const seen = history.ended(orchestrator, conversationId, reason, resumed);
-    const traceId = seen !== undefined && tracing.kept(seen) ? seen : undefined;
-    live.publish({
-      type: 'end',
-      orchestrator,
-      conversationId,
-      reason,
-      dispatchCount: end.dispatchCount,
-      spread: end.state.projection.spread,
-      elapsedMs: end.elapsedMs,
-      tokens: { input: end.usage.inputTokens, output: end.usage.outputTokens },
-      ...(traceId === undefined ? {} : { traceId }),
-      ...(resumed ? { resumed: true as const } : {}),
-    });
-  };
   const intervalMs = 1000 / cfg.rate;
   let due = performance.now();
   const ticker = setInterval(
