@@ -2,7 +2,7 @@
  * The demo's fleet mode with real processes: a redis-server with AOF, the service as producer
  * and page, its two worker processes, one of them SIGKILLed mid-work.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from './helpers/fleet-workers.ts';
 import { hasRedisServer, type RunningRedis, startRedis } from './helpers/redis.ts';
@@ -181,6 +181,39 @@ describe.skipIf(!hasRedisServer())('the demo service in fleet mode', () => {
       }
     }
   }, 180_000);
+
+  it('a worker drains on SIGHUP (a closed terminal) and exits 0, as on SIGTERM', async () => {
+    const worker = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'service/worker.ts', '--redis', redis.url],
+      { env: { ...process.env, WORKER_ID: 'worker-hup' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    worker.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    worker.stderr.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+      worker.once('exit', (code, signal) => resolve([code, signal])),
+    );
+    try {
+      await waitFor(
+        () => /worker-hup ready/.test(out),
+        90_000,
+        () => `the worker to be ready: ${out}`,
+        () => worker.exitCode !== null || worker.signalCode !== null,
+      );
+      worker.kill('SIGHUP');
+      expect(await exited).toEqual([0, null]);
+      expect(out).toMatch(
+        /^worker-hup SIGHUP: drained \(0 segments ended, 0 suspended, 0 handed back\)$/m,
+      );
+    } finally {
+      if (worker.exitCode === null && worker.signalCode === null) worker.kill('SIGKILL');
+    }
+  }, 120_000);
 
   it('npm run chaos with a short duration loses no conversation and ends each as a single process does', () => {
     const r = spawnSync('npm', ['run', 'chaos', '--', '--duration', '15'], {
