@@ -15,13 +15,12 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { isIPv6 } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { collectDefaultMetrics, type OpenMetricsContentType, Registry } from 'prom-client';
 import { createConversationQueue } from '../src/fleet/index.ts';
 import type { ServiceConfig } from './config.ts';
 import { SharedExposition } from './exposition.ts';
 import { openFleetStore } from './fleet-store.ts';
 import { parseUpdates, updatesChannel } from './fleet-updates.ts';
-import { createServiceMetrics } from './health-metrics.ts';
+import { createServiceMetrics, createServiceRegistry } from './health-metrics.ts';
 import { ConversationHistory } from './history.ts';
 import { HostAllowlist } from './hosts.ts';
 import { createHttpServer, ListenError, listen } from './http.ts';
@@ -49,9 +48,7 @@ interface InFlight {
 /** Runs fleet mode until SIGTERM/SIGINT; resolves with the exit code. */
 export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]): Promise<number> {
   const redisUrl = cfg.redis as string;
-  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
-  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
-  collectDefaultMetrics({ register: registry });
+  const registry = createServiceRegistry();
   const health = createServiceMetrics(registry, () => live.subscribers);
   const hosts = new HostAllowlist(cfg.allowedHosts);
   const history = new ConversationHistory({ tailPoints: MAX_DISPATCHES, maxBytes: 64 * 1024 });

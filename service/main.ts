@@ -10,7 +10,6 @@ import { setMaxListeners } from 'node:events';
 import { isIPv6 } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { context, trace } from '@opentelemetry/api';
-import { collectDefaultMetrics, type OpenMetricsContentType, Registry } from 'prom-client';
 import type { ConversationOrchestrator } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { createConversationRecorder, createRotatingFileSink } from '../src/replay/index.ts';
@@ -18,7 +17,7 @@ import { Approvals, RESUME_PATH, serveResume } from './approvals.ts';
 import { ConfigError, parseConfig, usage } from './config.ts';
 import { endAbandoned, openStore, readEndings, Segments, TraderLeft } from './durable.ts';
 import { SharedExposition } from './exposition.ts';
-import { createServiceMetrics } from './health-metrics.ts';
+import { createServiceMetrics, createServiceRegistry } from './health-metrics.ts';
 import { ConversationHistory } from './history.ts';
 import { HostAllowlist } from './hosts.ts';
 import { createHttpServer, ListenError, listen } from './http.ts';
@@ -46,13 +45,6 @@ const MAX_HISTORY_BYTES = 64 * 1024;
 /** At most one "span export failing" line per this many ms (with the count since the last). */
 const EXPORT_FAILURE_REPORT_MS = 10_000;
 const SERVER_CLOSE_GRACE_MS = 500;
-/** prom-client's default metrics that are not exposed (see where they are removed). */
-const DEFAULT_METRICS_LEFT_OUT = [
-  'nodejs_active_handles_total',
-  'nodejs_active_requests_total',
-  'nodejs_active_resources_total',
-] as const;
-
 async function main(): Promise<number> {
   let config: ReturnType<typeof parseConfig>;
   try {
@@ -83,16 +75,9 @@ async function main(): Promise<number> {
       `span export queue full: ${spans} spans dropped since the last report (the OTLP endpoint is slower than the spans come)\n`,
     ),
   );
-  // OpenMetrics (for exemplars) must be set before the metrics are created; the sampler counts
-  // its decisions on it too.
-  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
-  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
-  // The process's own health beside the conversations' (CPU, memory, heap, event loop lag, GC),
-  // on this registry: prom-client's global one is never exposed.
-  collectDefaultMetrics({ register: registry });
-  // Except three gauges named `_total`, which promtool's lint refuses (a suffix for counters
-  // only); the same counts are there by type (`nodejs_active_handles{type}`, summed).
-  for (const name of DEFAULT_METRICS_LEFT_OUT) registry.removeSingleMetric(name);
+  // OpenMetrics (for exemplars) and the process's own health; the sampler counts its decisions
+  // on it too.
+  const registry = createServiceRegistry();
   const tracing = startTracing(process.env, {
     maxDispatchEvents: MAX_DISPATCH_EVENTS,
     flushTimeoutMs: cfg.flushTimeoutMs,

@@ -172,6 +172,15 @@ describe.skipIf(!hasRedisServer())('the demo service in fleet mode', () => {
       // Every conversation started is in flight, ended or waiting for a person.
       expect(h.fleet.suspended).toBe(h.fleet.started - h.fleet.ended - h.inFlight);
       expect(h.fleet.suspended).toBeGreaterThan(2 * concurrency);
+      // Its /metrics is the single-process service's: clean by promtool's lint.
+      const metrics = await (await fetch(`${url}/metrics`)).text();
+      expect(metrics).toMatch(/^nodejs_active_handles\{type="Server"\} 1$/m);
+      expect(metrics).not.toMatch(/^nodejs_active_(handles|requests|resources)_total/m);
+      const lint = spawnSync('promtool', ['check', 'metrics'], {
+        input: metrics,
+        encoding: 'utf8',
+      });
+      expect(lint.stdout + lint.stderr).toBe('');
       service.child.kill('SIGTERM');
       expect(await service.exited).toBe(0);
     } finally {
