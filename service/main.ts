@@ -11,7 +11,7 @@ import { isIPv6 } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { context, trace } from '@opentelemetry/api';
 import type { ConversationOrchestrator } from '../src/index.ts';
-import { createConversationTelemetry } from '../src/observability/index.ts';
+import { createConversationTelemetry, createStoreMetrics } from '../src/observability/index.ts';
 import { createConversationRecorder, createRotatingFileSink } from '../src/replay/index.ts';
 import { Approvals, RESUME_PATH, serveResume } from './approvals.ts';
 import { ConfigError, parseConfig, usage } from './config.ts';
@@ -135,6 +135,9 @@ async function main(): Promise<number> {
     return 2;
   }
   const { store } = opened;
+  // What no conversation's events say, read from the store at scrape time: conversations waiting
+  // for approval, how long the oldest has waited, the running ones no process holds.
+  const storeMetrics = createStoreMetrics({ store, registry, timeoutMs: 1000 });
   const health = createServiceMetrics(registry, () => live.subscribers);
   const names = ['fx_desks', 'rates_desks'] as const;
   const hosts = new HostAllowlist(cfg.allowedHosts);
@@ -438,6 +441,7 @@ async function main(): Promise<number> {
       exportFailures.flush();
       drops.flush();
       const left = await describeLeft();
+      storeMetrics.close();
       await store.close().catch(() => {});
       server.closeAllConnections();
       // Every HTTP connection is closed above; do not let a straggler hold the exit.
