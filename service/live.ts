@@ -206,6 +206,7 @@ export class LiveUpdates {
         decision: update.decision,
         elapsedMs: update.elapsedMs,
         worker: update.worker,
+        resumed: update.resumed === true,
       });
       return;
     }
@@ -213,6 +214,7 @@ export class LiveUpdates {
     pending.decision = update.decision;
     pending.elapsedMs = update.elapsedMs;
     pending.worker = update.worker;
+    if (update.resumed === true) pending.resumed = true;
   }
 
   /**
@@ -512,6 +514,8 @@ interface PendingDispatches {
   decision: DispatchesSince['decision'];
   elapsedMs: number;
   worker: string | undefined;
+  /** Set once any of them came from a segment that resumed the conversation. */
+  resumed: boolean;
 }
 
 /** A frame on its way out: the clients it goes to, how far it got, what it says. */
@@ -540,6 +544,7 @@ class Frames {
       decision: d.decision,
       elapsedMs: d.elapsedMs,
       ...(d.worker === undefined ? {} : { worker: d.worker }),
+      ...(d.resumed ? { resumed: true as const } : {}),
     }));
     this.#ends = ends;
   }

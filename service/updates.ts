@@ -68,6 +68,8 @@ export interface DispatchesSince {
   readonly elapsedMs: number;
   /** In fleet mode, the worker that ran the newest of them. */
   readonly worker?: string;
+  /** Set when a segment that resumed the conversation after a crash or a shutdown ran them. */
+  readonly resumed?: true;
 }
 
 /**

@@ -118,11 +118,23 @@ describe('the demo service, killed and started again on the same --data', () => 
       return ended.length === inFlightBefore.size ? ended : undefined;
     });
     // Some may not have dispatched yet when the page watched: at least those it saw resume.
+    // Said once recover() has settled, which may come after the page got the endings.
     const resumedCount = Number(
-      /resumed (\d+) conversations from the store/.exec(second.stdout())?.[1],
+      (
+        await until(
+          'the resumed line',
+          () => /resumed (\d+) conversations from the store/.exec(second.stdout()) ?? undefined,
+        )
+      )[1],
     );
     expect(resumedCount).toBeGreaterThanOrEqual(inFlightBefore.size);
     for (const m of resumedEnds) expect(m.resumed).toBe(true);
+    // Their dispatches are marked too, inside the coalesced updates frames.
+    const resumedDispatches = after.messages.filter(
+      (m) => m.type === 'dispatch' && inFlightBefore.has(m.conversationId as string),
+    );
+    expect(resumedDispatches.length).toBeGreaterThan(0);
+    for (const m of resumedDispatches) expect(m.resumed).toBe(true);
     // No conversation ended twice, across both runs.
     const allEnds = [
       ...before.messages.filter((m) => m.type === 'end'),
