@@ -28,7 +28,13 @@ import type { HostAllowlist } from './hosts.ts';
 import { serveIgnoringUpgrade } from './http.ts';
 import { RateLimitedReport } from './rate-limited-report.ts';
 import { type RequestTarget, requestTarget } from './target.ts';
-import type { DispatchesSince, EndUpdate, LiveMessage, UpdatesMessage } from './updates.ts';
+import {
+  compactSpread,
+  type DispatchesSince,
+  type EndUpdate,
+  type LiveMessage,
+  type UpdatesMessage,
+} from './updates.ts';
 
 export interface LiveUpdatesOptions {
   /** The orchestrators a client may subscribe to with `?orchestrator=`. */
@@ -539,8 +545,7 @@ class Frames {
       orchestrator: d.orchestrator,
       conversationId: d.conversationId,
       fromDispatch: d.fromDispatch,
-      // Four significant digits draw the same on a log scale and take half the bytes.
-      spreads: d.spreads.map((s) => Number(s.toPrecision(4))),
+      spreads: d.spreads.map(compactSpread),
       decision: d.decision,
       elapsedMs: d.elapsedMs,
       ...(d.worker === undefined ? {} : { worker: d.worker }),
