@@ -22,8 +22,13 @@ import {
 export const MAX_BODY_BYTES = 1024;
 /** The path of the endpoint: `/conversations/{id}/resume`. */
 export const RESUME_PATH = /^\/conversations\/([^/]+)\/resume$/;
-/** A conversation id as the core takes it. */
+/**
+ * A conversation id as the core takes it. A copy of the core's rule (src/core/validate.ts): use
+ * its `isConversationId` once the core exports one.
+ */
 const ID = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;
+/** How long an answer waits for the store to say whether a conversation waits (then `503`). */
+export const STORE_TIMEOUT_MS = 5_000;
 /** Most waiting conversations sent to a page (the oldest first; the count says how many). */
 const MAX_LISTED = 100;
 
@@ -74,6 +79,12 @@ export interface ApprovalsOptions {
   /** Keeps the resumed runs for the shutdown to wait for. */
   readonly track: (task: Promise<unknown>) => void;
   readonly publish: (update: ApprovalUpdate | DecidedUpdate) => void;
+  /**
+   * How long an answer waits for the store; past it the request gets `503` and the conversation
+   * can be answered again.
+   * @default STORE_TIMEOUT_MS
+   */
+  readonly storeTimeoutMs?: number;
 }
 
 /** What an answer came to, as an HTTP status and a JSON body. */
@@ -172,7 +183,11 @@ export class Approvals {
       this.#deciding.add(conversationId);
       let stored: Awaited<ReturnType<ConversationStore['get']>>;
       try {
-        stored = await this.#options.store.get(conversationId);
+        stored = await withinMs(
+          this.#options.store.get(conversationId),
+          this.#options.storeTimeoutMs ?? STORE_TIMEOUT_MS,
+          `the store did not say within ${this.#options.storeTimeoutMs ?? STORE_TIMEOUT_MS} ms whether ${conversationId} waits`,
+        );
       } finally {
         this.#deciding.delete(conversationId);
       }
@@ -228,6 +243,15 @@ export class Approvals {
       }
     }
   }
+}
+
+/** `promise`, or a rejection saying `what` once `ms` have passed without it settling. */
+function withinMs<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timeout = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(what)), ms);
+  });
+  return Promise.race([promise, timeout]).finally(() => clearTimeout(timer));
 }
 
 function notWaiting(conversationId: string, status: string): Answer {

@@ -197,10 +197,6 @@ export interface SegmentHooks<S, C> {
  */
 export class Segments<S, C> {
   running = 0;
-  /** Conversations resumed after a crash or a shutdown, since this process started. */
-  resumedCount = 0;
-  /** Of those, how many have ended. */
-  resumedEnded = 0;
   readonly resumed = new Set<string>();
   readonly observer: ConversationObserver<S, C>;
 
@@ -212,7 +208,6 @@ export class Segments<S, C> {
         // A person's answer to a suspension is not a recovery: only crashes and shutdowns.
         if (start.resumed !== undefined && start.resumed.cause !== 'suspend') {
           this.resumed.add(conversationId);
-          this.resumedCount++;
         }
         return {
           onConversationEnd: (end) => {
@@ -230,7 +225,6 @@ export class Segments<S, C> {
             ) {
               segment = { kind: 'left' };
             } else {
-              if (resumed) this.resumedEnded++;
               segment = {
                 kind: 'ended',
                 reason: end.ok ? end.result.decision.reason : end.error.reason,

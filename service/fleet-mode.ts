@@ -15,13 +15,12 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { isIPv6 } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { collectDefaultMetrics, type OpenMetricsContentType, Registry } from 'prom-client';
 import { createConversationQueue } from '../src/fleet/index.ts';
 import type { ServiceConfig } from './config.ts';
 import { SharedExposition } from './exposition.ts';
 import { openFleetStore } from './fleet-store.ts';
 import { parseUpdates, updatesChannel } from './fleet-updates.ts';
-import { createServiceMetrics } from './health-metrics.ts';
+import { createServiceMetrics, createServiceRegistry } from './health-metrics.ts';
 import { ConversationHistory } from './history.ts';
 import { HostAllowlist } from './hosts.ts';
 import { createHttpServer, ListenError, listen } from './http.ts';
@@ -49,9 +48,7 @@ interface InFlight {
 /** Runs fleet mode until SIGTERM/SIGINT; resolves with the exit code. */
 export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]): Promise<number> {
   const redisUrl = cfg.redis as string;
-  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
-  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
-  collectDefaultMetrics({ register: registry });
+  const registry = createServiceRegistry();
   const health = createServiceMetrics(registry, () => live.subscribers);
   const hosts = new HostAllowlist(cfg.allowedHosts);
   const history = new ConversationHistory({ tailPoints: MAX_DISPATCHES, maxBytes: 64 * 1024 });
@@ -80,6 +77,7 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
   const progress = new Progress();
   let started = 0;
   let ended = 0;
+  let suspended = 0;
   let stopping = false;
 
   const end = (update: Extract<LiveMessage, { type: 'end' }>) => {
@@ -89,10 +87,20 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
     history.ended(update.orchestrator, update.conversationId, update.reason);
     live.publish(update);
   };
+  // A suspended conversation waits in the store for a person: it holds no slot of --concurrency.
+  const suspend = (conversationId: string) => {
+    if (!inFlight.delete(conversationId)) return;
+    suspended++;
+    history.left(conversationId);
+  };
   subscriber.on('message', (_channel: string, message: string) => {
     for (const update of parseUpdates(message)) {
       if (update.type === 'end') {
         end(update);
+        continue;
+      }
+      if (update.type === 'suspended') {
+        suspend(update.conversationId);
         continue;
       }
       if (update.type !== 'dispatch') continue;
@@ -167,6 +175,7 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
             fleet: {
               started,
               ended,
+              suspended,
               workers: alive.length,
               oldestInFlightStartedAt: inFlight.values().next().value?.startedAt ?? null,
             },
@@ -234,7 +243,7 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
     },
     Math.max(1, Math.min(intervalMs, 50)),
   );
-  // Endings missed on the channel, read back from the store.
+  // Endings and suspensions missed on the channel, read back from the store.
   let sweeping = false;
   const sweep = setInterval(async () => {
     if (sweeping) return;
@@ -245,6 +254,10 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
         .slice(0, SWEEP_BATCH);
       for (const [id, f] of old) {
         const stored = await store.get(id);
+        if (stored?.status === 'suspended') {
+          suspend(id);
+          continue;
+        }
         if (stored?.status !== 'ended') continue;
         const result = stored.result as {
           decision?: { reason?: string };

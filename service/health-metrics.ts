@@ -4,7 +4,13 @@
  * public (README "Demo service metrics"); the plugin's `orchestrator_*` names stay the plugin's.
  */
 import { monitorEventLoopDelay } from 'node:perf_hooks';
-import { Counter, Gauge, type OpenMetricsContentType, type Registry } from 'prom-client';
+import {
+  Counter,
+  collectDefaultMetrics,
+  Gauge,
+  type OpenMetricsContentType,
+  Registry,
+} from 'prom-client';
 
 export const METRIC_WEBSOCKET_CLIENTS = 'demo_websocket_clients';
 export const METRIC_WEBSOCKET_REFUSED = 'demo_websocket_refused_total';
@@ -15,6 +21,29 @@ export const METRIC_EVENT_LOOP_DELAY = 'demo_event_loop_delay_max_seconds';
 export const METRIC_HTTP_REFUSED = 'demo_http_refused_total';
 /** The event loop delay is the longest in this window and the one before. */
 const EVENT_LOOP_WINDOW_MS = 10_000;
+
+/** prom-client's default metrics that are not exposed (see `createServiceRegistry`). */
+const DEFAULT_METRICS_LEFT_OUT = [
+  'nodejs_active_handles_total',
+  'nodejs_active_requests_total',
+  'nodejs_active_resources_total',
+] as const;
+
+/**
+ * The registry /metrics exposes, in single-process and fleet mode alike: OpenMetrics (for
+ * exemplars; set before any metric is created), with the process's own health beside the
+ * conversations' (prom-client's default metrics: CPU, memory, heap, event loop lag, GC; its
+ * global registry is never exposed), except three gauges named `_total`, which promtool's lint
+ * refuses (a suffix for counters only): the same counts are there by type
+ * (`nodejs_active_handles{type}`).
+ */
+export function createServiceRegistry(): Registry<OpenMetricsContentType> {
+  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
+  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+  collectDefaultMetrics({ register: registry });
+  for (const name of DEFAULT_METRICS_LEFT_OUT) registry.removeSingleMetric(name);
+  return registry;
+}
 
 /** Why a WebSocket client was refused or cut off (a bounded label). */
 export type RefusalReason =

@@ -4,6 +4,7 @@
  * started. Sent once per connection, right after the hello, as one bounded `history` message.
  */
 import { isSpanContextValid, type SpanContext } from '@opentelemetry/api';
+import { compactSpread } from './updates.ts';
 
 export interface HistoryOptions {
   /** Spreads kept per conversation in flight (the newest); older ones are forgotten. */
@@ -143,7 +144,7 @@ export class ConversationHistory {
         conversationId,
         fromDispatch: tail.from,
         // Four significant digits draw the same on a log scale and take half the bytes.
-        spreads: tail.spreads.map((s) => Number(s.toPrecision(4))),
+        spreads: tail.spreads.map(compactSpread),
         ...(tail.resumed ? { resumed: true as const } : {}),
       };
       const size = JSON.stringify(entry).length + 1;

@@ -28,7 +28,13 @@ import type { HostAllowlist } from './hosts.ts';
 import { serveIgnoringUpgrade } from './http.ts';
 import { RateLimitedReport } from './rate-limited-report.ts';
 import { type RequestTarget, requestTarget } from './target.ts';
-import type { DispatchesSince, EndUpdate, LiveMessage, UpdatesMessage } from './updates.ts';
+import {
+  compactSpread,
+  type DispatchesSince,
+  type EndUpdate,
+  type LiveMessage,
+  type UpdatesMessage,
+} from './updates.ts';
 
 export interface LiveUpdatesOptions {
   /** The orchestrators a client may subscribe to with `?orchestrator=`. */
@@ -206,6 +212,7 @@ export class LiveUpdates {
         decision: update.decision,
         elapsedMs: update.elapsedMs,
         worker: update.worker,
+        resumed: update.resumed === true,
       });
       return;
     }
@@ -213,6 +220,7 @@ export class LiveUpdates {
     pending.decision = update.decision;
     pending.elapsedMs = update.elapsedMs;
     pending.worker = update.worker;
+    if (update.resumed === true) pending.resumed = true;
   }
 
   /**
@@ -512,6 +520,8 @@ interface PendingDispatches {
   decision: DispatchesSince['decision'];
   elapsedMs: number;
   worker: string | undefined;
+  /** Set once any of them came from a segment that resumed the conversation. */
+  resumed: boolean;
 }
 
 /** A frame on its way out: the clients it goes to, how far it got, what it says. */
@@ -535,11 +545,11 @@ class Frames {
       orchestrator: d.orchestrator,
       conversationId: d.conversationId,
       fromDispatch: d.fromDispatch,
-      // Four significant digits draw the same on a log scale and take half the bytes.
-      spreads: d.spreads.map((s) => Number(s.toPrecision(4))),
+      spreads: d.spreads.map(compactSpread),
       decision: d.decision,
       elapsedMs: d.elapsedMs,
       ...(d.worker === undefined ? {} : { worker: d.worker }),
+      ...(d.resumed ? { resumed: true as const } : {}),
     }));
     this.#ends = ends;
   }

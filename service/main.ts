@@ -10,15 +10,14 @@ import { setMaxListeners } from 'node:events';
 import { isIPv6 } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { context, trace } from '@opentelemetry/api';
-import { collectDefaultMetrics, type OpenMetricsContentType, Registry } from 'prom-client';
 import type { ConversationOrchestrator } from '../src/index.ts';
-import { createConversationTelemetry } from '../src/observability/index.ts';
+import { createConversationTelemetry, createStoreMetrics } from '../src/observability/index.ts';
 import { createConversationRecorder, createRotatingFileSink } from '../src/replay/index.ts';
 import { Approvals, RESUME_PATH, serveResume } from './approvals.ts';
 import { ConfigError, parseConfig, usage } from './config.ts';
 import { endAbandoned, openStore, readEndings, Segments, TraderLeft } from './durable.ts';
 import { SharedExposition } from './exposition.ts';
-import { createServiceMetrics } from './health-metrics.ts';
+import { createServiceMetrics, createServiceRegistry } from './health-metrics.ts';
 import { ConversationHistory } from './history.ts';
 import { HostAllowlist } from './hosts.ts';
 import { createHttpServer, ListenError, listen } from './http.ts';
@@ -46,13 +45,6 @@ const MAX_HISTORY_BYTES = 64 * 1024;
 /** At most one "span export failing" line per this many ms (with the count since the last). */
 const EXPORT_FAILURE_REPORT_MS = 10_000;
 const SERVER_CLOSE_GRACE_MS = 500;
-/** prom-client's default metrics that are not exposed (see where they are removed). */
-const DEFAULT_METRICS_LEFT_OUT = [
-  'nodejs_active_handles_total',
-  'nodejs_active_requests_total',
-  'nodejs_active_resources_total',
-] as const;
-
 async function main(): Promise<number> {
   let config: ReturnType<typeof parseConfig>;
   try {
@@ -83,16 +75,9 @@ async function main(): Promise<number> {
       `span export queue full: ${spans} spans dropped since the last report (the OTLP endpoint is slower than the spans come)\n`,
     ),
   );
-  // OpenMetrics (for exemplars) must be set before the metrics are created; the sampler counts
-  // its decisions on it too.
-  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
-  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
-  // The process's own health beside the conversations' (CPU, memory, heap, event loop lag, GC),
-  // on this registry: prom-client's global one is never exposed.
-  collectDefaultMetrics({ register: registry });
-  // Except three gauges named `_total`, which promtool's lint refuses (a suffix for counters
-  // only); the same counts are there by type (`nodejs_active_handles{type}`, summed).
-  for (const name of DEFAULT_METRICS_LEFT_OUT) registry.removeSingleMetric(name);
+  // OpenMetrics (for exemplars) and the process's own health; the sampler counts its decisions
+  // on it too.
+  const registry = createServiceRegistry();
   const tracing = startTracing(process.env, {
     maxDispatchEvents: MAX_DISPATCH_EVENTS,
     flushTimeoutMs: cfg.flushTimeoutMs,
@@ -150,6 +135,9 @@ async function main(): Promise<number> {
     return 2;
   }
   const { store } = opened;
+  // What no conversation's events say, read from the store at scrape time: conversations waiting
+  // for approval, how long the oldest has waited, the running ones no process holds.
+  const storeMetrics = createStoreMetrics({ store, registry, timeoutMs: 1000 });
   const health = createServiceMetrics(registry, () => live.subscribers);
   const names = ['fx_desks', 'rates_desks'] as const;
   const hosts = new HostAllowlist(cfg.allowedHosts);
@@ -176,6 +164,37 @@ async function main(): Promise<number> {
     maxBytes: MAX_HISTORY_BYTES,
   });
 
+  // Declared before anything can read them: requests (/healthz) and segments' ends.
+  const progress = new Progress();
+  let stopping = false;
+  const publishEnd = (
+    orchestrator: string,
+    conversationId: string,
+    reason: string,
+    end: {
+      state: { projection: Book };
+      dispatchCount: number;
+      elapsedMs: number;
+      usage: { inputTokens: number; outputTokens: number };
+    },
+    resumed: boolean,
+  ) => {
+    // The trace is linked only when the sampler kept it (it decided as the conversation ended).
+    const seen = history.ended(orchestrator, conversationId, reason, resumed);
+    const traceId = seen !== undefined && tracing.kept(seen) ? seen : undefined;
+    live.publish({
+      type: 'end',
+      orchestrator,
+      conversationId,
+      reason,
+      dispatchCount: end.dispatchCount,
+      spread: end.state.projection.spread,
+      elapsedMs: end.elapsedMs,
+      tokens: { input: end.usage.inputTokens, output: end.usage.outputTokens },
+      ...(traceId === undefined ? {} : { traceId }),
+      ...(resumed ? { resumed: true as const } : {}),
+    });
+  };
   // Every segment's end, whoever ran it (run(), recover(), an approval's resume()): last of the
   // observers, so the sampler has decided on the trace when it is told.
   const segments = new Segments<Book, DeskMessage>({
@@ -301,6 +320,14 @@ async function main(): Promise<number> {
       }
     },
   );
+  // The endings earlier runs left in the store start the totals, read before any conversation
+  // of this process can end (those that end from now on are counted live, once) and before the
+  // service listens: nothing after the listen awaits, so no request, page or signal comes to a
+  // service that is half started.
+  const kept = await readEndings(store, names);
+  history.seed(kept.totals, kept.oldest);
+  // Conversations waiting for a person wait on across restarts: the list comes from the store.
+  await approvals.rebuild();
   live.attach(server);
   let port: number;
   try {
@@ -310,12 +337,6 @@ async function main(): Promise<number> {
     process.stderr.write(`${error.message}\n`);
     return 2;
   }
-  // The endings earlier runs left in the store start the totals, read before any conversation
-  // of this process can end: those that end from now on are counted live, once.
-  const kept = await readEndings(store, names);
-  history.seed(kept.totals, kept.oldest);
-  // Conversations waiting for a person wait on across restarts: the list comes from the store.
-  await approvals.rebuild();
   // An IPv6 address is bracketed in a URL: http://[::1]:9464, not http://::1:9464.
   const authority = `${isIPv6(cfg.host) ? `[${cfg.host}]` : cfg.host}:${port}`;
   process.stdout.write(
@@ -323,8 +344,6 @@ async function main(): Promise<number> {
   );
 
   // The workload: start conversations at `rate` per second, at most `concurrency` at once.
-  const progress = new Progress();
-  let stopping = false;
   let started = 0;
   const startOne = () => {
     const scenario = pickScenario(cfg.mix);
@@ -360,34 +379,6 @@ async function main(): Promise<number> {
     (error: unknown) =>
       process.stderr.write(`recover() failed: ${(error as Error).message ?? String(error)}\n`),
   );
-  const publishEnd = (
-    orchestrator: string,
-    conversationId: string,
-    reason: string,
-    end: {
-      state: { projection: Book };
-      dispatchCount: number;
-      elapsedMs: number;
-      usage: { inputTokens: number; outputTokens: number };
-    },
-    resumed: boolean,
-  ) => {
-    // The trace is linked only when the sampler kept it (it decided as the conversation ended).
-    const seen = history.ended(orchestrator, conversationId, reason, resumed);
-    const traceId = seen !== undefined && tracing.kept(seen) ? seen : undefined;
-    live.publish({
-      type: 'end',
-      orchestrator,
-      conversationId,
-      reason,
-      dispatchCount: end.dispatchCount,
-      spread: end.state.projection.spread,
-      elapsedMs: end.elapsedMs,
-      tokens: { input: end.usage.inputTokens, output: end.usage.outputTokens },
-      ...(traceId === undefined ? {} : { traceId }),
-      ...(resumed ? { resumed: true as const } : {}),
-    });
-  };
   const intervalMs = 1000 / cfg.rate;
   let due = performance.now();
   const ticker = setInterval(
@@ -450,6 +441,7 @@ async function main(): Promise<number> {
       exportFailures.flush();
       drops.flush();
       const left = await describeLeft();
+      storeMetrics.close();
       await store.close().catch(() => {});
       server.closeAllConnections();
       // Every HTTP connection is closed above; do not let a straggler hold the exit.

@@ -54,6 +54,14 @@ export type LiveMessage = DispatchUpdate | EndUpdate | ApprovalUpdate | DecidedU
 
 export type { ApprovalsMessage, ApprovalUpdate, DecidedUpdate } from './approvals.ts';
 
+/**
+ * A spread as `/ws` sends it: four significant digits draw the same on a log scale and take half
+ * the bytes.
+ */
+export function compactSpread(spread: number): number {
+  return Number(spread.toPrecision(4));
+}
+
 /** A conversation's dispatches since the previous `updates` frame. */
 export interface DispatchesSince {
   readonly orchestrator: string;
@@ -68,6 +76,8 @@ export interface DispatchesSince {
   readonly elapsedMs: number;
   /** In fleet mode, the worker that ran the newest of them. */
   readonly worker?: string;
+  /** Set when a segment that resumed the conversation after a crash or a shutdown ran them. */
+  readonly resumed?: true;
 }
 
 /**

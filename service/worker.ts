@@ -3,7 +3,7 @@
  * Kubernetes Deployment or docker-compose runs them alone): the same desks' orchestrators as the
  * single-process service, on the store the fleet shares, run by `createConversationWorker`. Each
  * dispatch and ending goes to the producer's page over Redis pub/sub (fleet-updates.ts), marked
- * with this worker's id. SIGTERM (or SIGINT) drains: running segments stop at a commit point and
+ * with this worker's id. SIGTERM, SIGINT or SIGHUP drains: running segments stop at a commit point and
  * go back to the queue for another worker, within WORKER_DRAIN_MS.
  *
  * Configuration: the service's own flags and variables (`--redis`, `--store`, `--desks`,
@@ -12,6 +12,8 @@
  * INVOCATION_LOG: a file getting one JSON line per responder invocation and per crash resume
  * (appended with one synchronous write each, so a SIGKILL loses none written).
  */
+// First: SIGTERM, SIGINT and SIGHUP are handled from here on (one while starting exits 0 at once).
+import './signals.ts';
 import { appendFileSync, writeFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
@@ -21,6 +23,7 @@ import { ConfigError, parseConfig } from './config.ts';
 import { FLEET_TIMING, openFleetStore } from './fleet-store.ts';
 import { UpdatePublisher, updatesChannel } from './fleet-updates.ts';
 import { type Book, createDeskOrchestrator, type DeskMessage } from './market.ts';
+import { onStopSignal } from './signals.ts';
 import { DEMO_ORCHESTRATORS, DEMO_QUEUE, WORKER_DRAIN_MS } from './worker-names.ts';
 
 let config: ReturnType<typeof parseConfig>;
@@ -61,7 +64,16 @@ const endings: ConversationObserver<Book, DeskMessage> = {
       },
       onConversationEnd(end) {
         const over = end.ok ? end.result : end.error;
-        if (end.ok && end.result.suspended !== undefined) return;
+        // Suspended: waiting in the store for a person, held by no worker, so no longer in flight.
+        if (end.ok && end.result.suspended !== undefined) {
+          updates.publish({
+            type: 'suspended',
+            orchestrator: start.orchestrator,
+            conversationId: start.conversationId,
+            worker: workerId,
+          });
+          return;
+        }
         if (
           !end.ok &&
           (end.error.reason === 'aborted' ||
@@ -118,19 +130,6 @@ const worker = createConversationWorker({
   stalledIntervalMs: FLEET_TIMING.stalledIntervalMs,
   onEvent: (event) => process.stderr.write(`${workerId}: ${event.type}: ${event.message}\n`),
 });
-await worker.ready(30_000);
-process.stdout.write(
-  `${workerId} ready (pid ${process.pid}), running ${DEMO_ORCHESTRATORS.join(', ')}\n`,
-);
-
-// HEARTBEAT_FILE (docker-compose's healthcheck): touched from the event loop while it turns.
-const heartbeat = process.env.HEARTBEAT_FILE;
-if (heartbeat !== undefined) {
-  const touch = () => writeFileSync(heartbeat, String(Date.now()));
-  touch();
-  setInterval(touch, 5_000).unref();
-}
-
 let stopping = false;
 const stop = async (signal: string) => {
   if (stopping) return;
@@ -144,6 +143,21 @@ const stop = async (signal: string) => {
   await Promise.allSettled([store.close(), publisherClient.quit()]);
   process.exit(0);
 };
+// SIGTERM, SIGINT and SIGHUP (a closed terminal) drain, also while the worker gets ready.
+onStopSignal((signal) => void stop(signal));
+await worker.ready(30_000);
+process.stdout.write(
+  `${workerId} ready (pid ${process.pid}), running ${DEMO_ORCHESTRATORS.join(', ')}\n`,
+);
+
+// HEARTBEAT_FILE (docker-compose's healthcheck): touched from the event loop while it turns.
+const heartbeat = process.env.HEARTBEAT_FILE;
+if (heartbeat !== undefined) {
+  const touch = () => writeFileSync(heartbeat, String(Date.now()));
+  touch();
+  setInterval(touch, 5_000).unref();
+}
+
 // Spawned by fleet mode: a producer that died (SIGKILL) leaves no worker behind.
 const parent = Number(process.env.FLEET_PARENT_PID ?? Number.NaN);
 if (Number.isInteger(parent)) {
@@ -151,5 +165,3 @@ if (Number.isInteger(parent)) {
     if (process.ppid !== parent) void stop('producer gone');
   }, 1_000).unref();
 }
-process.on('SIGTERM', () => void stop('SIGTERM'));
-process.on('SIGINT', () => void stop('SIGINT'));

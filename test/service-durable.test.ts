@@ -6,13 +6,22 @@
  */
 import { mkdtempSync, readdirSync, readFileSync } from 'node:fs';
 import { request } from 'node:http';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createRotatingFileSink } from '../src/replay/index.ts';
+import { createRedisStore } from '../src/stores/redis/index.ts';
 import { createSqliteStore } from '../src/stores/sqlite/index.ts';
-import { liveClient, type RunningService, startService, stopService } from './helpers/service.ts';
+import { hasRedisServer, startRedis } from './helpers/redis.ts';
+import {
+  liveClient,
+  type RunningService,
+  spawnService,
+  startService,
+  stopService,
+} from './helpers/service.ts';
 
 const running: RunningService[] = [];
 afterEach(async () => {
@@ -109,11 +118,23 @@ describe('the demo service, killed and started again on the same --data', () => 
       return ended.length === inFlightBefore.size ? ended : undefined;
     });
     // Some may not have dispatched yet when the page watched: at least those it saw resume.
+    // Said once recover() has settled, which may come after the page got the endings.
     const resumedCount = Number(
-      /resumed (\d+) conversations from the store/.exec(second.stdout())?.[1],
+      (
+        await until(
+          'the resumed line',
+          () => /resumed (\d+) conversations from the store/.exec(second.stdout()) ?? undefined,
+        )
+      )[1],
     );
     expect(resumedCount).toBeGreaterThanOrEqual(inFlightBefore.size);
     for (const m of resumedEnds) expect(m.resumed).toBe(true);
+    // Their dispatches are marked too, inside the coalesced updates frames.
+    const resumedDispatches = after.messages.filter(
+      (m) => m.type === 'dispatch' && inFlightBefore.has(m.conversationId as string),
+    );
+    expect(resumedDispatches.length).toBeGreaterThan(0);
+    for (const m of resumedDispatches) expect(m.resumed).toBe(true);
     // No conversation ended twice, across both runs.
     const allEnds = [
       ...before.messages.filter((m) => m.type === 'end'),
@@ -296,3 +317,65 @@ describe('POST /conversations/:id/resume', () => {
     await stopService(third);
   }, 120_000);
 });
+
+describe.skipIf(!hasRedisServer())(
+  'the demo service starting on a store with many ended conversations',
+  () => {
+    it('answers /healthz with 200 from the moment it listens, never 500 while it reads the store', async () => {
+      const redis = await startRedis();
+      // 6,000 endings of earlier runs in a network store: reading them takes many round trips.
+      const store = createRedisStore({ url: redis.url });
+      const result = JSON.stringify({ decision: { terminate: true, reason: 'converged' } });
+      for (let batch = 0; batch < 60; batch++) {
+        await Promise.all(
+          Array.from({ length: 100 }, (_, i) =>
+            store.create(
+              {
+                conversationId: `old-${batch}-${i}`,
+                orchestrator: i % 2 === 0 ? 'fx_desks' : 'rates_desks',
+                status: 'ended',
+                seq: 1,
+                dispatchCount: 20,
+                state: '{}',
+                result,
+              },
+              'earlier-run',
+              1000,
+            ),
+          ),
+        );
+      }
+      await store.close();
+      const port = await new Promise<number>((resolve) => {
+        const probe = createServer().listen(0, '127.0.0.1', () => {
+          const { port } = probe.address() as { port: number };
+          probe.close(() => resolve(port));
+        });
+      });
+      const service = spawnService(['--store', redis.url, '--port', String(port), '--rate', '1']);
+      try {
+        // Asked from the moment the process starts: refused until it listens, then answered.
+        const statuses: (number | 'refused')[] = [];
+        let listening = false;
+        while (!listening && service.child.exitCode === null) {
+          listening = /listening on/.test(service.stdout());
+          try {
+            statuses.push((await fetch(`http://127.0.0.1:${port}/healthz`)).status);
+          } catch {
+            statuses.push('refused');
+          }
+          await sleep(5);
+        }
+        expect(service.stdout()).toContain('; 6000 ended ones counted from it');
+        const answered = statuses.filter((s) => s !== 'refused');
+        expect(answered.length).toBeGreaterThan(0);
+        expect(new Set(answered)).toEqual(new Set([200]));
+        expect(statuses.at(-1)).toBe(200);
+      } finally {
+        service.child.kill('SIGKILL');
+        await service.exited;
+        await redis.stop();
+      }
+    }, 120_000);
+  },
+);

@@ -2,7 +2,7 @@
  * The demo's fleet mode with real processes: a redis-server with AOF, the service as producer
  * and page, its two worker processes, one of them SIGKILLed mid-work.
  */
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { waitFor } from './helpers/fleet-workers.ts';
 import { hasRedisServer, type RunningRedis, startRedis } from './helpers/redis.ts';
@@ -13,6 +13,7 @@ interface Health {
   readonly fleet: {
     readonly started: number;
     readonly ended: number;
+    readonly suspended: number;
     readonly workers: number;
     readonly oldestInFlightStartedAt: number | null;
   };
@@ -131,6 +132,97 @@ describe.skipIf(!hasRedisServer())('the demo service in fleet mode', () => {
       }
     }
   }, 300_000);
+
+  it('keeps starting conversations while suspended ones wait for approval: a waiting conversation holds no slot', async () => {
+    const concurrency = 3;
+    const service = spawnService([
+      '--redis',
+      redis.url,
+      '--workers',
+      '1',
+      '--rate',
+      '20',
+      '--concurrency',
+      String(concurrency),
+      '--mix',
+      'converge=1,approval=1',
+      '--progress-s',
+      '600',
+    ]);
+    try {
+      await waitFor(
+        () => /worker-1 ready/.test(service.stdout()),
+        90_000,
+        () => `a ready worker: ${service.stdout()} ${service.stderr()}`,
+        () => service.child.exitCode !== null,
+      );
+      const url = /listening on (http:\/\/[^ ]+)/.exec(service.stdout())?.[1] as string;
+      const health = async () => (await (await fetch(`${url}/healthz`)).json()) as Health;
+      // Three times as many started and not ended as may run at once: the waiting hold no slot.
+      await waitFor(
+        async () => {
+          const h = await health();
+          return h.fleet.started - h.fleet.ended > 3 * concurrency;
+        },
+        60_000,
+        async () => `${3 * concurrency} conversations waiting: ${JSON.stringify(await health())}`,
+      );
+      const h = await health();
+      expect(h.inFlight).toBeLessThanOrEqual(concurrency);
+      // Every conversation started is in flight, ended or waiting for a person.
+      expect(h.fleet.suspended).toBe(h.fleet.started - h.fleet.ended - h.inFlight);
+      expect(h.fleet.suspended).toBeGreaterThan(2 * concurrency);
+      // Its /metrics is the single-process service's: clean by promtool's lint.
+      const metrics = await (await fetch(`${url}/metrics`)).text();
+      expect(metrics).toMatch(/^nodejs_active_handles\{type="Server"\} 1$/m);
+      expect(metrics).not.toMatch(/^nodejs_active_(handles|requests|resources)_total/m);
+      const lint = spawnSync('promtool', ['check', 'metrics'], {
+        input: metrics,
+        encoding: 'utf8',
+      });
+      expect(lint.stdout + lint.stderr).toBe('');
+      service.child.kill('SIGTERM');
+      expect(await service.exited).toBe(0);
+    } finally {
+      if (service.child.exitCode === null) {
+        service.child.kill('SIGKILL');
+        await service.exited;
+      }
+    }
+  }, 180_000);
+
+  it('a worker drains on SIGHUP (a closed terminal) and exits 0, as on SIGTERM', async () => {
+    const worker = spawn(
+      process.execPath,
+      ['--import', 'tsx', 'service/worker.ts', '--redis', redis.url],
+      { env: { ...process.env, WORKER_ID: 'worker-hup' }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let out = '';
+    worker.stdout.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    worker.stderr.on('data', (c: Buffer) => {
+      out += c.toString();
+    });
+    const exited = new Promise<[number | null, NodeJS.Signals | null]>((resolve) =>
+      worker.once('exit', (code, signal) => resolve([code, signal])),
+    );
+    try {
+      await waitFor(
+        () => /worker-hup ready/.test(out),
+        90_000,
+        () => `the worker to be ready: ${out}`,
+        () => worker.exitCode !== null || worker.signalCode !== null,
+      );
+      worker.kill('SIGHUP');
+      expect(await exited).toEqual([0, null]);
+      expect(out).toMatch(
+        /^worker-hup SIGHUP: drained \(0 segments ended, 0 suspended, 0 handed back\)$/m,
+      );
+    } finally {
+      if (worker.exitCode === null && worker.signalCode === null) worker.kill('SIGKILL');
+    }
+  }, 120_000);
 
   it('npm run chaos with a short duration loses no conversation and ends each as a single process does', () => {
     const r = spawnSync('npm', ['run', 'chaos', '--', '--duration', '15'], {

@@ -50,6 +50,37 @@ describe('the demo service’s process metrics', () => {
     expect(text).toMatch(/^nodejs_active_handles\{type="Server"\} 1$/m);
   });
 
+  it('exposes the store’s gauges of the default SQLite store: waiting for approval, the oldest wait, the unleased', async () => {
+    // Read from the store at scrape time: once both orchestrators have stored conversations.
+    let text = '';
+    for (let i = 0; i < 100; i++) {
+      text = await scrape();
+      if (/^orchestrator_conversations_suspended\{orchestrator="rates_desks"\}/m.test(text)) break;
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    for (const orchestrator of ['fx_desks', 'rates_desks']) {
+      expect(text).toMatch(
+        new RegExp(
+          `^orchestrator_conversations_suspended\\{orchestrator="${orchestrator}"\\} \\d+$`,
+          'm',
+        ),
+      );
+      expect(text).toMatch(
+        new RegExp(
+          `^orchestrator_oldest_suspended_seconds\\{orchestrator="${orchestrator}"\\} [\\d.e-]+$`,
+          'm',
+        ),
+      );
+      expect(text).toMatch(
+        new RegExp(
+          `^orchestrator_conversations_unleased\\{orchestrator="${orchestrator}"\\} \\d+$`,
+          'm',
+        ),
+      );
+    }
+    expect(text).toMatch(/^orchestrator_store_read_failures_total\{store="sqlite"\} 0$/m);
+  });
+
   it('passes promtool’s lint, and gives an OpenMetrics scraper the same families', async () => {
     const text = await scrape();
     const lint = spawnSync('promtool', ['check', 'metrics'], { input: text, encoding: 'utf8' });

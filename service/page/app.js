@@ -226,6 +226,8 @@ function onUpdates(/** @type {any} */ m) {
       if (!Number.isInteger(from) || from < 1 || from > state.maxDispatches) continue;
       const c = conversation(d);
       if (c === undefined || c.reason !== undefined) continue;
+      markResumed(d, c);
+      noteWorker(c, d.worker);
       const n = Math.min(d.spreads.length, state.maxDispatches - from + 1);
       for (let i = 0; i < n; i++) {
         const p = point({ dispatchCount: from + i, spread: d.spreads[i] });
