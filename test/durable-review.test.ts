@@ -4,11 +4,14 @@ import {
   CheckpointError,
   ConversationNotFoundError,
   ConversationOrchestrator,
+  type ConversationState,
   type ConversationStore,
   createMemoryStore,
   maxDispatches,
+  PolicyError,
   roundRobin,
   suspend,
+  type TerminationPolicy,
 } from '../src/index.ts';
 
 function counter(name: string, store: ConversationStore, payload: () => unknown) {
@@ -74,5 +77,127 @@ describe('resume() on a store shared by orchestrators', () => {
     const owner = counter('approvals', store, () => 'ok?');
     const ended = await owner.resume('q3', { input: { sender: 'person', content: 1 } });
     expect(ended.decision.reason).toBe('max_dispatches');
+  });
+});
+
+describe('a resume that fails before its first commit', () => {
+  function approvals(store: ConversationStore, attempts: number[]) {
+    return new ConversationOrchestrator<number[], unknown>({
+      name: 'approvals',
+      responders: [
+        {
+          name: 'a',
+          respond: (m, s, context) => {
+            attempts.push(context.attempt);
+            return s.dispatchCount === 1 && m.sender !== 'person'
+              ? suspend('ok?')
+              : { sender: 'a', content: s.dispatchCount };
+          },
+        },
+      ],
+      turnPolicy: roundRobin(),
+      projection: {
+        initial: () => [],
+        fold: (s, m) => {
+          if (m.content === 'garbled') throw new Error('cannot read the answer');
+          return [...s, Number(m.content)];
+        },
+      },
+      termination: maxDispatches(4),
+      store,
+    });
+  }
+
+  it('rejects with a PolicyError, leaves the conversation suspended and unleased, and a corrected answer ends it', async () => {
+    const store = createMemoryStore();
+    const attempts: number[] = [];
+    const o = approvals(store, attempts);
+    await o.run({ sender: 'user', content: 0 }, { conversationId: 'q4' });
+    await expect(
+      o.resume('q4', { input: { sender: 'person', content: 'garbled' } }),
+    ).rejects.toBeInstanceOf(PolicyError);
+    const stored = await store.get('q4');
+    expect(stored).toMatchObject({ status: 'suspended', seq: 3, dispatchCount: 2 });
+    expect(stored?.owner).toBeUndefined();
+    attempts.length = 0;
+    const ended = await o.resume('q4', { input: { sender: 'person', content: 7 } });
+    expect(ended.decision.reason).toBe('max_dispatches');
+    expect(ended.state.projection).toEqual([0, 7, 2, 3]);
+    // A suspension answered, not a crash: nothing runs again, so no attempt is raised.
+    expect(attempts).toEqual([1, 1]);
+  });
+
+  it("rejects with a PolicyError when a policy's start(saved) throws, and leaves the conversation resumable", async () => {
+    const store = createMemoryStore();
+    let refuse = true;
+    const base = maxDispatches<number[], unknown>(4);
+    const picky: TerminationPolicy<number[], unknown> = {
+      name: 'picky',
+      start: (saved?: unknown) => {
+        if (saved !== undefined && refuse) throw new Error('saved state from another version');
+        const check = base.start();
+        return Object.assign(
+          (s: ConversationState<number[], unknown>, ms: number) => check(s, ms),
+          {
+            save: () => 'saved',
+          },
+        );
+      },
+    };
+    const o = new ConversationOrchestrator<number[], unknown>({
+      name: 'approvals',
+      responders: [
+        {
+          name: 'a',
+          respond: (m, s) =>
+            s.dispatchCount === 1 && m.sender !== 'person'
+              ? suspend('ok?')
+              : { sender: 'a', content: s.dispatchCount },
+        },
+      ],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => [], fold: (s, m) => [...s, Number(m.content)] },
+      termination: picky,
+      store,
+    });
+    await o.run({ sender: 'user', content: 0 }, { conversationId: 'q5' });
+    await expect(o.resume('q5', { input: { sender: 'person', content: 7 } })).rejects.toMatchObject(
+      { name: 'PolicyError', stage: 'termination' },
+    );
+    const stored = await store.get('q5');
+    expect(stored).toMatchObject({ status: 'suspended', seq: 3 });
+    expect(stored?.owner).toBeUndefined();
+    refuse = false;
+    const ended = await o.resume('q5', { input: { sender: 'person', content: 7 } });
+    expect(ended.decision.reason).toBe('max_dispatches');
+  });
+});
+
+describe('a durable run that fails before its policies start', () => {
+  it('commits the failure as its ending, so resume() tells it again', async () => {
+    const store = createMemoryStore();
+    const o = new ConversationOrchestrator<number[], unknown>({
+      name: 'approvals',
+      responders: [{ name: 'a', respond: () => undefined }],
+      turnPolicy: roundRobin(),
+      projection: {
+        initial: () => {
+          throw new Error('no initial state');
+        },
+        fold: (s) => s,
+      },
+      termination: maxDispatches(4),
+      store,
+    });
+    await expect(
+      o.run({ sender: 'user', content: 0 }, { conversationId: 'q6' }),
+    ).rejects.toBeInstanceOf(PolicyError);
+    const stored = await store.get('q6');
+    expect(stored).toMatchObject({ status: 'ended', seq: 2 });
+    expect(stored?.owner).toBeUndefined();
+    await expect(o.resume('q6')).rejects.toMatchObject({
+      name: 'PolicyError',
+      message: 'The projection policy failed: no initial state',
+    });
   });
 });

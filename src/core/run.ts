@@ -155,6 +155,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   #lastMessage: Message<C>;
   #dispatchCount = 0;
   #startedAt = 0;
+  /** Set by #begin once the policies started (a failure before leaves them undefined). */
   #check!: TerminationCheck<S, C>;
   #turn!: TurnFunction<S, C>;
   /** Each responder's context, made on its first invocation; the turn policy's. */
@@ -808,8 +809,9 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         segment: this.#segmentNumber,
         elapsedMs: this.#elapsed(),
         usage: this.#usage?.toStored(),
-        termination: this.#check.save?.(),
-        turn: this.#turn.save?.(),
+        // Undefined when the run failed before its policies started (its ending is committed).
+        termination: (this.#check as TerminationCheck<S, C> | undefined)?.save?.(),
+        turn: (this.#turn as TurnFunction<S, C> | undefined)?.save?.(),
         observers: this.#observations.save(),
         suspended: this.#suspension,
       };
@@ -1165,19 +1167,19 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       return;
     }
     const done = (): void => this.#finish({ ok: false, error });
+    const release = (): Promise<void> =>
+      bounded(
+        () => durable.store.release(this.#conversationId, this.#lease ?? lease),
+        durable.storeTimeoutMs,
+        'release',
+      );
     if (
       error instanceof ConversationAbortedError ||
       error instanceof CheckpointError ||
       error instanceof ConversationLeaseError
     ) {
       // The conversation stays resumable as last committed: released, for recover() or resume().
-      this.#afterInflight(() =>
-        bounded(
-          () => durable.store.release(this.#conversationId, this.#lease ?? lease),
-          durable.storeTimeoutMs,
-          'release',
-        ),
-      ).then(done, done);
+      this.#afterInflight(release).then(done, done);
       return;
     }
     // A failure is an ending: committed as ended with what failed, so resume() tells it again.
@@ -1199,7 +1201,15 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         error: { name: error.name, message: error.message, reason: error.reason },
       });
     }
-    this.#afterInflight(() => this.#commit('ended', text)).then(done, done);
+    // A resumed segment that failed before its first commit landed (the person's answer would not
+    // fold, a policy's start(saved) threw) changed nothing stored: released, it stays as it was
+    // (suspended, or running for recover()), and a corrected resume can go on from there.
+    const segment = this.#segment;
+    this.#afterInflight(() =>
+      segment !== undefined && this.#seq === segment.checkpoint.seq
+        ? release()
+        : this.#commit('ended', text),
+    ).then(done, done);
   }
 
   #afterInflight<T>(next: () => Promise<T>): Promise<T> {
