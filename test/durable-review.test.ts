@@ -201,3 +201,62 @@ describe('a durable run that fails before its policies start', () => {
     });
   });
 });
+
+describe('resume() of a checkpoint this version cannot read', () => {
+  const cases: [string, string, string][] = [
+    ['null', 'null', 'expected `state` to be an object, got `null` (null)'],
+    [
+      '{"v":2}',
+      'of another format version',
+      'expected `v` to be 1 (the checkpoint format this version writes), got `2` (number)',
+    ],
+    [
+      JSON.stringify({
+        v: 1,
+        input: { sender: 'user', content: 0 },
+        projection: [],
+        lastMessage: { sender: 'user', content: 0 },
+        dispatchCount: 0,
+        invocations: 0,
+        attempt: 1,
+        segment: 1,
+        elapsedMs: 0,
+      }),
+      'without a queue',
+      'expected `queue` to be an array of messages, got `undefined` (undefined)',
+    ],
+  ];
+  for (const [state, what, why] of cases) {
+    it(`rejects a state ${what} with a CheckpointError naming the conversation, and releases it`, async () => {
+      const store = createMemoryStore();
+      const created = await store.create(
+        {
+          conversationId: 'q7',
+          orchestrator: 'asks',
+          status: 'running',
+          seq: 1,
+          dispatchCount: 0,
+          state,
+        },
+        'writer/1/x',
+        1_000,
+      );
+      if (!created.created) throw new Error('not created');
+      await store.release('q7', created.lease);
+      let calls = 0;
+      const o = counter('asks', store, () => {
+        calls++;
+        return 'ok?';
+      });
+      const resumed = o.resume('q7');
+      await expect(resumed).rejects.toBeInstanceOf(CheckpointError);
+      await expect(resumed).rejects.toMatchObject({
+        message: `Conversation q7's checkpoint is not one this version can resume: ${why}`,
+      });
+      expect(calls).toBe(0);
+      const stored = await store.get('q7');
+      expect(stored).toMatchObject({ status: 'running', seq: 1 });
+      expect(stored?.owner).toBeUndefined();
+    });
+  }
+});

@@ -7,6 +7,7 @@ import {
   bounded,
   type CheckpointCodec,
   type CheckpointState,
+  checkedState,
   type FreshState,
   jsonCodec,
 } from './checkpoint.ts';
@@ -479,15 +480,23 @@ async function resumeStored<S, C>(
     }
   }
   let restored: CheckpointState<S, C> | FreshState<C>;
+  let decoded = false;
   try {
-    restored = durable.codec.decode(outcome.checkpoint.state) as
-      | CheckpointState<S, C>
-      | FreshState<C>;
+    const value = durable.codec.decode(outcome.checkpoint.state);
+    decoded = true;
+    restored = checkedState<S, C>(value, config.responders.length);
   } catch (error) {
-    await durable.store.release(id, outcome.lease).catch(() => {});
+    // Released as it was: a process with the right version (or codec) can still resume it.
+    await bounded(
+      () => durable.store.release(id, outcome.lease),
+      durable.storeTimeoutMs,
+      'release',
+    ).catch(() => {});
     setLeaseOwnerLive(owner, false);
     throw new CheckpointError(
-      `Conversation ${id}'s checkpoint could not be decoded: ${describeCause(error)}`,
+      decoded
+        ? `Conversation ${id}'s checkpoint is not one this version can resume: ${describeCause(error)}`
+        : `Conversation ${id}'s checkpoint could not be decoded: ${describeCause(error)}`,
       emptyState<S, C>(id),
       0,
       undefined,
