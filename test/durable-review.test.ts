@@ -260,3 +260,53 @@ describe('resume() of a checkpoint this version cannot read', () => {
     });
   }
 });
+
+describe('a store that answers something other than an outcome', () => {
+  function answering(method: 'create' | 'commit' | 'acquire', answer: unknown): ConversationStore {
+    const memory = createMemoryStore();
+    return { ...memory, name: 'odd', [method]: async () => answer };
+  }
+
+  it('fails run() with a CheckpointError naming the store and create(), never a hang', async () => {
+    const run = counter('asks', answering('create', undefined), () => 'ok?').run(
+      { sender: 'user', content: 0 },
+      { conversationId: 'q8' },
+    );
+    await expect(run).rejects.toBeInstanceOf(CheckpointError);
+    await expect(run).rejects.toMatchObject({
+      message:
+        'Conversation q8 could not be checkpointed at its creation: The store `odd` answered create() with `undefined` (undefined), expected { created: true, lease } or { created: false }',
+    });
+  });
+
+  it('fails run() with a CheckpointError naming the store and commit(), never a hang', async () => {
+    const store = answering('commit', { ok: 'yes' });
+    const run = counter('asks', store, () => 'ok?').run(
+      { sender: 'user', content: 0 },
+      { conversationId: 'q9' },
+    );
+    await expect(run).rejects.toBeInstanceOf(CheckpointError);
+    await expect(run).rejects.toMatchObject({
+      dispatchCount: 1,
+      message:
+        "Conversation q9 could not be checkpointed at the commit of dispatch 1: The store `odd` answered commit() with `{\"ok\":\"yes\"}` (object), expected { ok: true, lease } or { ok: false, reason: 'fenced' | 'sequence' | 'not_found' }",
+    });
+    // Released as last committed, for recover().
+    expect(await store.get('q9')).toMatchObject({ status: 'running', seq: 1 });
+    expect((await store.get('q9'))?.owner).toBeUndefined();
+  });
+
+  it('fails resume() with a CheckpointError naming the store and acquire()', async () => {
+    const resumed = counter(
+      'asks',
+      answering('acquire', { status: 'acquired' }),
+      () => 'ok?',
+    ).resume('q10');
+    await expect(resumed).rejects.toBeInstanceOf(CheckpointError);
+    await expect(resumed).rejects.toMatchObject({
+      message: expect.stringMatching(
+        /^Conversation q10 could not be resumed: The store `odd` answered acquire\(\) with `\{"status":"acquired"\}` \(object\), expected \{ status: 'acquired', checkpoint, lease, takenOver \}/,
+      ),
+    });
+  });
+});

@@ -3,7 +3,14 @@
  * state only, replaced on each commit), the codec that turns it into text, and `suspend()`.
  */
 import { describeValue } from './errors.ts';
-import type { ConversationStatus } from './store.ts';
+import type {
+  AcquireOutcome,
+  CommitOutcome,
+  ConversationStatus,
+  ConversationStore,
+  CreateOutcome,
+  Lease,
+} from './store.ts';
 
 export { isSuspend, type Suspend, suspend } from './suspend.ts';
 
@@ -267,6 +274,117 @@ export function checkedState<S, C>(
       badState('suspended.responder', 'a string', suspended.responder);
   }
   return state as unknown as CheckpointState<S, C>;
+}
+
+/** What each store method the core reads must answer, as the errors say it. */
+const OUTCOMES = {
+  create: '{ created: true, lease } or { created: false }',
+  acquire:
+    "{ status: 'acquired', checkpoint, lease, takenOver }, { status: 'held', owner, leaseExpiresAt }, { status: 'ended', checkpoint } or { status: 'not_found' }",
+  commit: "{ ok: true, lease } or { ok: false, reason: 'fenced' | 'sequence' | 'not_found' }",
+  renew: 'a lease { owner, epoch, expiresAt } or undefined',
+} as const;
+
+/** The outcome each store method answers. */
+interface Outcomes {
+  create: CreateOutcome;
+  acquire: AcquireOutcome;
+  commit: CommitOutcome;
+  renew: Lease | undefined;
+}
+
+type Loose = Record<string, unknown>;
+
+function isRecord(value: unknown): value is Loose {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isLease(value: unknown): boolean {
+  return (
+    isRecord(value) &&
+    typeof value.owner === 'string' &&
+    Number.isFinite(value.epoch) &&
+    Number.isFinite(value.expiresAt)
+  );
+}
+
+const STATUSES: readonly unknown[] = ['running', 'suspended', 'ended'];
+
+function isCheckpoint(value: unknown): boolean {
+  return (
+    isRecord(value) &&
+    typeof value.conversationId === 'string' &&
+    typeof value.orchestrator === 'string' &&
+    STATUSES.includes(value.status) &&
+    Number.isSafeInteger(value.seq) &&
+    Number.isSafeInteger(value.dispatchCount) &&
+    typeof value.state === 'string' &&
+    (value.result === undefined || value.result === null || typeof value.result === 'string')
+  );
+}
+
+function fits(method: keyof Outcomes, value: unknown): boolean {
+  if (method === 'renew') return value === undefined || isLease(value);
+  if (!isRecord(value)) return false;
+  switch (method) {
+    case 'create':
+      return value.created === false || (value.created === true && isLease(value.lease));
+    case 'commit':
+      return (
+        (value.ok === true && isLease(value.lease)) ||
+        (value.ok === false &&
+          (value.reason === 'fenced' ||
+            value.reason === 'sequence' ||
+            value.reason === 'not_found'))
+      );
+    case 'acquire':
+      switch (value.status) {
+        case 'acquired':
+          return (
+            isCheckpoint(value.checkpoint) &&
+            isLease(value.lease) &&
+            typeof value.takenOver === 'boolean'
+          );
+        case 'held':
+          return typeof value.owner === 'string' && Number.isFinite(value.leaseExpiresAt);
+        case 'ended':
+          return isCheckpoint(value.checkpoint);
+        case 'not_found':
+          return true;
+      }
+      return false;
+  }
+}
+
+/**
+ * A store method's answer, checked before the core reads it (the one place that does): a store
+ * that answers something else (`undefined`, an old shape) throws a TypeError naming the store,
+ * the method, what was expected and what came, which the caller turns into a `CheckpointError`.
+ */
+export function checkedOutcome<M extends keyof Outcomes>(
+  store: ConversationStore,
+  method: M,
+  value: unknown,
+): Outcomes[M] {
+  let ok: boolean;
+  try {
+    ok = fits(method, value);
+  } catch {
+    // A getter or a Proxy trap that throws: not an outcome either.
+    ok = false;
+  }
+  if (!ok) {
+    let name: unknown;
+    try {
+      name = store.name;
+    } catch {
+      name = undefined;
+    }
+    throw new TypeError(
+      `The store \`${String(name)}\` answered ${method}() with ${describeValue(value)}, expected ${OUTCOMES[method]}`,
+    );
+  }
+  return value as Outcomes[M];
 }
 
 /**

@@ -7,6 +7,7 @@ import {
   bounded,
   type CheckpointCodec,
   type CheckpointState,
+  checkedOutcome,
   checkedState,
   type FreshState,
   jsonCodec,
@@ -434,10 +435,15 @@ async function resumeStored<S, C>(
   setLeaseOwnerLive(owner, true);
   let outcome: AcquireOutcome;
   try {
-    outcome = await bounded(
-      () => durable.store.acquire(id, owner, durable.leaseMs),
-      durable.storeTimeoutMs,
+    const store = durable.store;
+    outcome = checkedOutcome(
+      store,
       'acquire',
+      await bounded(
+        () => store.acquire(id, owner, durable.leaseMs),
+        durable.storeTimeoutMs,
+        'acquire',
+      ),
     );
   } catch (error) {
     setLeaseOwnerLive(owner, false);

@@ -25,6 +25,7 @@ import { performance } from 'node:perf_hooks';
 import {
   bounded,
   type CheckpointState,
+  checkedOutcome,
   type FreshState,
   isSuspend,
   UnstorableValueError,
@@ -330,23 +331,31 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       dispatchCount: 0,
       state,
     };
+    const store = durable.store;
     bounded(
-      () => durable.store.create(checkpoint, owner, durable.leaseMs),
+      () => store.create(checkpoint, owner, durable.leaseMs),
       durable.storeTimeoutMs,
       'create',
-    ).then(
-      (outcome) => {
-        if (!outcome.created) {
-          fail(new ConversationExistsError(this.#conversationId));
-          return;
-        }
-        this.#owner = owner;
-        this.#lease = outcome.lease;
-        this.#seq = 1;
-        this.#begin();
-      },
-      (error: unknown) => fail(this.#checkpointError(error, 'its creation')),
-    );
+    )
+      .then((outcome) => checkedOutcome(store, 'create', outcome))
+      .then(
+        (outcome) => {
+          if (!outcome.created) {
+            fail(new ConversationExistsError(this.#conversationId));
+            return;
+          }
+          this.#owner = owner;
+          this.#lease = outcome.lease;
+          this.#seq = 1;
+          this.#begin();
+        },
+        (error: unknown) => fail(this.#checkpointError(error, 'its creation')),
+      )
+      // Whatever escapes the handlers (a bug) settles the run rather than hanging it.
+      .then(undefined, (error: unknown) => {
+        if (this.#owner === undefined) fail(error);
+        else this.#fail(error);
+      });
   }
 
   #begin(): void {
@@ -756,26 +765,29 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     const started = performance.now();
     const lease = this.#lease as Lease;
     const observations = this.#observations;
+    const store = durable.store;
     const commit = bounded(
-      () => durable.store.commit(checkpoint, lease, durable.leaseMs),
+      () => store.commit(checkpoint, lease, durable.leaseMs),
       durable.storeTimeoutMs,
       `commit (seq ${checkpoint.seq})`,
-    ).then(
-      (outcome) => {
-        observations.checkpointed(performance.now() - started, undefined, false);
-        if (!outcome.ok) {
-          observations.leaseConflict();
-          throw this.#leaseLost(`its commit was refused (${outcome.reason})`);
-        }
-        this.#seq = checkpoint.seq;
-        this.#lease = outcome.lease;
-        this.#lastRenew = performance.now();
-      },
-      (error: unknown) => {
-        observations.checkpointed(performance.now() - started, error, true);
-        throw this.#checkpointError(error, `the commit of dispatch ${checkpoint.dispatchCount}`);
-      },
-    );
+    )
+      .then((outcome) => checkedOutcome(store, 'commit', outcome))
+      .then(
+        (outcome) => {
+          observations.checkpointed(performance.now() - started, undefined, false);
+          if (!outcome.ok) {
+            observations.leaseConflict();
+            throw this.#leaseLost(`its commit was refused (${outcome.reason})`);
+          }
+          this.#seq = checkpoint.seq;
+          this.#lease = outcome.lease;
+          this.#lastRenew = performance.now();
+        },
+        (error: unknown) => {
+          observations.checkpointed(performance.now() - started, error, true);
+          throw this.#checkpointError(error, `the commit of dispatch ${checkpoint.dispatchCount}`);
+        },
+      );
     this.#inflight = commit;
     const done = (): void => {
       if (this.#inflight === commit) this.#inflight = undefined;
@@ -866,21 +878,24 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     if (performance.now() - this.#lastRenew < durable.leaseMs / 3) return;
     const lease = this.#lease as Lease;
     this.#lastRenew = performance.now();
+    const store = durable.store;
     bounded(
-      () => durable.store.renew(this.#conversationId, lease, durable.leaseMs),
+      () => store.renew(this.#conversationId, lease, durable.leaseMs),
       durable.storeTimeoutMs,
       'renew',
-    ).then(
-      (renewed) => {
-        if (this.#settled) return;
-        if (renewed === undefined) {
-          this.#observations.leaseConflict();
-          this.#interrupt(this.#leaseLost('its lease renewal was refused'));
-        } else if (this.#lease === lease) this.#lease = renewed;
-      },
-      // A renewal that fails is tried again at the next beat; the commit will tell if it is lost.
-      () => {},
-    );
+    )
+      .then((renewed) => checkedOutcome(store, 'renew', renewed))
+      .then(
+        (renewed) => {
+          if (this.#settled) return;
+          if (renewed === undefined) {
+            this.#observations.leaseConflict();
+            this.#interrupt(this.#leaseLost('its lease renewal was refused'));
+          } else if (this.#lease === lease) this.#lease = renewed;
+        },
+        // A renewal that fails is tried again at the next beat; the commit will tell if it is lost.
+        () => {},
+      );
   }
 
   /** Waits for a responder's answer (`index`) or the turn policy's selection (-1). */
