@@ -1,5 +1,5 @@
 /** Findings of the hostile review of durable conversations, each through the public API. */
-import { describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   CheckpointError,
   ConversationNotFoundError,
@@ -8,6 +8,7 @@ import {
   type ConversationStore,
   createMemoryStore,
   maxDispatches,
+  OrchestratorConfigError,
   PolicyError,
   roundRobin,
   suspend,
@@ -310,3 +311,96 @@ describe('a store that answers something other than an outcome', () => {
     });
   });
 });
+
+describe('the lease heartbeat', () => {
+  afterEach(() => {
+    vi.useRealTimers();
+  });
+
+  it('renews the lease at every beat, every leaseMs / 3, while a responder runs long', async () => {
+    vi.useFakeTimers({ now: 1_000_000 });
+    const memory = createMemoryStore();
+    // Each commit takes 10 ms: the first beat comes 990 ms after the commit of dispatch 1 landed.
+    const store: ConversationStore = {
+      ...memory,
+      commit: async (checkpoint, lease, leaseMs) => {
+        await new Promise((resolve) => setTimeout(resolve, 10));
+        return memory.commit(checkpoint, lease, leaseMs);
+      },
+    };
+    let answer: (() => void) | undefined;
+    const o = new ConversationOrchestrator<number, unknown>({
+      name: 'slow',
+      responders: [
+        { name: 'a', respond: () => ({ sender: 'a', content: 1 }) },
+        {
+          name: 'b',
+          respond: () =>
+            new Promise((resolve) => {
+              answer = () => resolve({ sender: 'b', content: 2 });
+            }),
+        },
+      ],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (s) => s + 1 },
+      termination: maxDispatches(2),
+      store,
+      leaseMs: 3_000,
+    });
+    const run = o.run({ sender: 'user', content: 0 }, { conversationId: 'h1' });
+    await vi.advanceTimersByTimeAsync(10);
+    expect(answer).toBeTypeOf('function');
+    const expiries: (number | undefined)[] = [];
+    await vi.advanceTimersByTimeAsync(990);
+    expiries.push((await store.get('h1'))?.leaseExpiresAt);
+    for (let beat = 2; beat <= 4; beat++) {
+      await vi.advanceTimersByTimeAsync(1_000);
+      expiries.push((await store.get('h1'))?.leaseExpiresAt);
+    }
+    // Each beat (at 1, 2, 3 and 4 s) took the lease to its time + leaseMs.
+    expect(expiries.map((at) => (at ?? 0) - 1_000_000)).toEqual([4_000, 5_000, 6_000, 7_000]);
+    answer?.();
+    await vi.advanceTimersByTimeAsync(20);
+    await expect(run).resolves.toMatchObject({ dispatchCount: 2 });
+  });
+
+  it('refuses a storeTimeoutMs past half the leaseMs, naming both', () => {
+    expect(() => counterWith({ leaseMs: 1_000, storeTimeoutMs: 600 })).toThrow(
+      new OrchestratorConfigError(
+        'Expected `storeTimeoutMs` to be at most half of `leaseMs` (1000 / 2 = 500 ms, so that a lease renewal lands before the lease expires), got `600` (number)',
+      ),
+    );
+  });
+
+  it('bounds store calls by half the leaseMs when storeTimeoutMs is not given and that is under 5 s', async () => {
+    vi.useFakeTimers();
+    const memory = createMemoryStore();
+    const o = counterWith({
+      leaseMs: 1_000,
+      store: { ...memory, create: () => new Promise(() => {}) },
+    });
+    const run = o.run({ sender: 'user', content: 0 }, { conversationId: 'h2' });
+    const settled = expect(run).rejects.toMatchObject({
+      message:
+        'Conversation h2 could not be checkpointed at its creation: The store did not answer create within 500 ms (storeTimeoutMs)',
+    });
+    await vi.advanceTimersByTimeAsync(500);
+    await settled;
+  });
+});
+
+function counterWith(options: {
+  leaseMs: number;
+  storeTimeoutMs?: number;
+  store?: ConversationStore;
+}) {
+  return new ConversationOrchestrator<number[], unknown>({
+    name: 'asks',
+    responders: [{ name: 'a', respond: () => undefined }],
+    turnPolicy: roundRobin(),
+    projection: { initial: () => [], fold: (s) => s },
+    termination: maxDispatches(4),
+    store: options.store ?? createMemoryStore(),
+    ...options,
+  });
+}

@@ -129,15 +129,16 @@ export interface OrchestratorOptions<S, C = unknown> {
   readonly durability?: Durability;
   /**
    * How long a process holds a conversation without a commit or a renewal: past it, another
-   * process may take it over (renewed at each commit, and every `leaseMs / 3` while a responder
-   * runs long). Between 100 and 600000.
+   * process may take it over (renewed at each commit, and every `leaseMs / 3` while no commit is
+   * in flight). Between 100 and 600000; at least twice `storeTimeoutMs`.
    * @default 10000
    */
   readonly leaseMs?: number;
   /**
    * Every store call is bounded by this: a store that does not answer in time fails the
-   * conversation with a `CheckpointError` (never a hang). Between 1 and 2147483647.
-   * @default 5000
+   * conversation with a `CheckpointError` (never a hang). At most `leaseMs / 2`, so that a lease
+   * renewal lands before the lease expires.
+   * @default 5000, or `leaseMs / 2` when that is less
    */
   readonly storeTimeoutMs?: number;
   /**
@@ -636,7 +637,16 @@ function durableConfig<S, C>(options: OrchestratorOptions<S, C>): DurableConfig 
   const lease = positiveNumber('leaseMs', leaseMs ?? 10_000);
   if (lease < 100 || lease > 600_000)
     fail('leaseMs', 'between 100 and 600000 milliseconds', leaseMs);
-  const timeoutMs = timerDelay('storeTimeoutMs', storeTimeoutMs ?? 5_000);
+  // A renewal starts at most leaseMs / 3 after the last one landed: bounded by half the lease,
+  // it lands before the lease expires (docs/durability.md, Fencing and leases).
+  const timeoutMs = timerDelay('storeTimeoutMs', storeTimeoutMs ?? Math.min(5_000, lease / 2));
+  if (timeoutMs > lease / 2) {
+    fail(
+      'storeTimeoutMs',
+      `at most half of \`leaseMs\` (${lease} / 2 = ${lease / 2} ms, so that a lease renewal lands before the lease expires)`,
+      storeTimeoutMs,
+    );
+  }
   const chosen = codec ?? jsonCodec;
   if (
     typeof chosen !== 'object' ||

@@ -222,7 +222,6 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   #seq = 0;
   #inflight: Promise<void> | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
-  #lastRenew = 0;
 
   /** Where the loop stands, for the errors it builds: the state at the end (FailurePoint). */
   state(): ConversationState<S, C> {
@@ -448,7 +447,6 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       this.#observations.enter(() => this.#pump());
       return;
     }
-    this.#lastRenew = now;
     if (this.#owner !== undefined) setLeaseOwnerLive(this.#owner, true);
     this.#heartbeat = setInterval(() => this.#renewIfIdle(durable), durable.leaseMs / 3);
     this.#heartbeat.unref();
@@ -781,7 +779,6 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
           }
           this.#seq = checkpoint.seq;
           this.#lease = outcome.lease;
-          this.#lastRenew = performance.now();
         },
         (error: unknown) => {
           observations.checkpointed(performance.now() - started, error, true);
@@ -872,12 +869,16 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     );
   }
 
-  /** The heartbeat: renews the lease when no commit did for a third of it (a long responder). */
+  /**
+   * The heartbeat, every `leaseMs / 3`: renews the lease unless a commit (which renews it) is in
+   * flight. Renewing at every beat, not only when no commit renewed it for a third of the lease,
+   * keeps the lease alive however the beats and commits fall: the next renewal starts at most
+   * `leaseMs / 3` after the last one landed and lands within `storeTimeoutMs` (at most
+   * `leaseMs / 2`, checked at construction), before the lease expires.
+   */
   #renewIfIdle(durable: DurableConfig): void {
     if (this.#settled || this.#inflight !== undefined) return;
-    if (performance.now() - this.#lastRenew < durable.leaseMs / 3) return;
     const lease = this.#lease as Lease;
-    this.#lastRenew = performance.now();
     const store = durable.store;
     bounded(
       () => store.renew(this.#conversationId, lease, durable.leaseMs),
