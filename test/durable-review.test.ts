@@ -10,6 +10,8 @@ import {
   maxDispatches,
   OrchestratorConfigError,
   PolicyError,
+  type ResumeOptions,
+  type RunOptions,
   roundRobin,
   suspend,
   type TerminationPolicy,
@@ -404,3 +406,55 @@ function counterWith(options: {
     ...options,
   });
 }
+
+describe('the options of run() and resume()', () => {
+  it("reads resume()'s input once: what the first read gave is what the conversation gets", async () => {
+    const store = createMemoryStore();
+    const o = counter('asks', store, () => 'ok?');
+    await o.run({ sender: 'user', content: 0 }, { conversationId: 'r1' });
+    let reads = 0;
+    const options = {
+      get input() {
+        reads++;
+        return reads === 1 ? { sender: 'person', content: 7 } : { sender: 'intruder', content: 99 };
+      },
+    };
+    const ended = await o.resume('r1', options);
+    expect(reads).toBe(1);
+    expect(ended.state.projection).toEqual([0, 7, 2, 3]);
+  });
+
+  it("reads run()'s conversationId once", async () => {
+    let reads = 0;
+    const options = {
+      get conversationId() {
+        reads++;
+        return `r${reads + 1}`;
+      },
+    };
+    const result = await counter('asks', createMemoryStore(), () => 'ok?').run(
+      { sender: 'user', content: 0 },
+      options,
+    );
+    expect(reads).toBe(1);
+    expect(result.conversationId).toBe('r2');
+  });
+
+  it('names the option whose getter throws, for run() and resume() alike', async () => {
+    const o = counter('asks', createMemoryStore(), () => 'ok?');
+    const throwing = (key: string) =>
+      Object.defineProperty({}, key, {
+        get() {
+          throw new Error('no access');
+        },
+      });
+    await expect(
+      o.run({ sender: 'user', content: 0 }, throwing('signal') as RunOptions),
+    ).rejects.toThrow(
+      new OrchestratorConfigError('Expected `signal` to be readable, reading it threw: no access'),
+    );
+    await expect(o.resume('r3', throwing('input') as ResumeOptions)).rejects.toThrow(
+      new OrchestratorConfigError('Expected `input` to be readable, reading it threw: no access'),
+    );
+  });
+});

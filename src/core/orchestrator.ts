@@ -25,7 +25,7 @@ import {
 import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
 import type { ConversationObserver } from './observer.ts';
 import type { TerminationPolicy, TurnFunction, TurnPolicy } from './policy.ts';
-import { ConversationRun, type Segment } from './run.ts';
+import { type CallOptions, ConversationRun, type Segment } from './run.ts';
 import type { AcquireOutcome, Checkpoint, ConversationStore, Durability } from './store.ts';
 import type {
   ConversationListener,
@@ -271,13 +271,15 @@ export class ConversationOrchestrator<S, C = unknown> {
    * Runs one conversation from `input` to its end. Resolves with the result; rejects with a
    * `ConversationError` (carrying the state reached) on failure, abort or deadline.
    */
-  run(input: Message<C>, options: RunOptions = {}): Promise<ConversationResult<S, C>> {
+  run(input: Message<C>, options: RunOptions = NO_OPTIONS): Promise<ConversationResult<S, C>> {
+    let read: CallOptions<C>;
     try {
-      validateInput(input, options);
+      validateInput(input);
+      read = readCallOptions<C>('run', options);
     } catch (error) {
       return Promise.reject(error);
     }
-    return new ConversationRun(this.#config, input, options).execute();
+    return new ConversationRun(this.#config, input, read).execute();
   }
 
   /**
@@ -287,9 +289,10 @@ export class ConversationOrchestrator<S, C = unknown> {
    * stored failure) and runs nothing; an unknown id rejects with `ConversationNotFoundError`;
    * one a live process holds rejects with `ConversationLeaseError`. Needs a `store`.
    */
-  resume(id: string, options: ResumeOptions<C> = {}): Promise<ConversationResult<S, C>> {
+  resume(id: string, options: ResumeOptions<C> = NO_OPTIONS): Promise<ConversationResult<S, C>> {
     const config = this.#config;
     const durable = config.durable;
+    let read: CallOptions<C>;
     try {
       if (durable === undefined) {
         throw new OrchestratorConfigError(
@@ -297,21 +300,11 @@ export class ConversationOrchestrator<S, C = unknown> {
         );
       }
       conversationId('conversationId', id);
-      if (typeof options !== 'object' || options === null) {
-        throw new OrchestratorConfigError(
-          `Expected resume \`options\` to be an object, got ${describe(options)}`,
-        );
-      }
-      if (options.input !== undefined) validateInput(options.input, {});
-      if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
-        throw new OrchestratorConfigError(
-          `Expected \`signal\` to be an AbortSignal, got ${describe(options.signal)}`,
-        );
-      }
+      read = readCallOptions<C>('resume', options);
     } catch (error) {
       return Promise.reject(error);
     }
-    return resumeStored(config, durable, id, options);
+    return resumeStored(config, durable, id, read);
   }
 
   /**
@@ -339,13 +332,7 @@ export class ConversationOrchestrator<S, C = unknown> {
     const running = new Set<Promise<void>>();
     const one = async (id: string): Promise<void> => {
       try {
-        const result = await resumeStored(
-          config,
-          durable,
-          id,
-          signal === undefined ? {} : { signal },
-          true,
-        );
+        const result = await resumeStored(config, durable, id, { signal }, true);
         if (result === undefined) counts.skipped++;
         else {
           counts.resumed++;
@@ -415,20 +402,20 @@ async function resumeStored<S, C>(
   config: RunConfig<S, C>,
   durable: DurableConfig,
   id: string,
-  options: ResumeOptions<C>,
+  options: CallOptions<C>,
   quiet: true,
 ): Promise<ConversationResult<S, C> | undefined>;
 async function resumeStored<S, C>(
   config: RunConfig<S, C>,
   durable: DurableConfig,
   id: string,
-  options: ResumeOptions<C>,
+  options: CallOptions<C>,
 ): Promise<ConversationResult<S, C>>;
 async function resumeStored<S, C>(
   config: RunConfig<S, C>,
   durable: DurableConfig,
   id: string,
-  options: ResumeOptions<C>,
+  options: CallOptions<C>,
   quiet = false,
 ): Promise<ConversationResult<S, C> | undefined> {
   const owner = newLeaseOwner();
@@ -520,7 +507,7 @@ async function resumeStored<S, C>(
   return new ConversationRun(
     config,
     restored.input,
-    { conversationId: id, ...(options.signal === undefined ? {} : { signal: options.signal }) },
+    { conversationId: id, signal: options.signal },
     segment,
     restored,
   ).execute();
@@ -575,29 +562,45 @@ function validateResponders<S, C>(value: unknown): readonly Responder<S, C>[] {
   return Object.freeze(list as Responder<S, C>[]);
 }
 
-function validateInput(input: unknown, options: RunOptions): void {
+/** A message: `{ sender: string, content }` (the input of run(), resume()'s `input`). */
+function validateInput(input: unknown): void {
   if (
     typeof input !== 'object' ||
     input === null ||
     typeof (input as Message).sender !== 'string'
   ) {
-    throw new OrchestratorConfigError(
-      `Expected \`input\` to be a message ({ sender: string, content }), got ${describe(input)}`,
-    );
+    fail('input', 'a message ({ sender: string, content })', input);
   }
+}
+
+/** The default options of run() and resume(): nothing to read. */
+const NO_OPTIONS: Readonly<Record<string, never>> = Object.freeze({});
+
+/**
+ * The one reader of run()'s and resume()'s options: each option read once through the guard (a
+ * throwing getter or Proxy trap gives an `OrchestratorConfigError` naming it) and checked; what
+ * the call goes on with is what was read here. run() takes `conversationId`, resume() `input`.
+ */
+function readCallOptions<C>(call: 'run' | 'resume', options: unknown): CallOptions<C> {
+  if (options === NO_OPTIONS) return NO_OPTIONS;
   if (typeof options !== 'object' || options === null) {
     throw new OrchestratorConfigError(
-      `Expected run \`options\` to be an object, got ${describe(options)}`,
+      `Expected ${call} \`options\` to be an object, got ${describe(options)}`,
     );
   }
-  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
-    throw new OrchestratorConfigError(
-      `Expected \`signal\` to be an AbortSignal, got ${describe(options.signal)}`,
-    );
+  const view = guardedOptions('options', options as RunOptions & ResumeOptions<C>);
+  const signal = view.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    fail('signal', 'an AbortSignal', signal);
   }
-  if (options.conversationId !== undefined) {
-    conversationId('conversationId', options.conversationId);
+  if (call === 'run') {
+    const id = view.conversationId;
+    if (id !== undefined) conversationId('conversationId', id);
+    return { signal, conversationId: id };
   }
+  const input = view.input;
+  if (input !== undefined) validateInput(input);
+  return { signal, input };
 }
 
 const STORE_METHODS = [

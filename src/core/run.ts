@@ -76,7 +76,6 @@ import type {
   Message,
   Responder,
   ResponderContext,
-  RunOptions,
   TerminationDecision,
   UsageTotals,
 } from './types.ts';
@@ -120,6 +119,15 @@ export interface Segment<C> {
   /** The person's answer (`resume(id, { input })`). */
   readonly input?: Message<C> | undefined;
 }
+/** What run() and resume() read of their options (each read once, checked: orchestrator.ts). */
+export interface CallOptions<C> {
+  readonly signal?: AbortSignal | undefined;
+  /** run()'s (undefined: a random UUID). */
+  readonly conversationId?: string | undefined;
+  /** resume()'s: the person's answer. */
+  readonly input?: Message<C> | undefined;
+}
+
 /** A message has a string `sender`; a value whose property reads throw is not one. */
 function isMessage(value: unknown): value is Message {
   if (typeof value !== 'object' || value === null) return false;
@@ -263,7 +271,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   constructor(
     config: RunConfig<S, C>,
     input: Message<C>,
-    options: RunOptions,
+    options: CallOptions<C>,
     segment?: Segment<C>,
     restored?: CheckpointState<S, C> | FreshState<C>,
   ) {
