@@ -2,7 +2,15 @@
  * Checkpoints of durable conversations: what the core stores of a conversation (its current
  * state only, replaced on each commit), the codec that turns it into text, and `suspend()`.
  */
-import type { ConversationStatus } from './store.ts';
+import { describeValue } from './errors.ts';
+import type {
+  AcquireOutcome,
+  CommitOutcome,
+  ConversationStatus,
+  ConversationStore,
+  CreateOutcome,
+  Lease,
+} from './store.ts';
 
 export { isSuspend, type Suspend, suspend } from './suspend.ts';
 
@@ -149,6 +157,234 @@ export interface FreshState<C = unknown> {
   /** The attempt of the first invocation (more than 1 once a crash resume committed it). */
   readonly attempt?: number | undefined;
   readonly segment?: number | undefined;
+}
+
+/** A stored checkpoint's state is not one this version can resume: what was wrong. */
+function badState(field: string, expected: string, value: unknown): never {
+  throw new TypeError(`expected \`${field}\` to be ${expected}, got ${describeValue(value)}`);
+}
+
+function isStoredMessage(value: unknown): boolean {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    !Array.isArray(value) &&
+    typeof (value as { sender?: unknown }).sender === 'string'
+  );
+}
+
+const MESSAGE = 'a message ({ sender: string, content })';
+
+function storedMessages(field: string, value: unknown): void {
+  if (!Array.isArray(value)) badState(field, `an array of messages`, value);
+  value.forEach((m: unknown, i) => {
+    if (!isStoredMessage(m)) badState(`${field}[${i}]`, MESSAGE, m);
+  });
+}
+
+function storedCount(field: string, value: unknown, least: number): void {
+  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < least) {
+    badState(field, least === 0 ? 'a non-negative integer' : 'a positive integer', value);
+  }
+}
+
+function storedObject(field: string, value: unknown): Record<string, unknown> {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    badState(field, 'an object', value);
+  }
+  return value as Record<string, unknown>;
+}
+
+/** Token counts: the first two always stored, the others only once reported. */
+const TOTALS = [
+  ['inputTokens', true],
+  ['outputTokens', true],
+  ['cacheReadInputTokens', false],
+  ['reasoningOutputTokens', false],
+] as const;
+
+function storedTotals(field: string, value: unknown): void {
+  const totals = storedObject(field, value);
+  for (const [key, always] of TOTALS) {
+    const n = totals[key];
+    if (n === undefined && !always) continue;
+    if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 0) {
+      badState(`${field}.${key}`, 'a non-negative integer', n);
+    }
+  }
+}
+
+/**
+ * A decoded checkpoint `state`, checked before anything is built from it: the format version
+ * (`v: 1`) and the shape of every field the core reads back (`responders`: how many the
+ * orchestrator has, for the indexes of the responders still to answer). Throws a TypeError
+ * saying which field, what was expected and what came; the caller names the conversation.
+ */
+export function checkedState<S, C>(
+  value: unknown,
+  responders: number,
+): CheckpointState<S, C> | FreshState<C> {
+  const state = storedObject('state', value);
+  if (state.v !== 1) badState('v', '1 (the checkpoint format this version writes)', state.v);
+  if (!isStoredMessage(state.input)) badState('input', MESSAGE, state.input);
+  if (state.attempt !== undefined) storedCount('attempt', state.attempt, 1);
+  if (state.segment !== undefined) storedCount('segment', state.segment, 1);
+  if (state.fresh !== undefined) {
+    if (state.fresh !== true) badState('fresh', 'true or absent', state.fresh);
+    return state as unknown as FreshState<C>;
+  }
+  if (!isStoredMessage(state.lastMessage)) badState('lastMessage', MESSAGE, state.lastMessage);
+  storedMessages('queue', state.queue);
+  if (state.history !== undefined) storedMessages('history', state.history);
+  if (state.answering !== undefined) {
+    const answering = storedObject('answering', state.answering);
+    if (!isStoredMessage(answering.message))
+      badState('answering.message', MESSAGE, answering.message);
+    const next = answering.next;
+    if (!Array.isArray(next)) badState('answering.next', 'an array of responder indexes', next);
+    next.forEach((i: unknown, at) => {
+      if (typeof i !== 'number' || !Number.isInteger(i) || i < 0 || i >= responders) {
+        badState(`answering.next[${at}]`, `a responder index (0 to ${responders - 1})`, i);
+      }
+    });
+  }
+  storedCount('dispatchCount', state.dispatchCount, 0);
+  storedCount('invocations', state.invocations, 0);
+  storedCount('attempt', state.attempt, 1);
+  storedCount('segment', state.segment, 1);
+  const elapsedMs = state.elapsedMs;
+  if (typeof elapsedMs !== 'number' || !Number.isFinite(elapsedMs) || elapsedMs < 0) {
+    badState('elapsedMs', 'a non-negative finite number', elapsedMs);
+  }
+  if (state.usage !== undefined) {
+    const usage = storedObject('usage', state.usage);
+    storedTotals('usage.total', usage.total);
+    const byResponder = usage.byResponder;
+    if (!Array.isArray(byResponder))
+      badState('usage.byResponder', 'an array of totals or nulls', byResponder);
+    byResponder.forEach((totals: unknown, i) => {
+      if (totals !== null) storedTotals(`usage.byResponder[${i}]`, totals);
+    });
+    if (usage.turnPolicy !== undefined) storedTotals('usage.turnPolicy', usage.turnPolicy);
+  }
+  if (state.observers !== undefined) storedObject('observers', state.observers);
+  if (state.suspended !== undefined) {
+    const suspended = storedObject('suspended', state.suspended);
+    if (typeof suspended.responder !== 'string')
+      badState('suspended.responder', 'a string', suspended.responder);
+  }
+  return state as unknown as CheckpointState<S, C>;
+}
+
+/** What each store method the core reads must answer, as the errors say it. */
+const OUTCOMES = {
+  create: '{ created: true, lease } or { created: false }',
+  acquire:
+    "{ status: 'acquired', checkpoint, lease, takenOver }, { status: 'held', owner, leaseExpiresAt }, { status: 'ended', checkpoint } or { status: 'not_found' }",
+  commit: "{ ok: true, lease } or { ok: false, reason: 'fenced' | 'sequence' | 'not_found' }",
+  renew: 'a lease { owner, epoch, expiresAt } or undefined',
+} as const;
+
+/** The outcome each store method answers. */
+interface Outcomes {
+  create: CreateOutcome;
+  acquire: AcquireOutcome;
+  commit: CommitOutcome;
+  renew: Lease | undefined;
+}
+
+type Loose = Record<string, unknown>;
+
+function isRecord(value: unknown): value is Loose {
+  return typeof value === 'object' && value !== null && !Array.isArray(value);
+}
+
+function isLease(value: unknown): boolean {
+  return (
+    isRecord(value) &&
+    typeof value.owner === 'string' &&
+    Number.isFinite(value.epoch) &&
+    Number.isFinite(value.expiresAt)
+  );
+}
+
+const STATUSES: readonly unknown[] = ['running', 'suspended', 'ended'];
+
+function isCheckpoint(value: unknown): boolean {
+  return (
+    isRecord(value) &&
+    typeof value.conversationId === 'string' &&
+    typeof value.orchestrator === 'string' &&
+    STATUSES.includes(value.status) &&
+    Number.isSafeInteger(value.seq) &&
+    Number.isSafeInteger(value.dispatchCount) &&
+    typeof value.state === 'string' &&
+    (value.result === undefined || value.result === null || typeof value.result === 'string')
+  );
+}
+
+function fits(method: keyof Outcomes, value: unknown): boolean {
+  if (method === 'renew') return value === undefined || isLease(value);
+  if (!isRecord(value)) return false;
+  switch (method) {
+    case 'create':
+      return value.created === false || (value.created === true && isLease(value.lease));
+    case 'commit':
+      return (
+        (value.ok === true && isLease(value.lease)) ||
+        (value.ok === false &&
+          (value.reason === 'fenced' ||
+            value.reason === 'sequence' ||
+            value.reason === 'not_found'))
+      );
+    case 'acquire':
+      switch (value.status) {
+        case 'acquired':
+          return (
+            isCheckpoint(value.checkpoint) &&
+            isLease(value.lease) &&
+            typeof value.takenOver === 'boolean'
+          );
+        case 'held':
+          return typeof value.owner === 'string' && Number.isFinite(value.leaseExpiresAt);
+        case 'ended':
+          return isCheckpoint(value.checkpoint);
+        case 'not_found':
+          return true;
+      }
+      return false;
+  }
+}
+
+/**
+ * A store method's answer, checked before the core reads it (the one place that does): a store
+ * that answers something else (`undefined`, an old shape) throws a TypeError naming the store,
+ * the method, what was expected and what came, which the caller turns into a `CheckpointError`.
+ */
+export function checkedOutcome<M extends keyof Outcomes>(
+  store: ConversationStore,
+  method: M,
+  value: unknown,
+): Outcomes[M] {
+  let ok: boolean;
+  try {
+    ok = fits(method, value);
+  } catch {
+    // A getter or a Proxy trap that throws: not an outcome either.
+    ok = false;
+  }
+  if (!ok) {
+    let name: unknown;
+    try {
+      name = store.name;
+    } catch {
+      name = undefined;
+    }
+    throw new TypeError(
+      `The store \`${String(name)}\` answered ${method}() with ${describeValue(value)}, expected ${OUTCOMES[method]}`,
+    );
+  }
+  return value as Outcomes[M];
 }
 
 /**

@@ -7,6 +7,8 @@ import {
   bounded,
   type CheckpointCodec,
   type CheckpointState,
+  checkedOutcome,
+  checkedState,
   type FreshState,
   jsonCodec,
 } from './checkpoint.ts';
@@ -23,7 +25,7 @@ import {
 import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
 import type { ConversationObserver } from './observer.ts';
 import type { TerminationPolicy, TurnFunction, TurnPolicy } from './policy.ts';
-import { ConversationRun, type Segment } from './run.ts';
+import { type CallOptions, ConversationRun, type Segment } from './run.ts';
 import type { AcquireOutcome, Checkpoint, ConversationStore, Durability } from './store.ts';
 import type {
   ConversationListener,
@@ -127,15 +129,16 @@ export interface OrchestratorOptions<S, C = unknown> {
   readonly durability?: Durability;
   /**
    * How long a process holds a conversation without a commit or a renewal: past it, another
-   * process may take it over (renewed at each commit, and every `leaseMs / 3` while a responder
-   * runs long). Between 100 and 600000.
+   * process may take it over (renewed at each commit, and every `leaseMs / 3` while no commit is
+   * in flight). Between 100 and 600000; at least twice `storeTimeoutMs`.
    * @default 10000
    */
   readonly leaseMs?: number;
   /**
    * Every store call is bounded by this: a store that does not answer in time fails the
-   * conversation with a `CheckpointError` (never a hang). Between 1 and 2147483647.
-   * @default 5000
+   * conversation with a `CheckpointError` (never a hang). At most `leaseMs / 2`, so that a lease
+   * renewal lands before the lease expires.
+   * @default 5000, or `leaseMs / 2` when that is less
    */
   readonly storeTimeoutMs?: number;
   /**
@@ -268,13 +271,15 @@ export class ConversationOrchestrator<S, C = unknown> {
    * Runs one conversation from `input` to its end. Resolves with the result; rejects with a
    * `ConversationError` (carrying the state reached) on failure, abort or deadline.
    */
-  run(input: Message<C>, options: RunOptions = {}): Promise<ConversationResult<S, C>> {
+  run(input: Message<C>, options: RunOptions = NO_OPTIONS): Promise<ConversationResult<S, C>> {
+    let read: CallOptions<C>;
     try {
-      validateInput(input, options);
+      validateInput(input);
+      read = readCallOptions<C>('run', options);
     } catch (error) {
       return Promise.reject(error);
     }
-    return new ConversationRun(this.#config, input, options).execute();
+    return new ConversationRun(this.#config, input, read).execute();
   }
 
   /**
@@ -284,9 +289,10 @@ export class ConversationOrchestrator<S, C = unknown> {
    * stored failure) and runs nothing; an unknown id rejects with `ConversationNotFoundError`;
    * one a live process holds rejects with `ConversationLeaseError`. Needs a `store`.
    */
-  resume(id: string, options: ResumeOptions<C> = {}): Promise<ConversationResult<S, C>> {
+  resume(id: string, options: ResumeOptions<C> = NO_OPTIONS): Promise<ConversationResult<S, C>> {
     const config = this.#config;
     const durable = config.durable;
+    let read: CallOptions<C>;
     try {
       if (durable === undefined) {
         throw new OrchestratorConfigError(
@@ -294,21 +300,11 @@ export class ConversationOrchestrator<S, C = unknown> {
         );
       }
       conversationId('conversationId', id);
-      if (typeof options !== 'object' || options === null) {
-        throw new OrchestratorConfigError(
-          `Expected resume \`options\` to be an object, got ${describe(options)}`,
-        );
-      }
-      if (options.input !== undefined) validateInput(options.input, {});
-      if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
-        throw new OrchestratorConfigError(
-          `Expected \`signal\` to be an AbortSignal, got ${describe(options.signal)}`,
-        );
-      }
+      read = readCallOptions<C>('resume', options);
     } catch (error) {
       return Promise.reject(error);
     }
-    return resumeStored(config, durable, id, options);
+    return resumeStored(config, durable, id, read);
   }
 
   /**
@@ -336,13 +332,7 @@ export class ConversationOrchestrator<S, C = unknown> {
     const running = new Set<Promise<void>>();
     const one = async (id: string): Promise<void> => {
       try {
-        const result = await resumeStored(
-          config,
-          durable,
-          id,
-          signal === undefined ? {} : { signal },
-          true,
-        );
+        const result = await resumeStored(config, durable, id, { signal }, true);
         if (result === undefined) counts.skipped++;
         else {
           counts.resumed++;
@@ -412,20 +402,20 @@ async function resumeStored<S, C>(
   config: RunConfig<S, C>,
   durable: DurableConfig,
   id: string,
-  options: ResumeOptions<C>,
+  options: CallOptions<C>,
   quiet: true,
 ): Promise<ConversationResult<S, C> | undefined>;
 async function resumeStored<S, C>(
   config: RunConfig<S, C>,
   durable: DurableConfig,
   id: string,
-  options: ResumeOptions<C>,
+  options: CallOptions<C>,
 ): Promise<ConversationResult<S, C>>;
 async function resumeStored<S, C>(
   config: RunConfig<S, C>,
   durable: DurableConfig,
   id: string,
-  options: ResumeOptions<C>,
+  options: CallOptions<C>,
   quiet = false,
 ): Promise<ConversationResult<S, C> | undefined> {
   const owner = newLeaseOwner();
@@ -433,10 +423,15 @@ async function resumeStored<S, C>(
   setLeaseOwnerLive(owner, true);
   let outcome: AcquireOutcome;
   try {
-    outcome = await bounded(
-      () => durable.store.acquire(id, owner, durable.leaseMs),
-      durable.storeTimeoutMs,
+    const store = durable.store;
+    outcome = checkedOutcome(
+      store,
       'acquire',
+      await bounded(
+        () => store.acquire(id, owner, durable.leaseMs),
+        durable.storeTimeoutMs,
+        'acquire',
+      ),
     );
   } catch (error) {
     setLeaseOwnerLive(owner, false);
@@ -479,15 +474,23 @@ async function resumeStored<S, C>(
     }
   }
   let restored: CheckpointState<S, C> | FreshState<C>;
+  let decoded = false;
   try {
-    restored = durable.codec.decode(outcome.checkpoint.state) as
-      | CheckpointState<S, C>
-      | FreshState<C>;
+    const value = durable.codec.decode(outcome.checkpoint.state);
+    decoded = true;
+    restored = checkedState<S, C>(value, config.responders.length);
   } catch (error) {
-    await durable.store.release(id, outcome.lease).catch(() => {});
+    // Released as it was: a process with the right version (or codec) can still resume it.
+    await bounded(
+      () => durable.store.release(id, outcome.lease),
+      durable.storeTimeoutMs,
+      'release',
+    ).catch(() => {});
     setLeaseOwnerLive(owner, false);
     throw new CheckpointError(
-      `Conversation ${id}'s checkpoint could not be decoded: ${describeCause(error)}`,
+      decoded
+        ? `Conversation ${id}'s checkpoint is not one this version can resume: ${describeCause(error)}`
+        : `Conversation ${id}'s checkpoint could not be decoded: ${describeCause(error)}`,
       emptyState<S, C>(id),
       0,
       undefined,
@@ -504,7 +507,7 @@ async function resumeStored<S, C>(
   return new ConversationRun(
     config,
     restored.input,
-    { conversationId: id, ...(options.signal === undefined ? {} : { signal: options.signal }) },
+    { conversationId: id, signal: options.signal },
     segment,
     restored,
   ).execute();
@@ -559,29 +562,45 @@ function validateResponders<S, C>(value: unknown): readonly Responder<S, C>[] {
   return Object.freeze(list as Responder<S, C>[]);
 }
 
-function validateInput(input: unknown, options: RunOptions): void {
+/** A message: `{ sender: string, content }` (the input of run(), resume()'s `input`). */
+function validateInput(input: unknown): void {
   if (
     typeof input !== 'object' ||
     input === null ||
     typeof (input as Message).sender !== 'string'
   ) {
-    throw new OrchestratorConfigError(
-      `Expected \`input\` to be a message ({ sender: string, content }), got ${describe(input)}`,
-    );
+    fail('input', 'a message ({ sender: string, content })', input);
   }
+}
+
+/** The default options of run() and resume(): nothing to read. */
+const NO_OPTIONS: Readonly<Record<string, never>> = Object.freeze({});
+
+/**
+ * The one reader of run()'s and resume()'s options: each option read once through the guard (a
+ * throwing getter or Proxy trap gives an `OrchestratorConfigError` naming it) and checked; what
+ * the call goes on with is what was read here. run() takes `conversationId`, resume() `input`.
+ */
+function readCallOptions<C>(call: 'run' | 'resume', options: unknown): CallOptions<C> {
+  if (options === NO_OPTIONS) return NO_OPTIONS;
   if (typeof options !== 'object' || options === null) {
     throw new OrchestratorConfigError(
-      `Expected run \`options\` to be an object, got ${describe(options)}`,
+      `Expected ${call} \`options\` to be an object, got ${describe(options)}`,
     );
   }
-  if (options.signal !== undefined && !(options.signal instanceof AbortSignal)) {
-    throw new OrchestratorConfigError(
-      `Expected \`signal\` to be an AbortSignal, got ${describe(options.signal)}`,
-    );
+  const view = guardedOptions('options', options as RunOptions & ResumeOptions<C>);
+  const signal = view.signal;
+  if (signal !== undefined && !(signal instanceof AbortSignal)) {
+    fail('signal', 'an AbortSignal', signal);
   }
-  if (options.conversationId !== undefined) {
-    conversationId('conversationId', options.conversationId);
+  if (call === 'run') {
+    const id = view.conversationId;
+    if (id !== undefined) conversationId('conversationId', id);
+    return { signal, conversationId: id };
   }
+  const input = view.input;
+  if (input !== undefined) validateInput(input);
+  return { signal, input };
 }
 
 const STORE_METHODS = [
@@ -621,7 +640,16 @@ function durableConfig<S, C>(options: OrchestratorOptions<S, C>): DurableConfig 
   const lease = positiveNumber('leaseMs', leaseMs ?? 10_000);
   if (lease < 100 || lease > 600_000)
     fail('leaseMs', 'between 100 and 600000 milliseconds', leaseMs);
-  const timeoutMs = timerDelay('storeTimeoutMs', storeTimeoutMs ?? 5_000);
+  // A renewal starts at most leaseMs / 3 after the last one landed: bounded by half the lease,
+  // it lands before the lease expires (docs/durability.md, Fencing and leases).
+  const timeoutMs = timerDelay('storeTimeoutMs', storeTimeoutMs ?? Math.min(5_000, lease / 2));
+  if (timeoutMs > lease / 2) {
+    fail(
+      'storeTimeoutMs',
+      `at most half of \`leaseMs\` (${lease} / 2 = ${lease / 2} ms, so that a lease renewal lands before the lease expires)`,
+      storeTimeoutMs,
+    );
+  }
   const chosen = codec ?? jsonCodec;
   if (
     typeof chosen !== 'object' ||

@@ -25,6 +25,7 @@ import { performance } from 'node:perf_hooks';
 import {
   bounded,
   type CheckpointState,
+  checkedOutcome,
   type FreshState,
   isSuspend,
   UnstorableValueError,
@@ -75,7 +76,6 @@ import type {
   Message,
   Responder,
   ResponderContext,
-  RunOptions,
   TerminationDecision,
   UsageTotals,
 } from './types.ts';
@@ -119,6 +119,15 @@ export interface Segment<C> {
   /** The person's answer (`resume(id, { input })`). */
   readonly input?: Message<C> | undefined;
 }
+/** What run() and resume() read of their options (each read once, checked: orchestrator.ts). */
+export interface CallOptions<C> {
+  readonly signal?: AbortSignal | undefined;
+  /** run()'s (undefined: a random UUID). */
+  readonly conversationId?: string | undefined;
+  /** resume()'s: the person's answer. */
+  readonly input?: Message<C> | undefined;
+}
+
 /** A message has a string `sender`; a value whose property reads throw is not one. */
 function isMessage(value: unknown): value is Message {
   if (typeof value !== 'object' || value === null) return false;
@@ -155,6 +164,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   #lastMessage: Message<C>;
   #dispatchCount = 0;
   #startedAt = 0;
+  /** Set by #begin once the policies started (a failure before leaves them undefined). */
   #check!: TerminationCheck<S, C>;
   #turn!: TurnFunction<S, C>;
   /** Each responder's context, made on its first invocation; the turn policy's. */
@@ -220,7 +230,6 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   #seq = 0;
   #inflight: Promise<void> | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
-  #lastRenew = 0;
 
   /** Where the loop stands, for the errors it builds: the state at the end (FailurePoint). */
   state(): ConversationState<S, C> {
@@ -262,7 +271,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   constructor(
     config: RunConfig<S, C>,
     input: Message<C>,
-    options: RunOptions,
+    options: CallOptions<C>,
     segment?: Segment<C>,
     restored?: CheckpointState<S, C> | FreshState<C>,
   ) {
@@ -329,23 +338,31 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       dispatchCount: 0,
       state,
     };
+    const store = durable.store;
     bounded(
-      () => durable.store.create(checkpoint, owner, durable.leaseMs),
+      () => store.create(checkpoint, owner, durable.leaseMs),
       durable.storeTimeoutMs,
       'create',
-    ).then(
-      (outcome) => {
-        if (!outcome.created) {
-          fail(new ConversationExistsError(this.#conversationId));
-          return;
-        }
-        this.#owner = owner;
-        this.#lease = outcome.lease;
-        this.#seq = 1;
-        this.#begin();
-      },
-      (error: unknown) => fail(this.#checkpointError(error, 'its creation')),
-    );
+    )
+      .then((outcome) => checkedOutcome(store, 'create', outcome))
+      .then(
+        (outcome) => {
+          if (!outcome.created) {
+            fail(new ConversationExistsError(this.#conversationId));
+            return;
+          }
+          this.#owner = owner;
+          this.#lease = outcome.lease;
+          this.#seq = 1;
+          this.#begin();
+        },
+        (error: unknown) => fail(this.#checkpointError(error, 'its creation')),
+      )
+      // Whatever escapes the handlers (a bug) settles the run rather than hanging it.
+      .then(undefined, (error: unknown) => {
+        if (this.#owner === undefined) fail(error);
+        else this.#fail(error);
+      });
   }
 
   #begin(): void {
@@ -438,7 +455,6 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       this.#observations.enter(() => this.#pump());
       return;
     }
-    this.#lastRenew = now;
     if (this.#owner !== undefined) setLeaseOwnerLive(this.#owner, true);
     this.#heartbeat = setInterval(() => this.#renewIfIdle(durable), durable.leaseMs / 3);
     this.#heartbeat.unref();
@@ -755,26 +771,28 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     const started = performance.now();
     const lease = this.#lease as Lease;
     const observations = this.#observations;
+    const store = durable.store;
     const commit = bounded(
-      () => durable.store.commit(checkpoint, lease, durable.leaseMs),
+      () => store.commit(checkpoint, lease, durable.leaseMs),
       durable.storeTimeoutMs,
       `commit (seq ${checkpoint.seq})`,
-    ).then(
-      (outcome) => {
-        observations.checkpointed(performance.now() - started, undefined, false);
-        if (!outcome.ok) {
-          observations.leaseConflict();
-          throw this.#leaseLost(`its commit was refused (${outcome.reason})`);
-        }
-        this.#seq = checkpoint.seq;
-        this.#lease = outcome.lease;
-        this.#lastRenew = performance.now();
-      },
-      (error: unknown) => {
-        observations.checkpointed(performance.now() - started, error, true);
-        throw this.#checkpointError(error, `the commit of dispatch ${checkpoint.dispatchCount}`);
-      },
-    );
+    )
+      .then((outcome) => checkedOutcome(store, 'commit', outcome))
+      .then(
+        (outcome) => {
+          observations.checkpointed(performance.now() - started, undefined, false);
+          if (!outcome.ok) {
+            observations.leaseConflict();
+            throw this.#leaseLost(`its commit was refused (${outcome.reason})`);
+          }
+          this.#seq = checkpoint.seq;
+          this.#lease = outcome.lease;
+        },
+        (error: unknown) => {
+          observations.checkpointed(performance.now() - started, error, true);
+          throw this.#checkpointError(error, `the commit of dispatch ${checkpoint.dispatchCount}`);
+        },
+      );
     this.#inflight = commit;
     const done = (): void => {
       if (this.#inflight === commit) this.#inflight = undefined;
@@ -808,8 +826,9 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         segment: this.#segmentNumber,
         elapsedMs: this.#elapsed(),
         usage: this.#usage?.toStored(),
-        termination: this.#check.save?.(),
-        turn: this.#turn.save?.(),
+        // Undefined when the run failed before its policies started (its ending is committed).
+        termination: (this.#check as TerminationCheck<S, C> | undefined)?.save?.(),
+        turn: (this.#turn as TurnFunction<S, C> | undefined)?.save?.(),
         observers: this.#observations.save(),
         suspended: this.#suspension,
       };
@@ -858,27 +877,34 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     );
   }
 
-  /** The heartbeat: renews the lease when no commit did for a third of it (a long responder). */
+  /**
+   * The heartbeat, every `leaseMs / 3`: renews the lease unless a commit (which renews it) is in
+   * flight. Renewing at every beat, not only when no commit renewed it for a third of the lease,
+   * keeps the lease alive however the beats and commits fall: the next renewal starts at most
+   * `leaseMs / 3` after the last one landed and lands within `storeTimeoutMs` (at most
+   * `leaseMs / 2`, checked at construction), before the lease expires.
+   */
   #renewIfIdle(durable: DurableConfig): void {
     if (this.#settled || this.#inflight !== undefined) return;
-    if (performance.now() - this.#lastRenew < durable.leaseMs / 3) return;
     const lease = this.#lease as Lease;
-    this.#lastRenew = performance.now();
+    const store = durable.store;
     bounded(
-      () => durable.store.renew(this.#conversationId, lease, durable.leaseMs),
+      () => store.renew(this.#conversationId, lease, durable.leaseMs),
       durable.storeTimeoutMs,
       'renew',
-    ).then(
-      (renewed) => {
-        if (this.#settled) return;
-        if (renewed === undefined) {
-          this.#observations.leaseConflict();
-          this.#interrupt(this.#leaseLost('its lease renewal was refused'));
-        } else if (this.#lease === lease) this.#lease = renewed;
-      },
-      // A renewal that fails is tried again at the next beat; the commit will tell if it is lost.
-      () => {},
-    );
+    )
+      .then((renewed) => checkedOutcome(store, 'renew', renewed))
+      .then(
+        (renewed) => {
+          if (this.#settled) return;
+          if (renewed === undefined) {
+            this.#observations.leaseConflict();
+            this.#interrupt(this.#leaseLost('its lease renewal was refused'));
+          } else if (this.#lease === lease) this.#lease = renewed;
+        },
+        // A renewal that fails is tried again at the next beat; the commit will tell if it is lost.
+        () => {},
+      );
   }
 
   /** Waits for a responder's answer (`index`) or the turn policy's selection (-1). */
@@ -1165,19 +1191,19 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       return;
     }
     const done = (): void => this.#finish({ ok: false, error });
+    const release = (): Promise<void> =>
+      bounded(
+        () => durable.store.release(this.#conversationId, this.#lease ?? lease),
+        durable.storeTimeoutMs,
+        'release',
+      );
     if (
       error instanceof ConversationAbortedError ||
       error instanceof CheckpointError ||
       error instanceof ConversationLeaseError
     ) {
       // The conversation stays resumable as last committed: released, for recover() or resume().
-      this.#afterInflight(() =>
-        bounded(
-          () => durable.store.release(this.#conversationId, this.#lease ?? lease),
-          durable.storeTimeoutMs,
-          'release',
-        ),
-      ).then(done, done);
+      this.#afterInflight(release).then(done, done);
       return;
     }
     // A failure is an ending: committed as ended with what failed, so resume() tells it again.
@@ -1199,7 +1225,15 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         error: { name: error.name, message: error.message, reason: error.reason },
       });
     }
-    this.#afterInflight(() => this.#commit('ended', text)).then(done, done);
+    // A resumed segment that failed before its first commit landed (the person's answer would not
+    // fold, a policy's start(saved) threw) changed nothing stored: released, it stays as it was
+    // (suspended, or running for recover()), and a corrected resume can go on from there.
+    const segment = this.#segment;
+    this.#afterInflight(() =>
+      segment !== undefined && this.#seq === segment.checkpoint.seq
+        ? release()
+        : this.#commit('ended', text),
+    ).then(done, done);
   }
 
   #afterInflight<T>(next: () => Promise<T>): Promise<T> {
