@@ -13,6 +13,7 @@ import {
   RedisUnreachableError,
 } from '../src/fleet/index.ts';
 import { ConversationExistsError, createMemoryStore } from '../src/index.ts';
+import { approval, desks } from './fixtures/fleet-app.ts';
 import { freePort } from './helpers/prometheus.ts';
 import { type RunningRedis, startRedis } from './helpers/redis.ts';
 
@@ -211,6 +212,20 @@ describe('createConversationQueue', () => {
     await queue.close();
     expect(await settled).toEqual(new Error('The conversation queue "conversations" is closed'));
   }, 20_000);
+
+  it('has a worker refuse an orchestrator built without a store, naming it, before connecting', () => {
+    const store = createMemoryStore();
+    const make = () =>
+      createConversationWorker({
+        connection: redis.url,
+        store,
+        orchestrators: [desks({ responderMs: 0, store }), approval({ responderMs: 0 })],
+      });
+    expect(make).toThrow(TypeError);
+    expect(make).toThrow(
+      'Expected every orchestrator to be built with a `store` (the worker\'s), got "approval" built without one: a worker would lose its results',
+    );
+  });
 
   it('enqueues nothing for a resume when no suspension is recorded', async () => {
     const queue = createConversationQueue({ connection: redis.url, queueName: 'q-resume' });

@@ -172,6 +172,11 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
   }
   const orchestrators = new Map<string, FleetOrchestrator>();
   for (const o of options.orchestrators) {
+    if (o.durable !== true) {
+      throw new TypeError(
+        `Expected every orchestrator to be built with a \`store\` (the worker's), got ${JSON.stringify(o.name)} built without one: a worker would lose its results`,
+      );
+    }
     if (orchestrators.has(o.name)) {
       throw new TypeError(
         `Expected orchestrator names to be unique, got ${JSON.stringify(o.name)} twice`,
