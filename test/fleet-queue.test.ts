@@ -227,6 +227,29 @@ describe('createConversationQueue', () => {
     );
   });
 
+  it("refuses a start or a resume whose conversation id breaks the core's rule, in the core's words", async () => {
+    const long = 'a'.repeat(129);
+    // The core's own refusals of the same ids, as a worker's run() or resume() would give them.
+    const core = desks({ responderMs: 0 });
+    const coreSays = async (id: string) =>
+      ((await core.run(input as never, { conversationId: id }).catch((e: Error) => e)) as Error)
+        .message;
+    expect(await coreSays('-x')).toBe(
+      'Expected `conversationId` to be an id of 1-128 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`, got `"-x"` (string)',
+    );
+    const queue = createConversationQueue({ connection: redis.url, queueName: 'q-ids' });
+    try {
+      await expect(queue.start('desks', input, { conversationId: '-x' })).rejects.toThrow(
+        new TypeError(await coreSays('-x')),
+      );
+      await expect(queue.resume(long, { input })).rejects.toThrow(
+        new TypeError(await coreSays(long)),
+      );
+    } finally {
+      await queue.close();
+    }
+  });
+
   it('enqueues nothing for a resume when no suspension is recorded', async () => {
     const queue = createConversationQueue({ connection: redis.url, queueName: 'q-resume' });
     try {

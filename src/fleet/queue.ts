@@ -6,7 +6,8 @@
  */
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { ConversationExistsError } from '../core/errors.ts';
+import { ConversationExistsError, describeValue } from '../core/errors.ts';
+import { CONVERSATION_ID_EXPECTED, isBoundedName, isConversationId } from '../core/validate.ts';
 import {
   bounded,
   describeConnection,
@@ -82,9 +83,6 @@ export interface ConversationQueue {
   /** Closes the queue's connections; a call still waiting to connect rejects at once. Idempotent. */
   close(): Promise<void>;
 }
-
-const CONVERSATION_ID = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;
-const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$/;
 
 /**
  * A message as the core's `run()`/`resume()` will check it, checked here before anything is
@@ -187,15 +185,15 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
 
   return {
     async start(orchestrator, input, startOptions) {
-      if (typeof orchestrator !== 'string' || !NAME.test(orchestrator)) {
+      if (!isBoundedName(orchestrator)) {
         throw new TypeError(
           `Expected \`orchestrator\` to be an orchestrator's name, got ${JSON.stringify(orchestrator)}`,
         );
       }
       const id = startOptions?.conversationId;
-      if (typeof id !== 'string' || !CONVERSATION_ID.test(id)) {
+      if (!isConversationId(id)) {
         throw new TypeError(
-          `Expected \`conversationId\` to be an id of 1-128 characters (ASCII letters, digits, \`_\`, \`.\`, \`:\` or \`-\`), got ${JSON.stringify(id)}`,
+          `Expected \`conversationId\` to be ${CONVERSATION_ID_EXPECTED}, got ${describeValue(id)}`,
         );
       }
       checkMessage('input', input);
@@ -234,9 +232,9 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
     },
 
     async resume(conversationId, resumeOptions = {}) {
-      if (typeof conversationId !== 'string' || !CONVERSATION_ID.test(conversationId)) {
+      if (!isConversationId(conversationId)) {
         throw new TypeError(
-          `Expected \`conversationId\` to be an id of 1-128 characters, got ${JSON.stringify(conversationId)}`,
+          `Expected \`conversationId\` to be ${CONVERSATION_ID_EXPECTED}, got ${describeValue(conversationId)}`,
         );
       }
       if (resumeOptions.input !== undefined) checkMessage('input', resumeOptions.input);
