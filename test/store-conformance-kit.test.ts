@@ -277,6 +277,29 @@ describe('the conformance kit', () => {
     ]);
   });
 
+  it('reports a factory that never settles and a close() that never settles as failed checks naming them', async () => {
+    const stats = name('stats:');
+    const neverMade = await verifyConversationStore(() => new Promise<never>(() => {}), {
+      only: [stats],
+      timeoutMs: 200,
+    });
+    expect(neverMade.checks.map((c) => [c.name, c.ok, c.error])).toEqual([
+      [stats, false, 'the store factory did not settle within 200 ms'],
+    ]);
+    const neverClosed = await verifyConversationStore(
+      () => {
+        const store = new MapStore('none');
+        store.close = () => new Promise(() => {});
+        return store;
+      },
+      { only: [stats], timeoutMs: 200 },
+    );
+    expect(neverClosed.passed).toBe(false);
+    expect(neverClosed.checks.map((c) => [c.name, c.ok, c.error])).toEqual([
+      [stats, false, 'store.close() did not settle within 200 ms'],
+    ]);
+  });
+
   it('reports a factory that throws as a failed check', async () => {
     const report = await verifyConversationStore(
       () => {
