@@ -4,6 +4,7 @@
  * recorded suspension enqueues nothing.
  */
 import { Queue } from 'bullmq';
+import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   createConversationQueue,
@@ -12,16 +13,36 @@ import {
   RedisUnreachableError,
 } from '../src/fleet/index.ts';
 import { ConversationExistsError, createMemoryStore } from '../src/index.ts';
+import { approval, desks } from './fixtures/fleet-app.ts';
 import { freePort } from './helpers/prometheus.ts';
 import { type RunningRedis, startRedis } from './helpers/redis.ts';
 
 let redis: RunningRedis;
+/** The redis-server's pid while a test holds it `SIGSTOP`ped: continued again whatever happens. */
+let stopped: number | undefined;
 beforeAll(async () => {
   redis = await startRedis({ aof: true, appendfsync: 'always' });
 }, 30_000);
 afterAll(async () => {
+  if (stopped !== undefined) process.kill(stopped, 'SIGCONT');
   await redis?.stop();
 });
+
+/** Freezes the redis-server (`SIGSTOP`): its sockets stay open and nothing answers. */
+async function freezeRedis(): Promise<number> {
+  const admin = new Redis(redis.url);
+  const info = await admin.info('server');
+  admin.disconnect();
+  const pid = Number(/process_id:(\d+)/.exec(info)?.[1]);
+  process.kill(pid, 'SIGSTOP');
+  stopped = pid;
+  return pid;
+}
+
+function thawRedis(pid: number): void {
+  process.kill(pid, 'SIGCONT');
+  stopped = undefined;
+}
 
 const input = { sender: 'user', content: { seed: 1 } };
 
@@ -120,6 +141,112 @@ describe('createConversationQueue', () => {
       expect(worker.stats().redisErrors).toBeGreaterThan(0);
     } finally {
       await worker.close({ timeoutMs: 1_000 });
+    }
+  });
+
+  it('rejects start() and resume() with RedisUnreachableError within its bound when a connected Redis stops answering', async () => {
+    const queue = createConversationQueue({
+      connection: redis.url,
+      queueName: 'q-frozen',
+      timeoutMs: 500,
+    });
+    await queue.start('desks', input, { conversationId: 'warm-1' });
+    const pid = await freezeRedis();
+    try {
+      const expected = `Could not reach Redis at ${redis.url} within 500 ms: no answer`;
+      const started = queue.start('desks', input, { conversationId: 'frozen-1' });
+      await expect(started).rejects.toBeInstanceOf(RedisUnreachableError);
+      await expect(started).rejects.toThrow(expected);
+      const resumed = queue.resume('frozen-2', { input });
+      await expect(resumed).rejects.toBeInstanceOf(RedisUnreachableError);
+      await expect(resumed).rejects.toThrow(expected);
+    } finally {
+      thawRedis(pid);
+      await queue.close();
+    }
+  }, 20_000);
+
+  it("rejects a start with RedisUnreachableError, not the client's own error, when the connection drops under it", async () => {
+    const queue = createConversationQueue({
+      connection: redis.url,
+      queueName: 'q-dropped',
+      timeoutMs: 10_000,
+    });
+    try {
+      await queue.start('desks', input, { conversationId: 'warm-1' });
+      await freezeRedis();
+      const started = queue.start('desks', input, { conversationId: 'dropped-1' });
+      const settled = started.then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      await new Promise((resolve) => setTimeout(resolve, 200));
+      // A SIGKILL reaches a stopped process: the server is gone with the command unanswered.
+      await redis.kill('SIGKILL');
+      stopped = undefined;
+      const error = await settled;
+      expect(error).toBeInstanceOf(RedisUnreachableError);
+      expect((error as Error).message).toMatch(
+        new RegExp(`^Could not reach Redis at ${redis.url} within 10000 ms: .+`),
+      );
+      // ioredis's own error is kept as the cause.
+      expect((error as Error).cause).toBeInstanceOf(Error);
+      expect((error as Error).cause).not.toBeInstanceOf(RedisUnreachableError);
+    } finally {
+      await queue.close();
+      await redis.restart();
+    }
+  });
+
+  it('rejects a call waiting for the connection as soon as the queue is closed', async () => {
+    const port = await freePort();
+    const queue = createConversationQueue({
+      connection: `redis://127.0.0.1:${port}`,
+      timeoutMs: 600_000,
+    });
+    const started = queue.start('desks', input, { conversationId: 'c-1' });
+    const settled = started.then(
+      () => undefined,
+      (error: unknown) => error,
+    );
+    await queue.close();
+    expect(await settled).toEqual(new Error('The conversation queue "conversations" is closed'));
+  }, 20_000);
+
+  it('has a worker refuse an orchestrator built without a store, naming it, before connecting', () => {
+    const store = createMemoryStore();
+    const make = () =>
+      createConversationWorker({
+        connection: redis.url,
+        store,
+        orchestrators: [desks({ responderMs: 0, store }), approval({ responderMs: 0 })],
+      });
+    expect(make).toThrow(TypeError);
+    expect(make).toThrow(
+      'Expected every orchestrator to be built with a `store` (the worker\'s), got "approval" built without one: a worker would lose its results',
+    );
+  });
+
+  it("refuses a start or a resume whose conversation id breaks the core's rule, in the core's words", async () => {
+    const long = 'a'.repeat(129);
+    // The core's own refusals of the same ids, as a worker's run() or resume() would give them.
+    const core = desks({ responderMs: 0 });
+    const coreSays = async (id: string) =>
+      ((await core.run(input as never, { conversationId: id }).catch((e: Error) => e)) as Error)
+        .message;
+    expect(await coreSays('-x')).toBe(
+      'Expected `conversationId` to be an id of 1-128 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`, got `"-x"` (string)',
+    );
+    const queue = createConversationQueue({ connection: redis.url, queueName: 'q-ids' });
+    try {
+      await expect(queue.start('desks', input, { conversationId: '-x' })).rejects.toThrow(
+        new TypeError(await coreSays('-x')),
+      );
+      await expect(queue.resume(long, { input })).rejects.toThrow(
+        new TypeError(await coreSays(long)),
+      );
+    } finally {
+      await queue.close();
     }
   });
 

@@ -25,7 +25,9 @@ type Defect =
   | 'acquire-ignores-lease'
   | 'purge-ignores-retention'
   | 'create-overwrites'
-  | 'loses-unicode';
+  | 'loses-unicode'
+  | 'last-writer-wins'
+  | 'refuses-every-commit';
 
 interface Row {
   cp: Checkpoint;
@@ -110,10 +112,14 @@ class MapStore implements ConversationStore {
     this.#size(cp);
     const row = this.#rows.get(cp.conversationId);
     if (row === undefined) return { ok: false, reason: 'not_found' };
-    const holder = row.owner === lease.owner && row.epoch === lease.epoch;
-    if (!holder && this.defect !== 'ignores-epoch')
+    if (this.defect === 'refuses-every-commit') {
       return { ok: false, reason: 'fenced', storedSeq: row.cp.seq };
-    if (cp.seq !== row.cp.seq + 1 && this.defect !== 'ignores-seq') {
+    }
+    const lww = this.defect === 'last-writer-wins';
+    const holder = row.owner === lease.owner && row.epoch === lease.epoch;
+    if (!holder && this.defect !== 'ignores-epoch' && !lww)
+      return { ok: false, reason: 'fenced', storedSeq: row.cp.seq };
+    if (cp.seq !== row.cp.seq + 1 && this.defect !== 'ignores-seq' && !lww) {
       return { ok: false, reason: 'sequence', storedSeq: row.cp.seq };
     }
     const now = Date.now();
@@ -240,6 +246,8 @@ describe('the conformance kit', () => {
     ['purge-ignores-retention', ['retention:']],
     ['create-overwrites', ['create race:', 'create: an id already taken']],
     ['loses-unicode', ['round trip:', 'size:']],
+    ['last-writer-wins', ['two writers racing']],
+    ['refuses-every-commit', ['two writers racing']],
   ];
   for (const [defect, starts] of DEFECTS) {
     it(`fails a store that ${defect.replace(/-/g, ' ')} on ${starts.join(' ')}`, async () => {
@@ -266,6 +274,29 @@ describe('the conformance kit', () => {
     expect(report.checks.map((c) => [c.name, c.ok, c.skipped, c.error])).toEqual([
       [createCheck, true, true, undefined],
       [getCheck, false, undefined, 'the check did not finish within 200 ms'],
+    ]);
+  });
+
+  it('reports a factory that never settles and a close() that never settles as failed checks naming them', async () => {
+    const stats = name('stats:');
+    const neverMade = await verifyConversationStore(() => new Promise<never>(() => {}), {
+      only: [stats],
+      timeoutMs: 200,
+    });
+    expect(neverMade.checks.map((c) => [c.name, c.ok, c.error])).toEqual([
+      [stats, false, 'the store factory did not settle within 200 ms'],
+    ]);
+    const neverClosed = await verifyConversationStore(
+      () => {
+        const store = new MapStore('none');
+        store.close = () => new Promise(() => {});
+        return store;
+      },
+      { only: [stats], timeoutMs: 200 },
+    );
+    expect(neverClosed.passed).toBe(false);
+    expect(neverClosed.checks.map((c) => [c.name, c.ok, c.error])).toEqual([
+      [stats, false, 'store.close() did not settle within 200 ms'],
     ]);
   });
 

@@ -268,6 +268,14 @@ export class ConversationOrchestrator<S, C = unknown> {
   }
 
   /**
+   * Whether the orchestrator was built with a `store`: its conversations are checkpointed, can be
+   * resumed, and can run on a fleet's workers.
+   */
+  get durable(): boolean {
+    return this.#config.durable !== undefined;
+  }
+
+  /**
    * Runs one conversation from `input` to its end. Resolves with the result; rejects with a
    * `ConversationError` (carrying the state reached) on failure, abort or deadline.
    */

@@ -61,8 +61,13 @@ const CONVERSATION_ID = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;
 export const CONVERSATION_ID_EXPECTED =
   'an id of 1-128 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`';
 
+/** Whether `value` is a conversation id: the one rule the core, the fleet and its payloads share. */
+export function isConversationId(value: unknown): value is string {
+  return typeof value === 'string' && CONVERSATION_ID.test(value);
+}
+
 export function conversationId(option: string, value: unknown): string {
-  if (typeof value !== 'string' || !CONVERSATION_ID.test(value)) {
+  if (!isConversationId(value)) {
     fail(option, CONVERSATION_ID_EXPECTED, value);
   }
   return value;

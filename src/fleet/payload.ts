@@ -3,7 +3,7 @@
  * a job that does not parse is not ours (another app sharing the queue, a hand-made job, a newer
  * version) and is refused without touching any conversation.
  */
-import { CONVERSATION_ID_EXPECTED } from '../core/validate.ts';
+import { CONVERSATION_ID_EXPECTED, isBoundedName, isConversationId } from '../core/validate.ts';
 
 /** Marks a job as ours, with the payload's format version. */
 export const PAYLOAD_FORMAT = 'conversation-orchestrator/segment@1';
@@ -32,8 +32,6 @@ export interface SegmentPayload {
   readonly trace?: Readonly<Record<string, string>>;
 }
 
-const CONVERSATION_ID = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;
-const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$/;
 const KINDS = new Set(['start', 'resume', 'continue']);
 
 /** A payload the worker refuses, with what was wrong. */
@@ -58,12 +56,12 @@ export function parsePayload(data: unknown): SegmentPayload {
       `Expected \`kind\` to be 'start', 'resume' or 'continue', got ${show(d.kind)}`,
     );
   }
-  if (typeof d.orchestrator !== 'string' || !NAME.test(d.orchestrator)) {
+  if (!isBoundedName(d.orchestrator)) {
     throw new ForeignPayloadError(
       `Expected \`orchestrator\` to be an orchestrator name, got ${show(d.orchestrator)}`,
     );
   }
-  if (typeof d.conversationId !== 'string' || !CONVERSATION_ID.test(d.conversationId)) {
+  if (!isConversationId(d.conversationId)) {
     throw new ForeignPayloadError(
       `Expected \`conversationId\` to be ${CONVERSATION_ID_EXPECTED}, got ${show(d.conversationId)}`,
     );

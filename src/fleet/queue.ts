@@ -6,8 +6,10 @@
  */
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { ConversationExistsError } from '../core/errors.ts';
+import { ConversationExistsError, describeValue } from '../core/errors.ts';
+import { CONVERSATION_ID_EXPECTED, isBoundedName, isConversationId } from '../core/validate.ts';
 import {
+  bounded,
   describeConnection,
   type FleetConnection,
   openClient,
@@ -34,7 +36,8 @@ export interface ConversationQueueOptions {
    */
   readonly prefix?: string;
   /**
-   * How long a call waits for Redis before rejecting with a `RedisUnreachableError` naming it.
+   * How long a call waits for Redis (to connect, then for each command) before rejecting with a
+   * `RedisUnreachableError` naming it; a connection dropped under a command rejects with one too.
    * @default 5000
    */
   readonly timeoutMs?: number;
@@ -77,12 +80,9 @@ export interface ConversationQueue {
    * twice (one job per suspension; the worker applies an answer only to the suspension it names).
    */
   resume(conversationId: string, options?: ResumeOptions): Promise<ResumeOutcome>;
-  /** Closes the queue's connections. Idempotent. */
+  /** Closes the queue's connections; a call still waiting to connect rejects at once. Idempotent. */
   close(): Promise<void>;
 }
-
-const CONVERSATION_ID = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;
-const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$/;
 
 /**
  * A message as the core's `run()`/`resume()` will check it, checked here before anything is
@@ -141,43 +141,59 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
 
   /**
    * Waits (bounded) until the client is connected; with no offline queue, commands never wait.
-   * Concurrent callers share one wait (one listener, however many calls are in flight).
+   * Concurrent callers share one wait (one listener, however many calls are in flight); `close()`
+   * rejects it at once.
    */
   let connecting: Promise<void> | undefined;
+  let stopWaiting: (() => void) | undefined;
+  const closedError = () =>
+    new Error(`The conversation queue ${JSON.stringify(queueName)} is closed`);
   const ready = (): Promise<void> => {
-    if (closed) {
-      return Promise.reject(
-        new Error(`The conversation queue ${JSON.stringify(queueName)} is closed`),
-      );
-    }
+    if (closed) return Promise.reject(closedError());
     if (client.status === 'ready') return Promise.resolve();
     connecting ??= new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => {
+      const settle = (error?: Error) => {
+        clearTimeout(timer);
         client.off('ready', onReady);
         connecting = undefined;
-        reject(new RedisUnreachableError(url, timeoutMs, lastError ?? 'no answer'));
-      }, timeoutMs);
-      const onReady = () => {
-        clearTimeout(timer);
-        connecting = undefined;
-        resolve();
+        stopWaiting = undefined;
+        if (error === undefined) resolve();
+        else reject(error);
       };
+      const timer = setTimeout(
+        () => settle(new RedisUnreachableError(url, timeoutMs, lastError ?? 'no answer')),
+        timeoutMs,
+      );
+      timer.unref();
+      const onReady = () => settle();
+      stopWaiting = () => settle(closedError());
       client.once('ready', onReady);
     });
     return connecting;
   };
 
+  /**
+   * One Redis command (or BullMQ call) of a producer, bounded by `timeoutMs`: a server that stops
+   * answering, or a connection dropped under the command, rejects with a `RedisUnreachableError`
+   * naming the server. An error Redis itself answered on a live connection comes through as is.
+   */
+  const command = <T>(operation: Promise<T>): Promise<T> =>
+    bounded(operation, url, timeoutMs, () => lastError).catch((error: unknown) => {
+      if (error instanceof RedisUnreachableError || client.status === 'ready') throw error;
+      throw new RedisUnreachableError(url, timeoutMs, error);
+    });
+
   return {
     async start(orchestrator, input, startOptions) {
-      if (typeof orchestrator !== 'string' || !NAME.test(orchestrator)) {
+      if (!isBoundedName(orchestrator)) {
         throw new TypeError(
           `Expected \`orchestrator\` to be an orchestrator's name, got ${JSON.stringify(orchestrator)}`,
         );
       }
       const id = startOptions?.conversationId;
-      if (typeof id !== 'string' || !CONVERSATION_ID.test(id)) {
+      if (!isConversationId(id)) {
         throw new TypeError(
-          `Expected \`conversationId\` to be an id of 1-128 characters (ASCII letters, digits, \`_\`, \`.\`, \`:\` or \`-\`), got ${JSON.stringify(id)}`,
+          `Expected \`conversationId\` to be ${CONVERSATION_ID_EXPECTED}, got ${describeValue(id)}`,
         );
       }
       checkMessage('input', input);
@@ -193,37 +209,38 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
       await ready();
       const key = startedKey(prefix, queueName, id);
       const token = `${orchestrator} ${Date.now()} ${Math.random().toString(36).slice(2)}`;
-      const taken = await client.set(key, token, 'PX', MARKER_TTL_MS, 'NX');
+      const taken = await command(client.set(key, token, 'PX', MARKER_TTL_MS, 'NX'));
       if (taken !== 'OK') {
         throw new ConversationExistsError(id);
       }
       try {
-        await queue.add('start', payload, { ...SEGMENT_JOB_OPTIONS, jobId: jobIdOf('start', id) });
+        await command(
+          queue.add('start', payload, { ...SEGMENT_JOB_OPTIONS, jobId: jobIdOf('start', id) }),
+        );
       } catch (error) {
         // Give the id back, unless another call took it meanwhile (it cannot: NX), so a retry can start it.
-        await client
-          .eval(
+        await command(
+          client.eval(
             "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
             1,
             key,
             token,
-          )
-          .catch(() => undefined);
-        throw client.status === 'ready' ? error : new RedisUnreachableError(url, timeoutMs, error);
+          ),
+        ).catch(() => undefined);
+        throw error;
       }
     },
 
     async resume(conversationId, resumeOptions = {}) {
-      if (typeof conversationId !== 'string' || !CONVERSATION_ID.test(conversationId)) {
+      if (!isConversationId(conversationId)) {
         throw new TypeError(
-          `Expected \`conversationId\` to be an id of 1-128 characters, got ${JSON.stringify(conversationId)}`,
+          `Expected \`conversationId\` to be ${CONVERSATION_ID_EXPECTED}, got ${describeValue(conversationId)}`,
         );
       }
       if (resumeOptions.input !== undefined) checkMessage('input', resumeOptions.input);
       await ready();
-      const suspension = await readSuspension(
-        client,
-        suspendedKey(prefix, queueName, conversationId),
+      const suspension = await command(
+        readSuspension(client, suspendedKey(prefix, queueName, conversationId)),
       );
       if (suspension === undefined) return { enqueued: false };
       const trace = injectTrace();
@@ -236,16 +253,19 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
         ...(resumeOptions.input === undefined ? {} : { input: resumeOptions.input }),
         ...(trace === undefined ? {} : { trace }),
       };
-      await queue.add('resume', payload, {
-        ...SEGMENT_JOB_OPTIONS,
-        jobId: jobIdOf('resume', conversationId, suspension.seq),
-      });
+      await command(
+        queue.add('resume', payload, {
+          ...SEGMENT_JOB_OPTIONS,
+          jobId: jobIdOf('resume', conversationId, suspension.seq),
+        }),
+      );
       return { enqueued: true, suspension: suspension.seq };
     },
 
     async close() {
       if (closed) return;
       closed = true;
+      stopWaiting?.();
       await queue.close().catch(() => undefined);
       client.disconnect();
     },

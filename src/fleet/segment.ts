@@ -17,6 +17,11 @@ import { withTrace } from './trace.ts';
 export interface FleetOrchestrator {
   /** The orchestrator's name: jobs are matched to orchestrators by it. */
   readonly name: string;
+  /**
+   * True when it checkpoints to a store (a `ConversationOrchestrator` built with `store`): a
+   * worker refuses any other, whose results it would have nowhere to keep.
+   */
+  readonly durable: boolean;
   /** Starts a durable conversation with this id (rejects `ConversationExistsError` when taken). */
   // biome-ignore lint/suspicious/noExplicitAny: the message type is the orchestrator's own
   run(input: any, options: { conversationId: string; signal?: AbortSignal }): Promise<unknown>;

@@ -172,6 +172,11 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
   }
   const orchestrators = new Map<string, FleetOrchestrator>();
   for (const o of options.orchestrators) {
+    if (o.durable !== true) {
+      throw new TypeError(
+        `Expected every orchestrator to be built with a \`store\` (the worker's), got ${JSON.stringify(o.name)} built without one: a worker would lose its results`,
+      );
+    }
     if (orchestrators.has(o.name)) {
       throw new TypeError(
         `Expected orchestrator names to be unique, got ${JSON.stringify(o.name)} twice`,
@@ -200,7 +205,10 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
     ((event: FleetEvent) =>
       process.emitWarning(`${event.type}: ${event.message}`, { code: 'CONVERSATION_FLEET' }));
   let lastError: unknown;
+  let closed = false;
   const onRedisError = (error: unknown) => {
+    // Our own disconnects at the end of close() are not worth an event.
+    if (closed) return;
     lastError = error;
     counts.redisErrors += 1;
     emit({ type: 'redis_error', message: `${url}: ${(error as Error)?.message ?? error}` });
@@ -307,7 +315,19 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
     }
   };
 
-  const worker = new Worker(queueName, processor, {
+  /** Every processor call not yet returned: a segment is handed back only once its job has moved. */
+  const active = new Set<Promise<unknown>>();
+  const tracked = (job: Job, token?: string): Promise<unknown> => {
+    const call = processor(job, token);
+    active.add(call);
+    call.then(
+      () => active.delete(call),
+      () => active.delete(call),
+    );
+    return call;
+  };
+
+  const worker = new Worker(queueName, tracked, {
     connection: client,
     prefix,
     concurrency,
@@ -337,17 +357,24 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
       closing ??= (async () => {
         const timeoutMs = closeOptions.timeoutMs ?? 10_000;
         draining = true;
-        const graceful = worker.close();
+        // BullMQ's close() cannot be forced once a graceful one is under way (a second call
+        // returns the first), so: stop fetching, abort and wait for the segments ourselves
+        // (bounded), then close once, forced only when some segment did not stop in time.
+        await bounded(worker.pause(true), url, timeoutMs, () => lastError).catch(() => undefined);
         for (const controller of running) controller.abort();
-        let timer: NodeJS.Timeout | undefined;
-        const timedOut = await Promise.race([
-          graceful.then(() => false),
-          new Promise<boolean>((resolve) => {
-            timer = setTimeout(() => resolve(true), timeoutMs);
-          }),
-        ]);
-        clearTimeout(timer);
-        if (timedOut) await Promise.race([worker.close(true), delay(1_000)]);
+        const deadline = Date.now() + timeoutMs;
+        while (active.size > 0 && Date.now() < deadline) {
+          let timer: NodeJS.Timeout | undefined;
+          await Promise.race([
+            Promise.allSettled([...active]),
+            new Promise<void>((resolve) => {
+              timer = setTimeout(resolve, deadline - Date.now());
+            }),
+          ]);
+          clearTimeout(timer);
+        }
+        await Promise.race([worker.close(active.size > 0).catch(() => undefined), delay(1_000)]);
+        closed = true;
         markers.disconnect();
         client.disconnect();
       })();

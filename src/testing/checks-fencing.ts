@@ -102,37 +102,52 @@ export const fencingChecks: readonly Check[] = [
       const orchestrator = context.orchestrator('fork');
       await created(context, checkpoint(id, orchestrator, 1), context.owner('w0'), 1);
       const wins: number[] = [];
-      const writer = async (name: string) => {
-        for (let round = 0; round < 20; round++) {
-          // A 1 ms lease: the other writer may take it over at almost any moment.
-          const outcome = await store.acquire(id, context.owner(name), 1);
-          if (outcome.status !== 'acquired') {
-            await sleep(2);
-            continue;
-          }
-          const seq = outcome.checkpoint.seq + 1;
-          const state = JSON.stringify({ writer: name, seq });
-          const result = await store.commit(
-            checkpoint(id, orchestrator, seq, { state }),
-            outcome.lease,
-            1,
-          );
-          if (result.ok) wins.push(seq);
-          else assert.notEqual(result.reason, 'not_found');
+      let refusals = 0;
+      const commitFrom = async (outcome: AcquireOutcome) => {
+        if (outcome.status !== 'acquired') {
+          refusals += 1;
+          return;
+        }
+        const seq = outcome.checkpoint.seq + 1;
+        const state = JSON.stringify({ writer: outcome.lease.owner, seq });
+        const result = await store.commit(
+          checkpoint(id, orchestrator, seq, { state }),
+          outcome.lease,
+          1,
+        );
+        if (result.ok) wins.push(seq);
+        else {
+          assert.notEqual(result.reason, 'not_found');
+          refusals += 1;
         }
       };
-      await Promise.all([writer('w1'), writer('w2')]);
+      for (let round = 0; round < 20; round++) {
+        const [first, second] = round % 2 === 0 ? ['w1', 'w2'] : ['w2', 'w1'];
+        // A 1 ms lease: by the time the second writer asks, the first one's has lapsed and is
+        // taken over while the first still believes it holds it. Both then commit the next seq
+        // of what each read, at once: one of them at most may apply.
+        await sleep(3);
+        const a = await store.acquire(id, context.owner(first), 1);
+        await sleep(3);
+        const b = await store.acquire(id, context.owner(second), 1);
+        await Promise.all([commitFrom(a), commitFrom(b)]);
+      }
       const sorted = [...wins].sort((x, y) => x - y);
       assert.deepEqual(
         sorted,
         Array.from({ length: wins.length }, (_, i) => i + 2),
         'every committed seq once, from 2 up',
       );
+      assert.ok(wins.length > 0, 'at least one of the 40 commits should apply, none did');
+      assert.ok(
+        refusals > 0,
+        'at least one of the 40 acquire-and-commits should be refused or held, none was',
+      );
       await sleep(5);
       const last = await store.acquire(id, context.owner('reader'), LONG_LEASE_MS);
       const stored = (last as { checkpoint: Checkpoint }).checkpoint;
       assert.equal(stored.seq, wins.length + 1);
-      if (wins.length > 0) assert.equal(JSON.parse(stored.state).seq, stored.seq);
+      assert.equal(JSON.parse(stored.state).seq, stored.seq);
     },
   },
   {

@@ -125,7 +125,31 @@ export async function verifyConversationStore(
   return { passed: checks.every((c) => c.ok), checks };
 }
 
-/** Runs one check on fresh stores; resolves with the failure's message, or `undefined`. */
+/** Something that did not settle within the kit's `timeoutMs`. */
+class NotSettledError extends Error {}
+
+/**
+ * `operation`, or a `NotSettledError` with `message` when it has not settled within `timeoutMs`:
+ * a factory, a check or a `close()` that never settles must not hang the kit.
+ */
+async function within<T>(operation: () => T | Promise<T>, timeoutMs: number, message: string) {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([
+      Promise.resolve().then(operation),
+      new Promise<never>((_, reject) => {
+        timer = setTimeout(() => reject(new NotSettledError(message)), timeoutMs);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * Runs one check on fresh stores; resolves with the failure's message, or `undefined`. The
+ * factory's calls, the check and the stores' `close()` are each bounded by `timeoutMs`.
+ */
 async function runOne(
   check: Check,
   factory: ConversationStoreFactory,
@@ -134,11 +158,20 @@ async function runOne(
 ): Promise<string | undefined> {
   const stores: ConversationStore[] = [];
   const makeStore = async (options: StoreFactoryOptions) => {
-    const store = await factory(options);
+    const made = Promise.resolve().then(() => factory(options));
+    const store = await within(
+      () => made,
+      timeoutMs,
+      `the store factory did not settle within ${timeoutMs} ms`,
+    ).catch((error: unknown) => {
+      // A store that comes too late is still closed.
+      if (error instanceof NotSettledError) made.then((late) => late.close()).catch(() => {});
+      throw error;
+    });
     stores.push(store);
     return store;
   };
-  let timer: NodeJS.Timeout | undefined;
+  let failure: string | undefined;
   try {
     const store = await makeStore(check.storeOptions ?? {});
     const context: CheckContext = {
@@ -148,20 +181,28 @@ async function runOne(
       orchestrator: (label) => `${prefix}-${label}`,
       owner: (label) => `conformance-kit.invalid/1/${prefix}-${label}`,
     };
-    await Promise.race([
-      check.run(context),
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new Error(`the check did not finish within ${timeoutMs} ms`)),
-          timeoutMs,
-        );
-      }),
-    ]);
-    return undefined;
+    await within(
+      () => check.run(context),
+      timeoutMs,
+      `the check did not finish within ${timeoutMs} ms`,
+    );
   } catch (error) {
-    return error instanceof Error ? error.message : String(error);
-  } finally {
-    clearTimeout(timer);
-    for (const store of stores) await store.close().catch(() => {});
+    failure = error instanceof Error ? error.message : String(error);
   }
+  // A close() that rejects is the closed-store check's business; one that never settles is reported.
+  const closes = await Promise.all(
+    stores.map((store) =>
+      within(
+        () => store.close(),
+        timeoutMs,
+        `store.close() did not settle within ${timeoutMs} ms`,
+      ).then(
+        () => undefined,
+        (error: unknown) => (error instanceof NotSettledError ? error.message : undefined),
+      ),
+    ),
+  );
+  const hung = closes.find((c) => c !== undefined);
+  if (hung === undefined) return failure;
+  return failure === undefined ? hung : `${failure}; then ${hung}`;
 }
