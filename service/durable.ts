@@ -8,15 +8,12 @@
 import { mkdirSync } from 'node:fs';
 import { resolve } from 'node:path';
 import {
-  CheckpointError,
   ConversationAbortedError,
   type ConversationEnd,
-  ConversationLeaseError,
   type ConversationObserver,
   type ConversationResult,
   type ConversationStore,
   createMemoryStore,
-  newLeaseOwner,
 } from '../src/index.ts';
 import { createPostgresStore } from '../src/stores/postgres/index.ts';
 import { createRedisStore } from '../src/stores/redis/index.ts';
@@ -134,50 +131,21 @@ export class TraderLeft extends Error {
   }
 }
 
-/**
- * Ends an abandoned conversation in the store. Aborting a durable run leaves it resumable (the
- * core has no cancel), which is right at a shutdown and wrong when the trader has left: the
- * conversation is then stored as ended, failed as the core stores a failure (`resume()` would
- * reject with it), so recover() leaves it and the totals count it after a restart.
- */
-export async function endAbandoned(
-  store: ConversationStore,
-  conversationId: string,
-  outcome: { readonly dispatchCount: number; readonly elapsedMs: number; readonly message: string },
-): Promise<void> {
-  const got = await store.acquire(conversationId, newLeaseOwner(), 10_000);
-  if (got.status !== 'acquired') return;
-  const { checkpoint, lease } = got;
-  await store.commit(
-    {
-      ...checkpoint,
-      status: 'ended',
-      seq: checkpoint.seq + 1,
-      suspendedAt: undefined,
-      result: JSON.stringify({
-        conversationId,
-        dispatchCount: outcome.dispatchCount,
-        elapsedMs: outcome.elapsedMs,
-        error: { name: 'ConversationAbortedError', message: outcome.message, reason: 'aborted' },
-      }),
-    },
-    lease,
-    10_000,
-  );
-}
-
 /** How a segment of a conversation came to a stop. */
 export type SegmentEnd<S, C> =
-  /** It ended: counted once, here (a trader who left ends it: `abandoned`). */
+  /** It ended: counted once, here (a conversation cancelled after its trader left included). */
   | {
       readonly kind: 'ended';
       readonly reason: string;
       readonly end: ConversationEnd<S, C>;
       /** This segment resumed it after a crash or a shutdown. */
       readonly resumed: boolean;
-      /** Aborted because the trader left: still to be stored as ended (`endAbandoned`). */
-      readonly abandoned: boolean;
     }
+  /**
+   * Aborted because the trader left: released like any aborted run, to be ended with
+   * `orchestrator.cancel()` (whose segment then ends it, `kind: 'ended'`, reason `aborted`).
+   */
+  | { readonly kind: 'abandoned' }
   /** It suspended (a desk asks a person): it waits in the store, no process holds it. */
   | { readonly kind: 'suspended'; readonly result: ConversationResult<S, C> }
   /**
@@ -216,21 +184,20 @@ export class Segments<S, C> {
             let segment: SegmentEnd<S, C>;
             if (end.ok && end.result.suspended !== undefined) {
               segment = { kind: 'suspended', result: end.result };
-            } else if (
-              !end.ok &&
-              ((end.error instanceof ConversationAbortedError &&
-                !(end.error.cause instanceof TraderLeft)) ||
-                end.error instanceof CheckpointError ||
-                end.error instanceof ConversationLeaseError)
-            ) {
-              segment = { kind: 'left' };
+            } else if (end.ended === false) {
+              // Still resumable in the store: the trader's leaving is ended by cancel().
+              segment =
+                !end.ok &&
+                end.error instanceof ConversationAbortedError &&
+                end.error.cause instanceof TraderLeft
+                  ? { kind: 'abandoned' }
+                  : { kind: 'left' };
             } else {
               segment = {
                 kind: 'ended',
                 reason: end.ok ? end.result.decision.reason : end.error.reason,
                 end,
                 resumed,
-                abandoned: !end.ok && end.error.cause instanceof TraderLeft,
               };
             }
             hooks.onEnd(orchestrator, conversationId, segment);

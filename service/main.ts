@@ -15,7 +15,7 @@ import { createConversationTelemetry, createStoreMetrics } from '../src/observab
 import { createConversationRecorder, createRotatingFileSink } from '../src/replay/index.ts';
 import { Approvals, RESUME_PATH, serveResume } from './approvals.ts';
 import { ConfigError, parseConfig, usage } from './config.ts';
-import { endAbandoned, openStore, readEndings, Segments, TraderLeft } from './durable.ts';
+import { openStore, readEndings, Segments, TraderLeft } from './durable.ts';
 import { SharedExposition } from './exposition.ts';
 import { createServiceMetrics, createServiceRegistry } from './health-metrics.ts';
 import { ConversationHistory } from './history.ts';
@@ -200,21 +200,23 @@ async function main(): Promise<number> {
   const segments = new Segments<Book, DeskMessage>({
     onEnd: (orchestrator, conversationId, end) => {
       if (end.kind === 'left') history.left(conversationId);
-      else if (end.kind === 'ended') {
-        const outcome = end.end.ok ? end.end.result : end.end.error;
-        if (end.abandoned) {
+      else if (end.kind === 'abandoned') {
+        // Its trader left: ended in the store as aborted (counted then, by cancel()'s segment),
+        // so recover() leaves it and the totals count it after a restart.
+        const cancelling = byName
+          .get(orchestrator)
+          ?.cancel(conversationId, { reason: 'the trader left' });
+        if (cancelling !== undefined) {
           track(
-            endAbandoned(store, conversationId, {
-              dispatchCount: outcome.dispatchCount,
-              elapsedMs: outcome.elapsedMs,
-              message: end.end.ok ? '' : end.end.error.message,
-            }).catch((error: unknown) =>
+            cancelling.catch((error: unknown) =>
               process.stderr.write(
-                `could not store ${conversationId} as ended: ${(error as Error).message}\n`,
+                `could not cancel ${conversationId}: ${(error as Error).message}\n`,
               ),
             ),
           );
         }
+      } else if (end.kind === 'ended') {
+        const outcome = end.end.ok ? end.end.result : end.end.error;
         progress.record(end.reason, outcome.dispatchCount, outcome.elapsedMs);
         publishEnd(orchestrator, conversationId, end.reason, outcome, end.resumed);
       } else {
@@ -255,6 +257,9 @@ async function main(): Promise<number> {
       },
     ),
   );
+  const byName = new Map<string, ConversationOrchestrator<Book, DeskMessage>>(
+    names.map((name, i) => [name, orchestrators[i] as (typeof orchestrators)[number]]),
+  );
 
   // Every run, resume and recover of this process: aborted together at shutdown, which leaves
   // their conversations in the store as last committed, for the next start's recover().
@@ -272,9 +277,7 @@ async function main(): Promise<number> {
   };
   const approvals = new Approvals({
     store,
-    orchestrators: new Map(
-      names.map((name, i) => [name, orchestrators[i] as (typeof orchestrators)[number]]),
-    ),
+    orchestrators: byName,
     timeoutMs: cfg.approvalTimeoutSeconds * 1000,
     signal: stop.signal,
     track: (task) => track(task),

@@ -74,13 +74,8 @@ const endings: ConversationObserver<Book, DeskMessage> = {
           });
           return;
         }
-        if (
-          !end.ok &&
-          (end.error.reason === 'aborted' ||
-            end.error.name === 'ConversationLeaseError' ||
-            end.error.name === 'CheckpointError')
-        )
-          return;
+        // Drained, fenced or failed to store: it stays resumable and ends in a later segment.
+        if (end.ended === false) return;
         const reason = end.ok ? end.result.decision.reason : end.error.reason;
         updates.publish({
           type: 'end',

@@ -65,6 +65,7 @@ export type {
   StoreStats,
 } from './core/store.ts';
 export type {
+  CancelOptions,
   ConversationListener,
   ConversationResult,
   ConversationState,

@@ -218,6 +218,44 @@ describe('one trace per conversation, in one process', () => {
   });
 });
 
+describe('cancel()', () => {
+  it('ends an aborted durable run as aborted in a segment of its trace (cause cancel), counted once', async () => {
+    const provider = tracing();
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry({ tracerProvider: provider, registry });
+    const store = createMemoryStore();
+    const controller = new AbortController();
+    const o = orchestrator(store, [telemetry], {
+      steps: 6,
+      onStep: (n) => {
+        if (n === 12) controller.abort();
+      },
+    });
+    await expect(
+      o.run({ sender: 'user', content: 10 }, { conversationId: 'c1', signal: controller.signal }),
+    ).rejects.toMatchObject({ reason: 'aborted' });
+    expect(await o.cancel('c1', { reason: 'the trader left' })).toBe(true);
+    await provider.forceFlush();
+    const [first, second] = segmentsOf('c1');
+    expect(second?.traceId).toBe(first?.traceId);
+    expect(attrs(second?.attributes)).toMatchObject({
+      'conversation.segment': 2,
+      'conversation.resume.cause': 'cancel',
+      'conversation.end.reason': 'aborted',
+    });
+    const text = await registry.metrics();
+    // The abort handed it back (not an ending); cancel() ended it: one aborted ending.
+    expect(text).toContain(
+      'orchestrator_conversations_ended_total{orchestrator="segments",reason="aborted"} 1',
+    );
+    expect(text).toContain(
+      'orchestrator_conversations_resumed_total{orchestrator="segments",cause="cancel"} 1',
+    );
+    expect(text).toMatch(/^orchestrator_conversations_in_progress\{orchestrator="segments"\} 0$/m);
+    await provider.shutdown();
+  });
+});
+
 describe('the sampler across segments', () => {
   it('decides a suspended segment without the reason rule, and the final segment by all rules', async () => {
     const store = createMemoryStore();

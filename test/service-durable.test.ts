@@ -193,6 +193,58 @@ describe('the recording of a run restarted within the same second', () => {
   });
 });
 
+describe('a conversation whose trader left', () => {
+  it('is cancelled: stored as ended (aborted, the trader left), which recover() leaves, and counted once as aborted', async () => {
+    const data = mkdtempSync(join(tmpdir(), 'demo-abandoned-'));
+    const s = await start([
+      '--data',
+      data,
+      '--mix',
+      'abort=1',
+      '--rate',
+      '20',
+      '--latency-ms',
+      '50',
+    ]);
+    const live = liveClient(`ws://127.0.0.1:${s.port}/ws`);
+    const ids = await until('three abandoned conversations to end', () => {
+      const ended = live.messages
+        .filter((m) => m.type === 'end' && m.reason === 'aborted')
+        .map((m) => m.conversationId as string);
+      return ended.length >= 3 ? ended : undefined;
+    });
+    // One end frame per conversation: the abort that handed it back is not one.
+    expect(new Set(ids).size).toBe(ids.length);
+    // The telemetry counts them as endings (an abort alone hands a durable conversation back).
+    const metrics = await (await fetch(`http://127.0.0.1:${s.port}/metrics`)).text();
+    const counted = [
+      ...metrics.matchAll(
+        /^orchestrator_conversations_ended_total\{[^}]*reason="aborted"[^}]*\} (\d+)$/gm,
+      ),
+    ].reduce((n, m) => n + Number(m[1]), 0);
+    expect(counted).toBeGreaterThanOrEqual(ids.length);
+    expect(metrics).toMatch(
+      /^orchestrator_conversations_resumed_total\{[^}]*cause="cancel"[^}]*\} [1-9]/m,
+    );
+    s.child.kill('SIGTERM');
+    expect(await s.exited).toBe(0);
+    const store = createSqliteStore({ path: join(data, 'conversations.db') });
+    try {
+      for (const id of ids) {
+        const got = await store.get(id);
+        expect(got?.status).toBe('ended');
+        expect((got?.result as { error?: unknown }).error).toMatchObject({
+          name: 'ConversationAbortedError',
+          reason: 'aborted',
+          cause: 'the trader left',
+        });
+      }
+    } finally {
+      await store.close();
+    }
+  }, 120_000);
+});
+
 describe('POST /conversations/:id/resume', () => {
   it('approves and rejects waiting conversations, and refuses every bad request clearly', async () => {
     const data = mkdtempSync(join(tmpdir(), 'demo-approve-'));

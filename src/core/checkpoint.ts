@@ -49,6 +49,18 @@ function kindOf(value: object): string | undefined {
   return `a ${tag === 'Object' ? ((value as { constructor?: { name?: string } }).constructor?.name ?? 'class instance') : tag}`;
 }
 
+/** `object[key]`; a getter (or Proxy trap) that throws is refused naming its path. */
+function read(object: object, key: string | number, path: string): unknown {
+  try {
+    return (object as Record<string | number, unknown>)[key];
+  } catch (error) {
+    throw new UnstorableValueError(
+      path,
+      `a property whose read threw (${error instanceof Error ? error.message : describeValue(error)})`,
+    );
+  }
+}
+
 /** Finds the first value JSON would refuse or silently change; throws naming its path. */
 function check(value: unknown, path: string, seen: Set<object>): void {
   switch (typeof value) {
@@ -57,6 +69,8 @@ function check(value: unknown, path: string, seen: Set<object>): void {
       return;
     case 'number':
       if (!Number.isFinite(value)) throw new UnstorableValueError(path, `${value}`);
+      // JSON writes -0 as 0: a projection that tells them apart would change on resume.
+      if (value === 0 && 1 / value < 0) throw new UnstorableValueError(path, '-0');
       return;
     case 'undefined':
       return;
@@ -74,9 +88,15 @@ function check(value: unknown, path: string, seen: Set<object>): void {
   const kind = kindOf(object);
   if (kind !== undefined) throw new UnstorableValueError(path, kind);
   seen.add(object);
+  // JSON drops symbol-keyed properties: refused rather than lost on resume.
+  const symbols = Object.getOwnPropertySymbols(object);
+  for (const symbol of symbols) {
+    if (Object.prototype.propertyIsEnumerable.call(object, symbol))
+      throw new UnstorableValueError(`${path}[${String(symbol)}]`, 'a symbol-keyed property');
+  }
   if (Array.isArray(object)) {
     for (let i = 0; i < object.length; i++) {
-      const item: unknown = object[i];
+      const item: unknown = read(object, i, `${path}[${i}]`);
       // JSON writes `null` for a hole or an `undefined` element.
       if (item === undefined) throw new UnstorableValueError(`${path}[${i}]`, 'undefined');
       check(item, `${path}[${i}]`, seen);
@@ -86,24 +106,23 @@ function check(value: unknown, path: string, seen: Set<object>): void {
       const at = /^[A-Za-z_$][\w$]*$/.test(key)
         ? `${path}.${key}`
         : `${path}[${JSON.stringify(key)}]`;
-      check((object as Record<string, unknown>)[key], at, seen);
+      check(read(object, key, at), at, seen);
     }
   }
   seen.delete(object);
 }
 
 /**
- * The default codec: JSON, checked first. Cycles, BigInts, functions, symbols, non-finite
- * numbers, `undefined` array elements, Maps, Sets, Dates and class instances are refused with
- * their path (JSON would throw on some and silently change the others).
+ * The default codec: JSON, checked first. Cycles, BigInts, functions, symbols, symbol-keyed
+ * properties, non-finite numbers, -0, `undefined` array elements, Maps, Sets, Dates, class
+ * instances and properties whose getter throws are refused with their path (JSON would throw on
+ * some and silently change the others).
  */
 export const jsonCodec: CheckpointCodec = Object.freeze({
   encode(value: unknown): string {
     if (typeof value === 'object' && value !== null) {
       const seen = new Set<object>();
-      for (const key of Object.keys(value)) {
-        check((value as Record<string, unknown>)[key], key, seen);
-      }
+      for (const key of Object.keys(value)) check(read(value, key, key), key, seen);
     } else check(value, '$', new Set());
     return JSON.stringify(value);
   },
@@ -157,6 +176,21 @@ export interface FreshState<C = unknown> {
   /** The attempt of the first invocation (more than 1 once a crash resume committed it). */
   readonly attempt?: number | undefined;
   readonly segment?: number | undefined;
+}
+
+/**
+ * An ended conversation's state: counters only. Its `result` (the `ConversationResult`, or the
+ * failure) carries the projection, the last message and the history, so they are stored once: a
+ * projection over half of `maxCheckpointBytes` can still end. Nothing resumes from it.
+ */
+export interface EndedState {
+  readonly v: 1;
+  readonly ended: true;
+  readonly dispatchCount: number;
+  readonly segment: number;
+  readonly elapsedMs: number;
+  /** Observers' saved data by key (small: trace context, sampling decisions). */
+  readonly observers?: Readonly<Record<string, unknown>> | undefined;
 }
 
 /** A stored checkpoint's state is not one this version can resume: what was wrong. */

@@ -413,3 +413,70 @@ export class CheckpointError<S = unknown, C = unknown> extends ConversationError
     super(message, 'error', state, elapsedMs, cause === undefined ? undefined : { cause });
   }
 }
+
+/** What a failed conversation's stored ending keeps of its error: enough to rebuild its class. */
+export interface StoredFailure {
+  readonly name: string;
+  readonly message: string;
+  readonly reason: string;
+  /** `ResponderError`, `DispatchDeadlineError`: the responder. */
+  readonly responder?: string | undefined;
+  /** `PolicyError`: which policy. */
+  readonly stage?: 'turn' | 'projection' | 'termination' | undefined;
+  /** `DispatchDeadlineError`: the deadline. */
+  readonly deadlineMs?: number | undefined;
+  /** `ConversationAbortedError`: the reason, when it was a string (`cancel(id, { reason })`). */
+  readonly cause?: string | undefined;
+}
+
+/** The stored form of a failure (its cause is not stored: it may be anything). */
+export function storedFailure(error: ConversationError<unknown, unknown>): StoredFailure {
+  const failure: {
+    -readonly [K in keyof StoredFailure]: StoredFailure[K];
+  } = { name: error.name, message: error.message, reason: error.reason };
+  if (error instanceof ResponderError) failure.responder = error.responder;
+  else if (error instanceof PolicyError) failure.stage = error.stage;
+  else if (error instanceof ConversationAbortedError) {
+    if (typeof error.cause === 'string') failure.cause = error.cause;
+  } else if (error instanceof DispatchDeadlineError) {
+    failure.responder = error.responder;
+    failure.deadlineMs = error.deadlineMs;
+  }
+  return failure;
+}
+
+/**
+ * A stored failure as the error of its class (`instanceof ResponderError` holds after a resume in
+ * another process), with the stored message; an unknown class (a newer version's) is a
+ * `ConversationError` named as stored.
+ */
+export function restoredFailure<S, C>(
+  stored: StoredFailure,
+  state: ConversationState<S, C>,
+  elapsedMs: number,
+): ConversationError<S, C> {
+  let error: ConversationError<S, C>;
+  switch (stored.name) {
+    case 'ResponderError':
+      error = new ResponderError(stored.message, stored.responder ?? '', state, elapsedMs);
+      break;
+    case 'PolicyError':
+      error = new PolicyError(stored.stage ?? 'turn', state, elapsedMs, undefined);
+      break;
+    case 'DispatchDeadlineError':
+      error = new DispatchDeadlineError(stored.responder, stored.deadlineMs ?? 0, state, elapsedMs);
+      break;
+    case 'ConversationAbortedError':
+      error = new ConversationAbortedError(state, elapsedMs, stored.cause);
+      break;
+    case 'QueueOverflowError':
+      error = new QueueOverflowError(0, state, elapsedMs);
+      break;
+    default:
+      error = new ConversationError(stored.message, stored.reason, state, elapsedMs);
+      error.name = stored.name;
+  }
+  error.message = stored.message;
+  (error as { reason: string }).reason = stored.reason;
+  return error;
+}

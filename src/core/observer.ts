@@ -45,9 +45,9 @@ export interface ConversationResume {
   /**
    * `crash`: the previous holder's lease was still recorded (it died or stalled; the dispatch in
    * flight runs again); `suspend`: it was suspended; `handoff`: a holder released it while
-   * running (an abort, a drain).
+   * running (an abort, a drain); `cancel`: `cancel()` ends it as aborted, running nothing.
    */
-  readonly cause: 'crash' | 'suspend' | 'handoff';
+  readonly cause: 'crash' | 'suspend' | 'handoff' | 'cancel';
   /** Which segment this is: 2 for the first resume, 3 … (counted in the checkpoint). */
   readonly segment: number;
   /** Dispatches committed before this segment. */
@@ -96,12 +96,21 @@ export type ConversationEnd<S, C = unknown> =
       readonly ok: true;
       /** What `run()` resolved with. */
       readonly result: ConversationResult<S, C>;
+      /** With a store: see the failure's `ended`. Undefined without a store. */
+      readonly ended?: boolean | undefined;
     }
   | {
       /** The run rejected. */
       readonly ok: false;
       /** What `run()` rejected with. */
       readonly error: ConversationError<S, C>;
+      /**
+       * With a store: true when this segment's ending was committed (the conversation is over and
+       * its ending is counted here); false when the store still holds it as resumable (suspended,
+       * or running after an abort, a store failure or a lost lease: it ends in a later segment,
+       * maybe in another process). Undefined without a store: every end is the conversation's.
+       */
+      readonly ended?: boolean | undefined;
     };
 
 /** Why a responder invocation failed (a wrapper, so that even `throw undefined` is a failure). */

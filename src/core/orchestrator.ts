@@ -15,12 +15,15 @@ import {
 import type { DurableConfig, ResponderFailurePolicy, RunConfig } from './config.ts';
 import {
   CheckpointError,
-  ConversationError,
+  ConversationAbortedError,
   ConversationLeaseError,
   ConversationNotFoundError,
   describeValue as describe,
   describeCause,
   OrchestratorConfigError,
+  restoredFailure,
+  type StoredFailure,
+  settleUsage,
 } from './errors.ts';
 import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
 import type { ConversationObserver } from './observer.ts';
@@ -28,6 +31,7 @@ import type { TerminationPolicy, TurnFunction, TurnPolicy } from './policy.ts';
 import { type CallOptions, ConversationRun, type Segment } from './run.ts';
 import type { AcquireOutcome, Checkpoint, ConversationStore, Durability } from './store.ts';
 import type {
+  CancelOptions,
   ConversationListener,
   ConversationResult,
   ConversationState,
@@ -316,6 +320,48 @@ export class ConversationOrchestrator<S, C = unknown> {
   }
 
   /**
+   * Ends a stored conversation that no live process holds (suspended, or running after a crash or
+   * an abort) as aborted, running nothing: its ending is committed with a
+   * `ConversationAbortedError` whose cause is `options.reason`, the observers count it as an
+   * ending (`reason="aborted"`), and a later `resume()` rejects with that error, carrying the
+   * state it reached. Resolves `true` when this call ended it, `false` when it had already ended.
+   * An unknown id rejects with `ConversationNotFoundError`; one a live process holds with
+   * `ConversationLeaseError` (abort that run first: its abort releases it). Needs a `store`.
+   */
+  cancel(id: string, options: CancelOptions = NO_OPTIONS): Promise<boolean> {
+    const config = this.#config;
+    const durable = config.durable;
+    let reason: unknown;
+    try {
+      if (durable === undefined) {
+        throw new OrchestratorConfigError(
+          'Expected the orchestrator to have a `store` to cancel conversations in, got none',
+        );
+      }
+      conversationId('conversationId', id);
+      if (typeof options !== 'object' || options === null) {
+        throw new OrchestratorConfigError(
+          `Expected cancel \`options\` to be an object, got ${describe(options)}`,
+        );
+      }
+      reason = guardedOptions('options', options as CancelOptions).reason;
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    return resumeStored(config, durable, id, { cancel: { reason } }).then(
+      (result) => {
+        // Only an ended conversation resolves: cancel() runs nothing.
+        if (result !== ALREADY_ENDED) throw new Error('cancel() resumed a conversation');
+        return false;
+      },
+      (error: unknown) => {
+        if (error instanceof ConversationAbortedError) return true;
+        throw error;
+      },
+    );
+  }
+
+  /**
    * Resumes every conversation of this orchestrator that the store holds as running and that no
    * live process holds (at start-up, after a crash), `concurrency` at a time, paging through
    * `store.list()`. Resolves, once they have all settled, with how many it resumed and how they
@@ -388,6 +434,9 @@ export class ConversationOrchestrator<S, C = unknown> {
     return counts;
   }
 }
+
+/** What resumeStored() answers cancel() for a conversation that had already ended. */
+const ALREADY_ENDED: unknown = Object.freeze({});
 
 /** An empty state, for errors raised before anything of the conversation was loaded. */
 function emptyState<S, C>(id: string): ConversationState<S, C> {
@@ -477,6 +526,7 @@ async function resumeStored<S, C>(
         outcome.owner,
       );
     case 'ended': {
+      if (options.cancel !== undefined) return ALREADY_ENDED as ConversationResult<S, C>;
       if (quiet) return undefined;
       return storedEnding<S, C>(durable, outcome.checkpoint);
     }
@@ -511,6 +561,7 @@ async function resumeStored<S, C>(
     checkpoint: outcome.checkpoint,
     takenOver: outcome.takenOver,
     input: options.input,
+    cancel: options.cancel,
   };
   return new ConversationRun(
     config,
@@ -527,19 +578,16 @@ function storedEnding<S, C>(
   checkpoint: Checkpoint,
 ): ConversationResult<S, C> {
   const stored = durable.codec.decode(checkpoint.result ?? 'null') as
-    | (ConversationResult<S, C> & {
-        error?: { name: string; message: string; reason: string };
-      })
+    | (ConversationResult<S, C> & { error?: StoredFailure })
     | null;
   if (stored === null) throw new ConversationNotFoundError(checkpoint.conversationId);
   if (stored.error !== undefined) {
-    const error = new ConversationError<S, C>(
-      stored.error.message,
-      stored.error.reason,
+    const error = restoredFailure<S, C>(
+      stored.error,
       stored.state ?? emptyState<S, C>(checkpoint.conversationId),
       stored.elapsedMs,
     );
-    error.name = stored.error.name;
+    if (stored.usage !== undefined) settleUsage(error, stored.usage);
     throw error;
   }
   return stored;

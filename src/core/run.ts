@@ -26,6 +26,7 @@ import {
   bounded,
   type CheckpointState,
   checkedOutcome,
+  type EndedState,
   type FreshState,
   isSuspend,
   UnstorableValueError,
@@ -48,6 +49,7 @@ import {
   queueOverflow,
   responderFailed,
   settleUsage,
+  storedFailure,
   unexpectedFailure,
   unknownResponder,
 } from './errors.ts';
@@ -118,6 +120,8 @@ export interface Segment<C> {
   readonly takenOver: boolean;
   /** The person's answer (`resume(id, { input })`). */
   readonly input?: Message<C> | undefined;
+  /** Set by `cancel()`: the segment ends the conversation as aborted, running nothing. */
+  readonly cancel?: { readonly reason: unknown } | undefined;
 }
 /** What run() and resume() read of their options (each read once, checked: orchestrator.ts). */
 export interface CallOptions<C> {
@@ -126,6 +130,8 @@ export interface CallOptions<C> {
   readonly conversationId?: string | undefined;
   /** resume()'s: the person's answer. */
   readonly input?: Message<C> | undefined;
+  /** cancel()'s: end the conversation as aborted with this reason, running nothing. */
+  readonly cancel?: { readonly reason: unknown } | undefined;
 }
 
 /** A message has a string `sender`; a value whose property reads throw is not one. */
@@ -401,6 +407,12 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         this.#history?.push(this.#input);
       } else this.#restore(restored);
       this.#state = this.#snapshot(this.#dispatchCount);
+      const cancel = this.#segment?.cancel;
+      if (cancel !== undefined) {
+        // Nothing runs: no policy starts, no responder; the ending is committed as aborted.
+        this.#fail(new ConversationAbortedError(this.#state, this.#elapsed(), cancel.reason));
+        return;
+      }
       if (this.#segment === undefined) {
         this.#check = this.#startPolicy('termination', () => config.termination.start());
       } else {
@@ -470,11 +482,13 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     readonly saved: Readonly<Record<string, unknown>> | undefined;
   } {
     const segment = this.#segment as Segment<C>;
-    const cause = segment.takenOver
-      ? 'crash'
-      : segment.checkpoint.status === 'suspended'
-        ? 'suspend'
-        : 'handoff';
+    const cause = segment.cancel
+      ? 'cancel'
+      : segment.takenOver
+        ? 'crash'
+        : segment.checkpoint.status === 'suspended'
+          ? 'suspend'
+          : 'handoff';
     return {
       resume: {
         cause,
@@ -783,7 +797,9 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
           observations.checkpointed(performance.now() - started, undefined, false);
           if (!outcome.ok) {
             observations.leaseConflict();
-            throw this.#leaseLost(`its commit was refused (${outcome.reason})`);
+            throw outcome.reason === 'not_found'
+              ? this.#deleted()
+              : this.#leaseLost(`its commit was refused (${outcome.reason})`);
           }
           this.#seq = checkpoint.seq;
           this.#lease = outcome.lease;
@@ -805,6 +821,19 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   #checkpoint(durable: DurableConfig, status: ConversationStatus, result?: string): Checkpoint {
     let text: string;
     try {
+      if (status === 'ended') {
+        const ended: EndedState = {
+          v: 1,
+          ended: true,
+          dispatchCount: this.#dispatchCount,
+          segment: this.#segmentNumber,
+          elapsedMs: this.#elapsed(),
+          // Saved as at every commit: an observer counts what this commit stores when it lands.
+          observers: this.#observations.save(),
+        };
+        text = durable.codec.encode(ended);
+        return this.#checkpointOf(durable, status, text, result);
+      }
       const selection = this.#selection;
       const next: number[] = [];
       if (selection !== undefined) {
@@ -836,6 +865,16 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     } catch (error) {
       throw this.#checkpointError(error, `dispatch ${this.#dispatchCount}`);
     }
+    return this.#checkpointOf(durable, status, text, result);
+  }
+
+  /** The checkpoint to commit, once its size is checked against the store's limit. */
+  #checkpointOf(
+    durable: DurableConfig,
+    status: ConversationStatus,
+    text: string,
+    result: string | undefined,
+  ): Checkpoint {
     const bytes = Buffer.byteLength(text) + (result === undefined ? 0 : Buffer.byteLength(result));
     if (bytes > durable.maxCheckpointBytes) {
       throw new CheckpointError(
@@ -866,6 +905,15 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       this.#elapsed(),
       path,
       error,
+    );
+  }
+
+  /** The conversation was deleted from the store while this process ran it. */
+  #deleted(): ConversationLeaseError<S, C> {
+    return new ConversationLeaseError(
+      `Conversation ${this.#conversationId} was deleted from the store while it ran (its commit found no such conversation); this process stopped at dispatch ${this.#dispatchCount} and invokes no more responders`,
+      this.#endState(),
+      this.#elapsed(),
     );
   }
 
@@ -1152,7 +1200,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     };
     const durable = this.#durable;
     if (durable === undefined) {
-      this.#finish({ ok: true, result });
+      this.#finish({ ok: true, result, ended: undefined });
       return;
     }
     // The question waits in the store with the conversation (a payload JSON cannot hold fails it).
@@ -1170,7 +1218,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     this.#afterInflight(() =>
       this.#commit(suspension === undefined ? 'ended' : 'suspended', text),
     ).then(
-      () => this.#finish({ ok: true, result }),
+      () => this.#finish({ ok: true, result, ended: suspension === undefined }),
       (error: unknown) => this.#finishFailed(error),
     );
   }
@@ -1187,10 +1235,13 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     const durable = this.#durable;
     const lease = this.#lease;
     if (durable === undefined || lease === undefined) {
-      this.#finish({ ok: false, error });
+      // A durable run that failed before its creation landed stored nothing: no ending either.
+      this.#finish({ ok: false, error, ended: durable === undefined ? undefined : false });
       return;
     }
-    const done = (): void => this.#finish({ ok: false, error });
+    const cancel = this.#segment?.cancel;
+    const kept = (): void => this.#finish({ ok: false, error, ended: false });
+    const ended = (): void => this.#finish({ ok: false, error, ended: true });
     const release = (): Promise<void> =>
       bounded(
         () => durable.store.release(this.#conversationId, this.#lease ?? lease),
@@ -1198,12 +1249,12 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         'release',
       );
     if (
-      error instanceof ConversationAbortedError ||
-      error instanceof CheckpointError ||
-      error instanceof ConversationLeaseError
+      error instanceof ConversationLeaseError ||
+      (cancel === undefined &&
+        (error instanceof ConversationAbortedError || error instanceof CheckpointError))
     ) {
       // The conversation stays resumable as last committed: released, for recover() or resume().
-      this.#afterInflight(release).then(done, done);
+      this.#afterInflight(release).then(kept, kept);
       return;
     }
     // A failure is an ending: committed as ended with what failed, so resume() tells it again.
@@ -1215,25 +1266,30 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         dispatchCount: error.dispatchCount,
         elapsedMs: error.elapsedMs,
         usage: error.usage,
-        error: { name: error.name, message: error.message, reason: error.reason },
+        error: storedFailure(error),
       });
     } catch {
       text = JSON.stringify({
         conversationId: this.#conversationId,
         dispatchCount: error.dispatchCount,
         elapsedMs: error.elapsedMs,
-        error: { name: error.name, message: error.message, reason: error.reason },
+        error: storedFailure(error),
       });
     }
     // A resumed segment that failed before its first commit landed (the person's answer would not
     // fold, a policy's start(saved) threw) changed nothing stored: released, it stays as it was
     // (suspended, or running for recover()), and a corrected resume can go on from there.
     const segment = this.#segment;
-    this.#afterInflight(() =>
-      segment !== undefined && this.#seq === segment.checkpoint.seq
-        ? release()
-        : this.#commit('ended', text),
-    ).then(done, done);
+    if (cancel === undefined && segment !== undefined && this.#seq === segment.checkpoint.seq) {
+      this.#afterInflight(release).then(kept, kept);
+      return;
+    }
+    this.#afterInflight(() => this.#commit('ended', text)).then(ended, (failed: unknown) => {
+      // Not stored as ended: it stays running for recover(), which will end it again. cancel()
+      // learns why it did not end (the store failed, another process took it).
+      if (cancel === undefined) kept();
+      else this.#finishFailed(failed);
+    });
   }
 
   #afterInflight<T>(next: () => Promise<T>): Promise<T> {
@@ -1250,7 +1306,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     if (this.#usage !== undefined) settleUsage(error, this.#finalUsage());
     const durable = this.#durable as DurableConfig;
     const lease = this.#lease;
-    const done = (): void => this.#finish({ ok: false, error });
+    const done = (): void => this.#finish({ ok: false, error, ended: false });
     if (lease === undefined || error instanceof ConversationLeaseError) {
       done();
       return;

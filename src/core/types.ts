@@ -239,6 +239,16 @@ export interface ResumeOptions<C = unknown> {
   readonly signal?: AbortSignal;
 }
 
+/** What `orchestrator.cancel(conversationId, options)` takes. */
+export interface CancelOptions {
+  /**
+   * Why: the `cause` of the `ConversationAbortedError` the conversation ends with (kept in the
+   * store when it is a string), and the span's abort reason.
+   * @default undefined
+   */
+  readonly reason?: unknown;
+}
+
 /** What `orchestrator.recover(options)` takes. */
 export interface RecoverOptions {
   /**

@@ -733,17 +733,19 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     const ending = end.ok ? end.result.decision.reason : end.error.reason;
     // A segment of a durable conversation that ends without ending it: suspended, or handed off
     // (aborted: the lease released for another process; its store failed or another process
-    // holds it). The conversation goes on elsewhere: its ending is counted where it ends.
+    // holds it). The conversation goes on elsewhere: its ending is counted where it ends. The
+    // core says which (`ended`); a core that does not is read by the kind of failure.
     const suspended = end.ok && end.result.suspended !== undefined;
     const final =
       !suspended &&
       (this.#store === undefined ||
-        end.ok ||
-        !(
-          ending === 'aborted' ||
-          end.error instanceof CheckpointError ||
-          end.error instanceof ConversationLeaseError
-        ));
+        (end.ended ??
+          (end.ok ||
+            !(
+              ending === 'aborted' ||
+              end.error instanceof CheckpointError ||
+              end.error instanceof ConversationLeaseError
+            ))));
     const reason = suspended ? END_REASON_SUSPENDED : ending;
     const dispatches = end.ok ? end.result.dispatchCount : end.error.dispatchCount;
     const elapsedMs = end.ok ? end.result.elapsedMs : end.error.elapsedMs;

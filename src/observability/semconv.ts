@@ -85,7 +85,7 @@ export const ATTR_CONVERSATION_ABORT_REASON = 'conversation.abort.reason';
  * `invoke_workflow {orchestrator}` span in the conversation's one trace, linked to the previous.
  */
 export const ATTR_CONVERSATION_SEGMENT = 'conversation.segment';
-/** On a resumed segment's span: why it resumed, `crash`, `suspend` or `handoff`. */
+/** On a resumed segment's span: why it resumed, `crash`, `suspend`, `handoff` or `cancel`. */
 export const ATTR_CONVERSATION_RESUME_CAUSE = 'conversation.resume.cause';
 /**
  * On a segment resumed after a crash: the committed dispatches that no span event of an ended
@@ -170,7 +170,7 @@ export const METRIC_SAMPLER_PENDING_TRACES = 'orchestrator_sampler_pending_trace
  * died), by `orchestrator` and `responder`: counted here instead of `orchestrator_dispatches_total`.
  */
 export const METRIC_RESPONDER_REINVOCATIONS = 'orchestrator_responder_reinvocations_total';
-/** Counter of conversations resumed, by `orchestrator` and `cause` (`crash`, `suspend`, `handoff`). */
+/** Counter of conversations resumed, by `orchestrator` and `cause` (`crash`, `suspend`, `handoff`, `cancel`). */
 export const METRIC_CONVERSATIONS_RESUMED = 'orchestrator_conversations_resumed_total';
 /** Histogram of one checkpoint commit's duration (seconds), by `orchestrator` and `store`. */
 export const METRIC_CHECKPOINT_DURATION = 'orchestrator_checkpoint_duration_seconds';
@@ -237,7 +237,7 @@ export const EXEMPLAR_TRACE_ID = 'trace_id';
 
 /** The label of the durable metrics naming the store (`memory`, `sqlite`, `postgres`, `redis`, or the store's own name). */
 export const LABEL_STORE = 'store';
-/** Why a conversation resumed: `crash`, `suspend` or `handoff`. */
+/** Why a conversation resumed: `crash`, `suspend`, `handoff` or `cancel`. */
 export const LABEL_CAUSE = 'cause';
 /** The BullMQ queue's name. */
 export const LABEL_QUEUE = 'queue';
