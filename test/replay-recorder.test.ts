@@ -2,7 +2,14 @@ import { spawnSync } from 'node:child_process';
 import { createWriteStream, readFileSync } from 'node:fs';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { ConversationOrchestrator, type Message, maxDispatches, roundRobin } from '../src/index.ts';
+import {
+  ConversationOrchestrator,
+  createMemoryStore,
+  type Message,
+  maxDispatches,
+  roundRobin,
+  suspend,
+} from '../src/index.ts';
 import {
   createConversationRecorder,
   type RecordedConversation,
@@ -85,7 +92,51 @@ describe('createConversationRecorder', () => {
       dropped: { queueFull: 0, sinkFailed: 0, closed: 0 },
       truncated: 0,
       recordErrors: 0,
+      segments: 0,
     });
+  });
+
+  it('writes only whole conversations of a durable orchestrator: not a suspended segment, not a resumed one', async () => {
+    const out = lines();
+    const recorder = createConversationRecorder({ sink: out.sink });
+    const store = createMemoryStore();
+    const make = () =>
+      new ConversationOrchestrator<number, number>({
+        name: 'asks',
+        store,
+        observers: [recorder],
+        responders: [
+          {
+            name: 'a',
+            respond: (m, s) =>
+              s.dispatchCount === 1 && m.sender !== 'person'
+                ? suspend({ question: 'go on?' })
+                : { sender: 'a', content: s.dispatchCount },
+          },
+        ],
+        turnPolicy: roundRobin(),
+        projection: { initial: () => 0, fold: (n) => n + 1 },
+        termination: maxDispatches(4),
+      });
+    const asks = make();
+    await asks.run({ sender: 'user', content: 0 }, { conversationId: 'whole' });
+    await asks.resume('whole', { input: { sender: 'person', content: 1 } });
+    // A conversation that never suspends is written whole.
+    const plain = new ConversationOrchestrator<number, number>({
+      name: 'plain',
+      store,
+      observers: [recorder],
+      responders: [{ name: 'a', respond: (_m, s) => ({ sender: 'a', content: s.dispatchCount }) }],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (n) => n + 1 },
+      termination: maxDispatches(3),
+    });
+    await plain.run({ sender: 'user', content: 0 }, { conversationId: 'one-segment' });
+    await recorder.close();
+    expect(out.read().map((l) => [l.conversationId, l.ending.dispatchCount])).toEqual([
+      ['one-segment', 3],
+    ]);
+    expect(recorder.stats()).toMatchObject({ conversations: 1, written: 1, segments: 2 });
   });
 
   it('records a failed conversation with its error class and the dispatches before it', async () => {

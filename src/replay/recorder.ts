@@ -78,6 +78,11 @@ export interface RecorderStats {
   readonly truncated: number;
   /** Dispatches whose `record` field was left out (`recordError`). */
   readonly recordErrors: number;
+  /**
+   * Segments of durable conversations not written because they are not a whole conversation: a
+   * segment that resumed one (after a suspension, a crash or a handoff) or that suspended it.
+   */
+  readonly segments: number;
 }
 
 export interface ConversationRecorder<S = unknown, C = unknown> extends ConversationObserver<S, C> {
@@ -191,7 +196,12 @@ interface Shared<S, C> {
   readonly maxDispatches: number;
   readonly maxRecordChars: number;
   readonly maxLineChars: number;
-  readonly counts: { conversations: number; truncated: number; recordErrors: number };
+  readonly counts: {
+    conversations: number;
+    truncated: number;
+    recordErrors: number;
+    segments: number;
+  };
 }
 
 /** One conversation being recorded. */
@@ -271,6 +281,12 @@ class Recording<S, C> implements ConversationObservation<S, C> {
 
   onConversationEnd(end: ConversationEnd<S, C>): void {
     const shared = this.#shared;
+    if (end.ok && end.result.suspended !== undefined) {
+      // The rest runs in a resumed segment, maybe elsewhere: no line holds the whole of it.
+      shared.counts.segments++;
+      this.#fragments.length = 0;
+      return;
+    }
     shared.counts.conversations++;
     if (this.#truncated) shared.counts.truncated++;
     const start = this.#start;
@@ -367,7 +383,7 @@ export function createConversationRecorder<S = unknown, C = unknown>(
       options.maxLineChars,
       4 * 1024 * 1024,
     ),
-    counts: { conversations: 0, truncated: 0, recordErrors: 0 },
+    counts: { conversations: 0, truncated: 0, recordErrors: 0, segments: 0 },
   };
   // Responder names are bounded by the core; quoted once per orchestrator, not per dispatch.
   const quoted = new WeakMap<readonly string[], readonly string[]>();
@@ -377,9 +393,16 @@ export function createConversationRecorder<S = unknown, C = unknown>(
     dropped: shared.queue.dropped,
     truncated: shared.counts.truncated,
     recordErrors: shared.counts.recordErrors,
+    segments: shared.counts.segments,
   });
   return {
     startConversation(start: ConversationStart<C>) {
+      // A resumed segment has only the dispatches since its checkpoint: replaying it from the
+      // input would compare a candidate with a conversation that never ran that way.
+      if (start.resumed !== undefined) {
+        shared.counts.segments++;
+        return undefined;
+      }
       let names = quoted.get(start.responders);
       if (names === undefined) {
         names = start.responders.map((name) => JSON.stringify(String(name)));
