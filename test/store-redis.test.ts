@@ -37,20 +37,39 @@ describe.runIf(hasRedisServer())('Redis store', () => {
         expect((await b.create(checkpoint('same', 1), remoteOwner(), LONG)).created).toBe(true);
         const keys = (await client.keys('alpha:*')).sort();
         expect(keys).toEqual([
-          'alpha:c:same',
-          'alpha:ids',
-          'alpha:o:desks',
-          'alpha:orchestrators',
-          'alpha:os:desks:running',
-          'alpha:s:running',
+          'alpha:|c:same',
+          'alpha:|ids',
+          'alpha:|o:desks',
+          'alpha:|orchestrators',
+          'alpha:|os:desks:running',
+          'alpha:|s:running',
         ]);
         expect(await a.delete('same')).toBe(true);
-        expect((await client.keys('alpha:*')).sort()).toEqual(['alpha:orchestrators']);
+        expect((await client.keys('alpha:*')).sort()).toEqual(['alpha:|orchestrators']);
       } finally {
         client.disconnect();
         await a.close();
         await b.close();
       }
+    });
+
+    it('keeps stores with nested prefixes apart (co: and co:c:), and refuses a prefix with |', async () => {
+      const outer = createRedisStore({ url: server.url, prefix: 'nest:' });
+      const inner = createRedisStore({ url: server.url, prefix: 'nest:c:' });
+      try {
+        // Without a separator, outer's `c:x` and inner's `x` would both be the key nest:c:c:x.
+        await outer.create(checkpoint('c:x', 1), remoteOwner(), LONG);
+        expect(await inner.get('x')).toBeUndefined();
+        expect((await inner.create(checkpoint('x', 1), remoteOwner(), LONG)).created).toBe(true);
+        expect((await outer.list({ limit: 10 })).map((c) => c.conversationId)).toEqual(['c:x']);
+        expect((await inner.list({ limit: 10 })).map((c) => c.conversationId)).toEqual(['x']);
+      } finally {
+        await outer.close();
+        await inner.close();
+      }
+      expect(() => createRedisStore({ url: server.url, prefix: 'a|b' })).toThrow(
+        'Expected `prefix` to be a string of at most 256 characters without `|`, got `"a|b"` (string) (createRedisStore)',
+      );
     });
   });
 
@@ -70,9 +89,9 @@ describe.runIf(hasRedisServer())('Redis store', () => {
         expect(await store.get('ended')).toBeUndefined();
         expect((await store.get('running'))?.status).toBe('running');
         expect(await store.purgeExpired()).toBe(0);
-        expect(await client.zrange(`${prefix}ids`, 0, -1)).toEqual(['running']);
-        expect(await client.zcard(`${prefix}ended`)).toBe(0);
-        expect(await client.zcard(`${prefix}s:ended`)).toBe(0);
+        expect(await client.zrange(`${prefix}|ids`, 0, -1)).toEqual(['running']);
+        expect(await client.zcard(`${prefix}|ended`)).toBe(0);
+        expect(await client.zcard(`${prefix}|s:ended`)).toBe(0);
       } finally {
         client.disconnect();
         await store.close();

@@ -7,8 +7,9 @@ import { checkInteger as checkStoreInteger, optionError } from '../shared/option
 /** Options shared by both forms of {@link RedisStoreOptions}. */
 export interface RedisStoreCommonOptions {
   /**
-   * Prefix of every key the store writes. Several stores (or apps) share one Redis with distinct
-   * prefixes. On Redis Cluster use a hash tag (`{co}:`) so every key is in one slot: the scripts
+   * Prefix of every key the store writes (followed by `|`, so a prefix may not contain `|`).
+   * Several stores (or apps) share one Redis with distinct prefixes, nested ones included (`co:`
+   * and `co:c:` never write the same key). On Redis Cluster use a hash tag (`{co}:`) so every key is in one slot: the scripts
    * touch a conversation and its indexes together.
    * @default 'co:'
    */
@@ -77,9 +78,17 @@ export function checkInteger(name: string, value: unknown, min: number): number 
   return checkStoreInteger('createRedisStore', name, value, min);
 }
 
+/** Between the prefix and the store's own key names; a prefix never contains it. */
+export const KEY_SEPARATOR = '|';
+
 export function checkPrefix(value: unknown): string {
-  if (typeof value !== 'string' || value.length > 256) {
-    throw optionError('createRedisStore', 'prefix', 'a string of at most 256 characters', value);
+  if (typeof value !== 'string' || value.length > 256 || value.includes(KEY_SEPARATOR)) {
+    throw optionError(
+      'createRedisStore',
+      'prefix',
+      `a string of at most 256 characters without \`${KEY_SEPARATOR}\``,
+      value,
+    );
   }
   return value;
 }

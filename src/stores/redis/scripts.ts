@@ -4,7 +4,8 @@
  * client sees it half done, and two racing scripts on one conversation run one after the other.
  * Time is Redis's own (`TIME`), never the caller's.
  *
- * Keys, under the store's prefix P (ARGV[1]):
+ * Keys, under P (ARGV[1]): the store's prefix followed by `|`, which no prefix contains, so two
+ * stores with nested prefixes never share a key:
  *   P c:<id>                 hash: the checkpoint (orchestrator, status, seq, dispatchCount,
  *                            state, result, suspendedAt), the lease (owner, epoch,
  *                            leaseExpiresAt) and updatedAt; times in epoch ms of Redis's clock

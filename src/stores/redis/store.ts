@@ -19,7 +19,13 @@ import type {
   StoredConversation,
   StoreStats,
 } from '../../core/store.ts';
-import { checkInteger, checkPrefix, DEFAULTS, type RedisStoreOptions } from './options.ts';
+import {
+  checkInteger,
+  checkPrefix,
+  DEFAULTS,
+  KEY_SEPARATOR,
+  type RedisStoreOptions,
+} from './options.ts';
 import { ACQUIRE, COMMIT, CREATE, DELETE, GET, PURGE, RELEASE, RENEW } from './scripts.ts';
 
 /** A Redis {@link ConversationStore}. */
@@ -67,6 +73,11 @@ export function createRedisStore(options: RedisStoreOptions): RedisStore {
 class RStore implements RedisStore {
   readonly name = 'redis' as const;
   readonly prefix: string;
+  /**
+   * What every key starts with: the prefix and `|`, which no prefix contains, so two stores whose
+   * prefixes nest (`co:` and `co:c:`) can never write the same key.
+   */
+  readonly #base: string;
   readonly maxCheckpointBytes: number;
   readonly #client: Redis;
   readonly #own: boolean;
@@ -85,6 +96,7 @@ class RStore implements RedisStore {
       );
     }
     this.prefix = checkPrefix(options.prefix ?? DEFAULTS.prefix);
+    this.#base = `${this.prefix}${KEY_SEPARATOR}`;
     this.#retentionMs = checkInteger('retentionMs', options.retentionMs ?? DEFAULTS.retentionMs, 0);
     const purgeIntervalMs = checkInteger(
       'purgeIntervalMs',
@@ -150,7 +162,7 @@ class RStore implements RedisStore {
   }
 
   #key(conversationId: string): string {
-    return `${this.prefix}c:${conversationId}`;
+    return `${this.#base}c:${conversationId}`;
   }
 
   async create(
@@ -278,7 +290,7 @@ class RStore implements RedisStore {
   async list(query: ListQuery): Promise<readonly StoredConversation[]> {
     const limit = Math.min(checkInteger('limit', query.limit, 0), 1_000);
     if (limit === 0) return [];
-    const p = this.prefix;
+    const p = this.#base;
     const index =
       query.orchestrator !== undefined && query.status !== undefined
         ? `${p}os:${query.orchestrator}:${query.status}`
@@ -336,7 +348,7 @@ class RStore implements RedisStore {
   }
 
   async stats(): Promise<readonly StoreStats[]> {
-    const p = this.prefix;
+    const p = this.#base;
     return this.#bounded('stats', async () => {
       const names = (await this.#client.smembers(`${p}orchestrators`)).sort();
       const pipeline = this.#client.pipeline();
@@ -417,7 +429,7 @@ class RStore implements RedisStore {
     args: readonly string[],
   ): Promise<Reply> {
     const keys = conversationId === undefined ? [] : [this.#key(conversationId)];
-    const argv = [this.prefix, ...(conversationId === undefined ? [] : [conversationId]), ...args];
+    const argv = [this.#base, ...(conversationId === undefined ? [] : [conversationId]), ...args];
     return this.#bounded(what, async () => {
       try {
         return (await this.#client.evalsha(s.sha, keys.length, ...keys, ...argv)) as Reply;
