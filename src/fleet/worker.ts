@@ -6,9 +6,10 @@
  * the store unreachable). A dead worker's jobs are BullMQ's stalled jobs: another worker gets them
  * once their lock expires, and resumes each conversation from its last checkpoint.
  */
-import { DelayedError, type Job, UnrecoverableError, WaitingError, Worker } from 'bullmq';
+import { DelayedError, type Job, Queue, UnrecoverableError, WaitingError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { ConversationStore } from '../core/store.ts';
+import { asRegistry, type PrometheusRegistry } from '../observability/registry.ts';
 import {
   bounded,
   describeConnection,
@@ -19,6 +20,7 @@ import {
 import { UnknownOrchestratorError } from './errors.ts';
 import { backoffDelay, checkQueueName, DEFAULT_PREFIX, DEFAULT_QUEUE_NAME } from './jobs.ts';
 import { dropSuspension, recordSuspension, suspendedKey } from './markers.ts';
+import { QueueMetrics } from './metrics.ts';
 import { ForeignPayloadError, parsePayload } from './payload.ts';
 import { type FleetOrchestrator, runSegment, type SegmentOutcome } from './segment.ts';
 
@@ -99,6 +101,21 @@ export interface ConversationWorkerOptions {
    * @default a process warning per event
    */
   readonly onEvent?: (event: FleetEvent) => void;
+  /**
+   * A prom-client `Registry` (any 15.x copy; the telemetry's, usually) to register the queue
+   * metrics on: `orchestrator_queue_job_wait_seconds` and `orchestrator_queue_jobs_stalled_total`
+   * (this worker's), and, read from Redis at scrape time, `orchestrator_queue_oldest_waiting_seconds`
+   * and BullMQ's `bullmq_job_count`, `bullmq_job_completed_total`, `bullmq_job_failed_total`
+   * (docs/telemetry.md). `close()` takes them off it.
+   * @default none (no metrics)
+   */
+  readonly registry?: PrometheusRegistry;
+  /**
+   * How long a scrape waits for Redis for the queue-wide metrics (then they have no series for
+   * that scrape).
+   * @default 1000
+   */
+  readonly metricsTimeoutMs?: number;
 }
 
 /** Options of `close()`. */
@@ -188,6 +205,8 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
   const lockDuration = checkPositive('lockDurationMs', options.lockDurationMs ?? 10_000);
   const stalledInterval = checkPositive('stalledIntervalMs', options.stalledIntervalMs ?? 5_000);
   const maxStalledCount = checkPositive('maxStalledCount', options.maxStalledCount ?? 1_000);
+  const registry = options.registry === undefined ? undefined : asRegistry(options.registry);
+  const metricsTimeoutMs = checkPositive('metricsTimeoutMs', options.metricsTimeoutMs ?? 1_000);
   const url = describeConnection(options.connection);
   const counts: Counter = {
     ended: 0,
@@ -218,10 +237,19 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
   client.on('error', onRedisError);
   const markers: Redis = openClient(options.connection, `co-markers:${queueName}`);
   markers.on('error', () => undefined);
+  // The queue-wide reads of the metrics go through the markers' connection (short commands).
+  const metricsQueue =
+    registry === undefined ? undefined : new Queue(queueName, { connection: markers, prefix });
+  metricsQueue?.on('error', () => undefined);
+  const metrics =
+    registry === undefined || metricsQueue === undefined
+      ? undefined
+      : new QueueMetrics(registry, metricsQueue, queueName, metricsTimeoutMs);
   const running = new Set<AbortController>();
   let draining = false;
 
   const processor = async (job: Job, token?: string): Promise<unknown> => {
+    metrics?.jobStarted(job);
     let payload: ReturnType<typeof parsePayload>;
     try {
       payload = parsePayload(job.data);
@@ -341,6 +369,7 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
     autorun: true,
   });
   worker.on('error', onRedisError);
+  if (metrics !== undefined) worker.on('stalled', () => metrics.stalled());
 
   let closing: Promise<void> | undefined;
   return {
@@ -375,6 +404,8 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
         }
         await Promise.race([worker.close(active.size > 0).catch(() => undefined), delay(1_000)]);
         closed = true;
+        metrics?.close();
+        await Promise.race([metricsQueue?.close().catch(() => undefined), delay(1_000)]);
         markers.disconnect();
         client.disconnect();
       })();
