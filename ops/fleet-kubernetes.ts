@@ -2,9 +2,11 @@
  * kubernetes/fleet/: the demo in fleet mode, on top of kubernetes/ (its kustomization includes the
  * base): Redis for the queue and the store (a StatefulSet with AOF on a volume), the BullMQ worker
  * Deployment with a grace period above the worker's drain bound and a PodDisruptionBudget, a KEDA
- * ScaledObject scaling the workers on the queue's waiting jobs, and a patch making the demo
- * Deployment the producer (REDIS_URL). A folder of its own: the base applies without KEDA.
+ * ScaledObject scaling the workers on the queue's waiting jobs, a PodMonitor scraping each
+ * worker's /metrics (as the rules' job), and a patch making the demo Deployment the producer
+ * (REDIS_URL). A folder of its own: the base applies without KEDA.
  */
+import { PodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
@@ -13,11 +15,13 @@ import { DEMO_QUEUE, WORKER_DRAIN_MS } from '../service/worker-names.ts';
 import type { OpsConfig } from './config.ts';
 import { ScaledObject } from './keda.ts';
 import type { Manifest } from './kubernetes.ts';
-import { SERVICE_NAME } from './selector.ts';
+import { PORT_NAME, parseSelector, SERVICE_NAME, scrapeLabels } from './selector.ts';
 
 export const WORKER_NAME = `${SERVICE_NAME}-worker`;
 export const REDIS_NAME = `${SERVICE_NAME}-redis`;
 const REDIS_PORT = 6379;
+/** Each worker's /metrics (WORKER_METRICS_PORT), the demo service's port. */
+const WORKER_METRICS_PORT = 9464;
 /**
  * The worker pod's grace period: the drain (WORKER_DRAIN_MS, `close()` returns within it plus
  * about 1 s) and the store's close, with room to spare; Kubernetes' default is 30 s too.
@@ -116,7 +120,11 @@ export function fleetManifests(config: OpsConfig): Map<string, Manifest> {
                 { name: 'CONCURRENCY', value: String(k.workerConcurrency) },
                 { name: 'WORKER_ID', valueFrom: { fieldRef: { fieldPath: 'metadata.name' } } },
                 { name: 'NODE_ENV', value: 'production' },
+                // Its /metrics on every interface of the pod, for the PodMonitor.
+                { name: 'HOST', value: '0.0.0.0' },
+                { name: 'WORKER_METRICS_PORT', value: String(WORKER_METRICS_PORT) },
               ],
+              ports: [{ name: PORT_NAME, containerPort: WORKER_METRICS_PORT }],
               resources: {
                 requests: { cpu: '100m', memory: '128Mi' },
                 limits: { cpu: '1', memory: '384Mi' },
@@ -161,12 +169,40 @@ export function fleetManifests(config: OpsConfig): Map<string, Manifest> {
     },
   });
 
+  const { relabelings } = scrapeLabels(parseSelector(config.selector), namespace);
+  const podMonitor = new PodMonitor({
+    metadata: {
+      name: WORKER_NAME,
+      namespace,
+      labels: { ...workerLabels, ...k.prometheusSelector },
+    },
+    spec: {
+      selector: { matchLabels: workerSelector },
+      podMetricsEndpoints: [
+        {
+          port: PORT_NAME,
+          path: '/metrics',
+          interval: '15s',
+          scrapeTimeout: '10s',
+          // The workers' series are the service's job: the rules and dashboards select them.
+          relabelings: relabelings.some((r) => r.targetLabel === 'job')
+            ? [...relabelings]
+            : [
+                { action: 'replace', targetLabel: 'job', replacement: SERVICE_NAME },
+                ...relabelings,
+              ],
+        },
+      ],
+    },
+  });
+
   return new Map<string, Manifest>([
     ['redis-statefulset.yaml', redis],
     ['redis-service.yaml', redisService],
     ['worker-deployment.yaml', worker],
     ['worker-poddisruptionbudget.yaml', workerBudget],
     ['worker-scaledobject.yaml', scaler],
+    ['worker-podmonitor.yaml', podMonitor],
   ]);
 }
 

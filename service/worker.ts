@@ -10,18 +10,26 @@
  * `--tolerance`, …), plus WORKER_ID (default `{hostname}-{pid}`) and, for `npm run chaos`,
  * HEARTBEAT_FILE: a file touched every 5 s (a container's healthcheck reads its age); and
  * INVOCATION_LOG: a file getting one JSON line per responder invocation and per crash resume
- * (appended with one synchronous write each, so a SIGKILL loses none written).
+ * (appended with one synchronous write each, so a SIGKILL loses none written); and
+ * WORKER_METRICS_PORT: serve `/metrics` (the conversations' metrics, the store's gauges, the queue
+ * metrics, the process's health) and `/healthz` on this port of `--host` (0: any free port, said
+ * on stdout), for Prometheus to scrape each worker.
  */
 // First: SIGTERM, SIGINT and SIGHUP are handled from here on (one while starting exits 0 at once).
 import './signals.ts';
 import { appendFileSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:http';
+import type { AddressInfo } from 'node:net';
 import { hostname } from 'node:os';
 import { Redis } from 'ioredis';
 import { createConversationWorker } from '../src/fleet/index.ts';
 import type { ConversationObserver } from '../src/index.ts';
+import { createConversationTelemetry, createStoreMetrics } from '../src/observability/index.ts';
 import { ConfigError, parseConfig } from './config.ts';
+import { SharedExposition } from './exposition.ts';
 import { FLEET_TIMING, openFleetStore } from './fleet-store.ts';
 import { UpdatePublisher, updatesChannel } from './fleet-updates.ts';
+import { createServiceRegistry } from './health-metrics.ts';
 import { type Book, createDeskOrchestrator, type DeskMessage } from './market.ts';
 import { onStopSignal } from './signals.ts';
 import { DEMO_ORCHESTRATORS, DEMO_QUEUE, WORKER_DRAIN_MS } from './worker-names.ts';
@@ -93,12 +101,30 @@ const endings: ConversationObserver<Book, DeskMessage> = {
   },
 };
 
+// WORKER_METRICS_PORT: this worker's /metrics (read before anything starts: a bad value exits 2).
+const metricsPortText = process.env.WORKER_METRICS_PORT;
+const metricsPort =
+  metricsPortText === undefined || metricsPortText === '' ? undefined : Number(metricsPortText);
+if (
+  metricsPort !== undefined &&
+  (!/^\d{1,5}$/.test(metricsPortText as string) || (metricsPort as number) > 65_535)
+) {
+  process.stderr.write(
+    `Expected WORKER_METRICS_PORT to be a port number from 0 to 65535, got \`${metricsPortText}\`\n`,
+  );
+  process.exit(2);
+}
+const registry = metricsPort === undefined ? undefined : createServiceRegistry();
+const observers: ConversationObserver<Book, DeskMessage>[] =
+  registry === undefined ? [endings] : [createConversationTelemetry({ registry }), endings];
+if (registry !== undefined) createStoreMetrics({ store, registry, timeoutMs: 1_000 });
+
 const orchestrators = DEMO_ORCHESTRATORS.map((name, i) =>
   createDeskOrchestrator(
     name,
     Math.min(cfg.desks + i, 8),
     cfg,
-    [endings],
+    observers,
     store,
     (state, decision, dispatchCount, elapsedMs) =>
       updates.publish({
@@ -124,7 +150,32 @@ const worker = createConversationWorker({
   lockDurationMs: FLEET_TIMING.lockDurationMs,
   stalledIntervalMs: FLEET_TIMING.stalledIntervalMs,
   onEvent: (event) => process.stderr.write(`${workerId}: ${event.type}: ${event.message}\n`),
+  ...(registry === undefined ? {} : { registry }),
 });
+
+const exposition = registry === undefined ? undefined : new SharedExposition(registry);
+const metricsServer =
+  exposition === undefined
+    ? undefined
+    : createServer((req, res) => {
+        const path = (req.url ?? '/').split('?')[0];
+        if (req.method !== 'GET' && req.method !== 'HEAD') {
+          res
+            .writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' })
+            .end('read only\n');
+        } else if (path === '/metrics') {
+          exposition.get(req.headers).then(
+            ({ contentType, body }) =>
+              res.writeHead(200, { 'content-type': contentType }).end(body),
+            (error: unknown) => res.writeHead(500).end(String(error)),
+          );
+        } else if (path === '/healthz') {
+          res.writeHead(stopping ? 503 : 200, { 'content-type': 'application/json' });
+          res.end(JSON.stringify({ status: stopping ? 'stopping' : 'ok', worker: workerId }));
+        } else {
+          res.writeHead(404, { 'content-type': 'text/plain' }).end('not found\n');
+        }
+      });
 let stopping = false;
 const stop = async (signal: string) => {
   if (stopping) return;
@@ -135,12 +186,28 @@ const stop = async (signal: string) => {
   process.stdout.write(
     `${workerId} ${signal}: drained (${s.ended} segments ended, ${s.suspended} suspended, ${s.handedBack} handed back)\n`,
   );
+  metricsServer?.close();
+  metricsServer?.closeAllConnections();
   await Promise.allSettled([store.close(), publisherClient.quit()]);
   process.exit(0);
 };
 // SIGTERM, SIGINT and SIGHUP (a closed terminal) drain, also while the worker gets ready.
 onStopSignal((signal) => void stop(signal));
 await worker.ready(30_000);
+if (metricsServer !== undefined) {
+  await new Promise<void>((resolve, reject) => {
+    metricsServer.once('error', reject);
+    metricsServer.listen(metricsPort, cfg.host, () => resolve());
+  }).catch((error: Error) => {
+    process.stderr.write(
+      `Cannot listen on --host ${cfg.host} WORKER_METRICS_PORT ${metricsPort}: ${error.message}\n`,
+    );
+    process.exit(2);
+  });
+  const bound = metricsServer.address() as AddressInfo;
+  const shownHost = bound.family === 'IPv6' ? `[${bound.address}]` : bound.address;
+  process.stdout.write(`${workerId} metrics on http://${shownHost}:${bound.port}/metrics\n`);
+}
 process.stdout.write(
   `${workerId} ready (pid ${process.pid}), running ${DEMO_ORCHESTRATORS.join(', ')}\n`,
 );

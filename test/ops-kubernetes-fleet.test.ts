@@ -4,6 +4,7 @@
  * (ops/keda.ts), then for what ties the objects together.
  */
 import { readdirSync, readFileSync } from 'node:fs';
+import { PodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
 import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
@@ -22,6 +23,7 @@ const MODELS: Record<string, new (data: never) => { validate(): void }> = {
   'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
   'v1/Service': Service,
   'keda.sh/v1alpha1/ScaledObject': ScaledObject,
+  'monitoring.coreos.com/v1/PodMonitor': PodMonitor,
 };
 // biome-ignore lint/suspicious/noExplicitAny: manifests are walked freely after validation.
 type Manifest = { apiVersion: string; kind: string; metadata: any; spec: any };
@@ -54,6 +56,7 @@ describe('kubernetes/fleet/', () => {
     expect(manifests.map((m) => m.kind).sort()).toEqual([
       'Deployment',
       'PodDisruptionBudget',
+      'PodMonitor',
       'ScaledObject',
       'Service',
       'StatefulSet',
@@ -95,6 +98,26 @@ describe('kubernetes/fleet/', () => {
         },
       },
     ]);
+  });
+
+  it("scrapes each worker's /metrics port as the rules' job", () => {
+    const worker = of('Deployment')[0] as Manifest;
+    const container = worker.spec.template.spec.containers[0];
+    const env = Object.fromEntries(
+      container.env.map((e: { name: string; value?: string }) => [e.name, e.value]),
+    );
+    expect(env).toMatchObject({ HOST: '0.0.0.0', WORKER_METRICS_PORT: '9464' });
+    expect(container.ports).toEqual([{ name: 'http', containerPort: 9464 }]);
+    const monitor = of('PodMonitor')[0] as Manifest;
+    expect(monitor.spec.selector.matchLabels).toEqual(worker.spec.selector.matchLabels);
+    expect(monitor.spec.podMetricsEndpoints).toMatchObject([{ port: 'http', path: '/metrics' }]);
+    // The series get the job the rules and dashboards select (the default selector's).
+    expect(monitor.spec.podMetricsEndpoints[0].relabelings).toContainEqual({
+      action: 'replace',
+      targetLabel: 'job',
+      replacement: 'conversation-orchestrator',
+    });
+    expect(DEFAULT_OPS_CONFIG.selector).toContain('job="conversation-orchestrator"');
   });
 
   it('gives workers a grace period longer than their drain bound, and a disruption budget', () => {

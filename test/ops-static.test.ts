@@ -493,7 +493,19 @@ describe('docker-compose.yml', () => {
       scrape_configs: { job_name: string; dns_sd_configs?: { names: string[]; port: number }[] }[];
     };
     const job = prom.scrape_configs.find((j) => j.job_name === 'conversation-orchestrator');
-    expect(job?.dns_sd_configs?.[0]).toMatchObject({ names: ['desks'], port: 9464 });
+    // The single-process demo, the fleet's producer and each of its workers (WORKER_METRICS_PORT).
+    expect(job?.dns_sd_configs?.[0]).toMatchObject({
+      names: ['desks', 'fleet', 'workers'],
+      port: 9464,
+    });
+    const compose = parse(readFileSync('docker-compose.yml', 'utf8')) as {
+      services: Record<string, { environment?: Record<string, string>; expose?: string[] }>;
+    };
+    expect(compose.services.workers?.environment).toMatchObject({
+      HOST: '0.0.0.0',
+      WORKER_METRICS_PORT: '9464',
+    });
+    expect(compose.services.workers?.expose).toEqual(['9464']);
     const pkg = JSON.parse(readFileSync('package.json', 'utf8')) as { scripts: { start: string } };
     expect(readFileSync('Dockerfile', 'utf8')).toContain(
       `CMD ${JSON.stringify(pkg.scripts.start.split(' ')).replaceAll(',', ', ')}`,

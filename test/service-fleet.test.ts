@@ -191,14 +191,17 @@ describe.skipIf(!hasRedisServer())('the demo service in fleet mode', () => {
     }
   }, 180_000);
 
-  it('a worker drains on SIGHUP (a closed terminal) and exits 0, as on SIGTERM', async () => {
+  it('a worker serves its /metrics (WORKER_METRICS_PORT), drains on SIGHUP (a closed terminal) and exits 0, as on SIGTERM', async () => {
     // Its own redis-server: the queue of the tests above may still hold jobs this worker would
     // take (and hand back), which is not what this test counts.
     const own = await startRedis();
     const worker = spawn(
       process.execPath,
       ['--import', 'tsx', 'service/worker.ts', '--redis', own.url],
-      { env: { ...process.env, WORKER_ID: 'worker-hup' }, stdio: ['ignore', 'pipe', 'pipe'] },
+      {
+        env: { ...process.env, WORKER_ID: 'worker-hup', WORKER_METRICS_PORT: '0' },
+        stdio: ['ignore', 'pipe', 'pipe'],
+      },
     );
     let out = '';
     worker.stdout.on('data', (c: Buffer) => {
@@ -217,6 +220,23 @@ describe.skipIf(!hasRedisServer())('the demo service in fleet mode', () => {
         () => `the worker to be ready: ${out}`,
         () => worker.exitCode !== null || worker.signalCode !== null,
       );
+      // Its /metrics: the queue's metrics (BullMQ's job counts read from Redis) beside the
+      // conversations' and the process's, clean by promtool but for BullMQ's own gauge name.
+      const port = /worker-hup metrics on http:\/\/127\.0\.0\.1:(\d+)\/metrics/.exec(out)?.[1];
+      expect(port, out).toBeDefined();
+      const metrics = await (await fetch(`http://127.0.0.1:${port}/metrics`)).text();
+      expect(metrics).toMatch(/^orchestrator_queue_jobs_stalled_total\{queue="[^"]+"\} 0$/m);
+      expect(metrics).toMatch(/^bullmq_job_count\{queue="[^"]+",state="waiting"\} 0$/m);
+      expect(metrics).toMatch(/^# TYPE orchestrator_conversations_ended_total counter$/m);
+      expect(metrics).toMatch(/^nodejs_heap_size_used_bytes /m);
+      const lint = spawnSync('promtool', ['check', 'metrics'], {
+        input: metrics,
+        encoding: 'utf8',
+      });
+      expect(lint.stdout + lint.stderr).toBe(
+        'bullmq_job_count non-histogram and non-summary metrics should not have "_count" suffix\n',
+      );
+      expect((await fetch(`http://127.0.0.1:${port}/healthz`)).status).toBe(200);
       worker.kill('SIGHUP');
       expect(await exited).toEqual([0, null]);
       expect(out).toMatch(
