@@ -67,6 +67,8 @@ export class QueueMetrics {
   #stalled = 0;
   #reading: Promise<QueueReading | undefined> | undefined;
   #readAt = Number.NEGATIVE_INFINITY;
+  /** A read is under way: every metric (and scrape) shares it, however long it takes. */
+  #inFlight = false;
 
   constructor(registry: PrometheusRegistry, queue: Queue, queueName: string, timeoutMs: number) {
     this.#registry = registry;
@@ -155,8 +157,11 @@ export class QueueMetrics {
   /** One read of the queue for the metrics of a scrape (and of scrapes within a second). */
   #read(): Promise<QueueReading | undefined> {
     const now = performance.now();
-    if (this.#reading !== undefined && now - this.#readAt < 1_000) return this.#reading;
+    if (this.#reading !== undefined && (this.#inFlight || now - this.#readAt < 1_000)) {
+      return this.#reading;
+    }
     this.#readAt = now;
+    this.#inFlight = true;
     let timer: NodeJS.Timeout | undefined;
     const reading = Promise.race([
       this.#query(),
@@ -167,11 +172,13 @@ export class QueueMetrics {
     ]).then(
       (value) => {
         clearTimeout(timer);
+        this.#inFlight = false;
         if (value === undefined) this.#readAt = Number.NEGATIVE_INFINITY;
         return value;
       },
       () => {
         clearTimeout(timer);
+        this.#inFlight = false;
         // The next scrape reads again rather than sharing a failure.
         this.#readAt = Number.NEGATIVE_INFINITY;
         return undefined;

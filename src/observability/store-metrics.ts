@@ -101,6 +101,8 @@ export class StoreMetrics {
   readonly #names: readonly string[];
   #reading: Promise<Reading | undefined> | undefined;
   #readAt = Number.NEGATIVE_INFINITY;
+  /** A read is under way: every gauge (and scrape) shares it, however long it takes. */
+  #inFlight = false;
 
   constructor(options: StoreMetricsOptions) {
     if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
@@ -194,10 +196,14 @@ export class StoreMetrics {
   /** One read shared by the gauges of a scrape (and by scrapes within `minIntervalMs`). */
   #read(): Promise<Reading | undefined> {
     const now = performance.now();
-    if (this.#reading !== undefined && now - this.#readAt < this.#minIntervalMs) {
+    if (
+      this.#reading !== undefined &&
+      (this.#inFlight || now - this.#readAt < this.#minIntervalMs)
+    ) {
       return this.#reading;
     }
     this.#readAt = now;
+    this.#inFlight = true;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const timeout = new Promise<never>((_, reject) => {
       timer = setTimeout(
@@ -209,10 +215,12 @@ export class StoreMetrics {
     const reading = Promise.race([this.#query(), timeout]).then(
       (value) => {
         clearTimeout(timer);
+        this.#inFlight = false;
         return value;
       },
       () => {
         clearTimeout(timer);
+        this.#inFlight = false;
         this.#failures.count++;
         // The next scrape reads again rather than sharing a failure.
         this.#readAt = Number.NEGATIVE_INFINITY;
