@@ -6,8 +6,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
-import { describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createConversationWorker } from '../src/fleet/index.ts';
 import {
   CheckpointError,
   ConversationAbortedError,
@@ -27,7 +29,9 @@ import {
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
 import { createConversationRecorder } from '../src/replay/index.ts';
+import { createRedisStore } from '../src/stores/redis/index.ts';
 import { createSqliteStore } from '../src/stores/sqlite/index.ts';
+import { hasRedisServer, type RunningRedis, startRedis } from './helpers/redis.ts';
 
 const input = { sender: 'user', content: 'go' };
 const answer = () => ({ sender: 'a', content: 'ok' });
@@ -345,5 +349,166 @@ describe('the JSON codec', () => {
     });
     expect(error).toBeInstanceOf(CheckpointError);
     expect((error as CheckpointError).path).toBe('projection.price');
+  });
+});
+
+describe('ConversationEnd.ended and the telemetry count', () => {
+  it.fails('counts the ending once when the ending commit landed but its answer came after storeTimeoutMs', async () => {
+    const inner = createMemoryStore();
+    const store: ConversationStore = Object.assign(Object.create(inner) as ConversationStore, {
+      commit: async (...args: Parameters<ConversationStore['commit']>) => {
+        const outcome = await inner.commit(...args);
+        // The store applied it; its answer is lost on the way back (a slow network).
+        if (args[0].status === 'ended') await new Promise((r) => setTimeout(r, 300));
+        return outcome;
+      },
+    });
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry({ registry });
+    const { observer, ends } = segments<number>();
+    const o = new ConversationOrchestrator<number, unknown>({
+      name: 'review',
+      store,
+      storeTimeoutMs: 50,
+      leaseMs: 1_000,
+      observers: [observer, telemetry as ConversationObserver<number, unknown>],
+      responders: [{ name: 'a', respond: answer }],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (n: number) => n + 1 },
+      termination: maxDispatches(2),
+    });
+    await expect(o.run(input, { conversationId: 'late' })).rejects.toBeInstanceOf(CheckpointError);
+    expect((await inner.get('late'))?.status).toBe('ended');
+    // Nothing resumes an ended conversation: this segment was its ending.
+    expect(await o.recover()).toMatchObject({ resumed: 0 });
+    expect(ends.map((e) => e.ended)).toEqual([true]);
+    expect(await registry.metrics()).toMatch(
+      /^orchestrator_conversations_ended_total\{orchestrator="review",reason="max_dispatches"\} 1$/m,
+    );
+  });
+
+  it('counts a conversation once across a suspension, a resume whose answer would not fold, and the resume that ends it', async () => {
+    const store = createMemoryStore();
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry({ registry });
+    const { observer, ends } = segments<number>();
+    let asked = false;
+    const o = make(
+      () => {
+        if (!asked) {
+          asked = true;
+          return suspend({ q: '?' });
+        }
+        return answer();
+      },
+      {
+        store,
+        steps: 3,
+        observers: [observer, telemetry as ConversationObserver<number, unknown>],
+        projection: {
+          initial: () => 0,
+          fold: (n, m) => {
+            if (m.content === 'bad') throw new Error('no');
+            return n + 1;
+          },
+        },
+      },
+    );
+    await o.run(input, { conversationId: 'c' });
+    await expect(
+      o.resume('c', { input: { sender: 'person', content: 'bad' } }),
+    ).rejects.toMatchObject({ name: 'PolicyError' });
+    await o.resume('c', { input: { sender: 'person', content: 'yes' } });
+    expect(ends.map((e) => [e.ok, e.ended])).toEqual([
+      [true, false],
+      [false, false],
+      [true, true],
+    ]);
+    const text = await registry.metrics();
+    // Every reason has a series from the start: the ones counted are those not at 0.
+    const counted = text.match(/^orchestrator_conversations_ended_total\{.*$/gm) ?? [];
+    expect(counted.filter((line) => !line.endsWith(' 0'))).toEqual([
+      'orchestrator_conversations_ended_total{orchestrator="review",reason="max_dispatches"} 1',
+    ]);
+  });
+});
+
+describe.skipIf(!hasRedisServer())('on a real redis-server', () => {
+  let redis: RunningRedis;
+  let admin: Redis;
+  beforeAll(async () => {
+    redis = await startRedis();
+    admin = new Redis(redis.url);
+  }, 60_000);
+  afterAll(async () => {
+    admin?.disconnect();
+    await redis?.stop();
+  });
+
+  /** The names of the clients connected to the server, sorted. */
+  async function clients(): Promise<string[]> {
+    const list = (await admin.client('LIST')) as string;
+    return [...list.matchAll(/ name=(\S*)/g)]
+      .map((m) => m[1] as string)
+      .filter((n) => n !== '')
+      .sort();
+  }
+
+  const orchestrators = (store: ConversationStore) => [make(answer, { store, name: 'fleet' })];
+
+  it('a second worker given the same registry is refused without leaving Redis connections open', async () => {
+    const store = createMemoryStore();
+    const registry = new Registry();
+    const first = createConversationWorker({
+      connection: redis.url,
+      queueName: 'one',
+      store,
+      orchestrators: orchestrators(store),
+      registry,
+      onEvent: () => {},
+    });
+    await first.ready(10_000);
+    const before = await clients();
+    expect(() =>
+      createConversationWorker({
+        connection: redis.url,
+        queueName: 'two',
+        store,
+        orchestrators: orchestrators(store),
+        registry,
+        onEvent: () => {},
+      }),
+    ).toThrow(/orchestrator_queue_job_wait_seconds/);
+    // A leaked client connects a moment later, and a closed one is seen gone a moment later:
+    // give both time, then wait for the list to come back (or give up after 5 s).
+    await new Promise((r) => setTimeout(r, 500));
+    let after = await clients();
+    for (let i = 0; i < 50 && after.length > before.length; i++) {
+      await new Promise((r) => setTimeout(r, 100));
+      after = await clients();
+    }
+    await first.close();
+    expect(after).toEqual(before);
+  });
+
+  it("two stores whose prefixes nest, or carry a hash tag, never see each other's conversations", async () => {
+    const prefixes = ['co', 'co:', 'co:c:', '{co}:', '{co}', ''];
+    const stores = prefixes.map((prefix) => createRedisStore({ url: redis.url, prefix }));
+    try {
+      for (const [i, store] of stores.entries()) {
+        const o = make(answer, { store, name: `p${i}` });
+        // The same id in every store: each holds its own conversation.
+        await o.run(input, { conversationId: 'c:x' });
+      }
+      for (const [i, store] of stores.entries()) {
+        const stored = await store.get('c:x');
+        expect(stored?.orchestrator).toBe(`p${i}`);
+        const listed = await store.list({ limit: 100 });
+        expect(listed.map((c) => c.orchestrator)).toEqual([`p${i}`]);
+      }
+      expect(() => createRedisStore({ url: redis.url, prefix: 'a|b' })).toThrow(/without `\|`/);
+    } finally {
+      for (const store of stores) await (store as { close(): Promise<void> }).close();
+    }
   });
 });
