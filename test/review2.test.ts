@@ -301,6 +301,75 @@ describe("an ended conversation's stored result", () => {
   });
 });
 
+describe('an ended checkpoint written by the previous format (state holding the projection)', () => {
+  it('is still answered by resume() and cancel(); an old ResponderError keeps its class, message and state', async () => {
+    const store = createMemoryStore();
+    const owner = `${DEAD_OWNER}-old`;
+    const created = await store.create(
+      {
+        conversationId: 'old',
+        orchestrator: 'review',
+        status: 'running',
+        seq: 1,
+        dispatchCount: 0,
+        state: JSON.stringify({ v: 1, input, fresh: true }),
+      },
+      owner,
+      60_000,
+    );
+    if (!created.created) throw new Error('not created');
+    const state = {
+      conversationId: 'old',
+      projection: 7,
+      lastMessage: input,
+      queueDepth: 0,
+      dispatchCount: 2,
+      history: [],
+    };
+    const committed = await store.commit(
+      {
+        conversationId: 'old',
+        orchestrator: 'review',
+        status: 'ended',
+        seq: 2,
+        dispatchCount: 2,
+        // The previous format: the whole checkpoint state, projection included.
+        state: JSON.stringify({
+          v: 1,
+          input,
+          projection: 7,
+          lastMessage: input,
+          queue: [],
+          dispatchCount: 2,
+          invocations: 2,
+          elapsedMs: 5,
+          segment: 1,
+        }),
+        result: JSON.stringify({
+          conversationId: 'old',
+          state,
+          dispatchCount: 2,
+          elapsedMs: 5,
+          error: { name: 'ResponderError', message: 'Responder `a` failed: boom', reason: 'error' },
+        }),
+      },
+      created.lease,
+      60_000,
+    );
+    expect(committed.ok).toBe(true);
+    const o = make(answer, { store });
+    const error = await o.resume('old').catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(ResponderError);
+    expect(error).toMatchObject({
+      message: 'Responder `a` failed: boom',
+      reason: 'error',
+      dispatchCount: 2,
+    });
+    expect((error as ResponderError).state.projection).toBe(7);
+    expect(await o.cancel('old')).toBe(false);
+  });
+});
+
 describe('the JSON codec', () => {
   const fails = async (projection: unknown) => {
     const store = createMemoryStore();
