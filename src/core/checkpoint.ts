@@ -84,39 +84,66 @@ function check(value: unknown, path: string, seen: Set<object>): void {
   if (value === null) return;
   const object = value as object;
   if (seen.has(object)) throw new UnstorableValueError(path, 'a cycle (a value containing itself)');
-  // A Map or a Set would come back `{}`, a Date a string, a class instance a plain object.
-  const kind = kindOf(object);
+  // A revoked Proxy (or one whose traps throw) answers none of these: refused with its path.
+  let kind: string | undefined;
+  let array: boolean;
+  let keys: string[];
+  let symbols: symbol[];
+  try {
+    // A Map or a Set would come back `{}`, a Date a string, a class instance a plain object.
+    kind = kindOf(object);
+    array = Array.isArray(object);
+    keys = Object.keys(object);
+    symbols = Object.getOwnPropertySymbols(object);
+  } catch (error) {
+    throw new UnstorableValueError(
+      path,
+      `an object that cannot be read (${error instanceof Error ? error.message : describeValue(error)})`,
+    );
+  }
   if (kind !== undefined) throw new UnstorableValueError(path, kind);
   seen.add(object);
   // JSON drops symbol-keyed properties: refused rather than lost on resume.
-  const symbols = Object.getOwnPropertySymbols(object);
   for (const symbol of symbols) {
     if (Object.prototype.propertyIsEnumerable.call(object, symbol))
       throw new UnstorableValueError(`${path}[${String(symbol)}]`, 'a symbol-keyed property');
   }
-  if (Array.isArray(object)) {
-    for (let i = 0; i < object.length; i++) {
-      const item: unknown = read(object, i, `${path}[${i}]`);
+  if (array) {
+    const items = object as unknown[];
+    for (let i = 0; i < items.length; i++) {
+      const item: unknown = read(items, i, `${path}[${i}]`);
       // JSON writes `null` for a hole or an `undefined` element.
       if (item === undefined) throw new UnstorableValueError(`${path}[${i}]`, 'undefined');
       check(item, `${path}[${i}]`, seen);
     }
+    // JSON writes an array's elements only: a named property (`Object.assign([], { note })`)
+    // would be lost on resume.
+    if (keys.length > items.length) {
+      for (const key of keys) {
+        if (String(Number(key)) !== key || Number(key) >= items.length)
+          throw new UnstorableValueError(at(path, key), "an array's named property");
+      }
+    }
   } else {
-    for (const key of Object.keys(object)) {
-      const at = /^[A-Za-z_$][\w$]*$/.test(key)
-        ? `${path}.${key}`
-        : `${path}[${JSON.stringify(key)}]`;
-      check(read(object, key, at), at, seen);
+    for (const key of keys) {
+      const where = at(path, key);
+      check(read(object, key, where), where, seen);
     }
   }
   seen.delete(object);
 }
 
+/** The path of `key` under `path`: `path.key`, or `path["a key"]`. */
+function at(path: string, key: string): string {
+  return /^[A-Za-z_$][\w$]*$/.test(key) ? `${path}.${key}` : `${path}[${JSON.stringify(key)}]`;
+}
+
 /**
  * The default codec: JSON, checked first. Cycles, BigInts, functions, symbols, symbol-keyed
- * properties, non-finite numbers, -0, `undefined` array elements, Maps, Sets, Dates, class
- * instances and properties whose getter throws are refused with their path (JSON would throw on
- * some and silently change the others).
+ * properties, non-finite numbers, -0, `undefined` array elements, an array's named properties,
+ * Maps, Sets, Dates, class instances, properties whose getter throws and objects that cannot be
+ * read (a revoked Proxy) are refused with their path (JSON would throw on some and silently
+ * change the others).
  */
 export const jsonCodec: CheckpointCodec = Object.freeze({
   encode(value: unknown): string {

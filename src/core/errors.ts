@@ -429,15 +429,31 @@ export interface StoredFailure {
   readonly cause?: string | undefined;
 }
 
-/** The stored form of a failure (its cause is not stored: it may be anything). */
+/**
+ * At most this many characters of a failure's message and of a string cause are stored: a
+ * responder's error message (or a `cancel()` reason) of any size must not make the ending too big
+ * for the store, which would leave the conversation running for `recover()` to fail it again.
+ */
+const MAX_STORED_FAILURE_TEXT = 2_000;
+
+function boundedText(text: string): string {
+  return text.length > MAX_STORED_FAILURE_TEXT
+    ? `${text.slice(0, MAX_STORED_FAILURE_TEXT - 1)}…`
+    : text;
+}
+
+/**
+ * The stored form of a failure (its cause is not stored: it may be anything; its message and a
+ * string cause are cut to `MAX_STORED_FAILURE_TEXT` characters).
+ */
 export function storedFailure(error: ConversationError<unknown, unknown>): StoredFailure {
   const failure: {
     -readonly [K in keyof StoredFailure]: StoredFailure[K];
-  } = { name: error.name, message: error.message, reason: error.reason };
+  } = { name: error.name, message: boundedText(error.message), reason: error.reason };
   if (error instanceof ResponderError) failure.responder = error.responder;
   else if (error instanceof PolicyError) failure.stage = error.stage;
   else if (error instanceof ConversationAbortedError) {
-    if (typeof error.cause === 'string') failure.cause = error.cause;
+    if (typeof error.cause === 'string') failure.cause = boundedText(error.cause);
   } else if (error instanceof DispatchDeadlineError) {
     failure.responder = error.responder;
     failure.deadlineMs = error.deadlineMs;

@@ -577,14 +577,34 @@ function storedEnding<S, C>(
   durable: DurableConfig,
   checkpoint: Checkpoint,
 ): ConversationResult<S, C> {
-  const stored = durable.codec.decode(checkpoint.result ?? 'null') as
-    | (ConversationResult<S, C> & { error?: StoredFailure })
-    | null;
-  if (stored === null) throw new ConversationNotFoundError(checkpoint.conversationId);
+  const id = checkpoint.conversationId;
+  let stored: (ConversationResult<S, C> & { error?: StoredFailure }) | null;
+  try {
+    stored = durable.codec.decode(checkpoint.result ?? 'null') as typeof stored;
+    const error: unknown = stored?.error;
+    if (
+      stored !== null &&
+      (typeof stored !== 'object' ||
+        (error !== undefined && (typeof error !== 'object' || error === null)))
+    ) {
+      throw new TypeError(
+        `expected \`result\` to be a result or a failure ({ error: { name, message, reason } }), got ${describe(stored)}`,
+      );
+    }
+  } catch (error) {
+    throw new CheckpointError(
+      `Conversation ${id}'s stored ending could not be read: ${describeCause(error)}`,
+      emptyState<S, C>(id),
+      0,
+      undefined,
+      error,
+    );
+  }
+  if (stored === null) throw new ConversationNotFoundError(id);
   if (stored.error !== undefined) {
     const error = restoredFailure<S, C>(
       stored.error,
-      stored.state ?? emptyState<S, C>(checkpoint.conversationId),
+      stored.state ?? emptyState<S, C>(id),
       stored.elapsedMs,
     );
     if (stored.usage !== undefined) settleUsage(error, stored.usage);

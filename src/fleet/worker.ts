@@ -241,10 +241,20 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
   const metricsQueue =
     registry === undefined ? undefined : new Queue(queueName, { connection: markers, prefix });
   metricsQueue?.on('error', () => undefined);
-  const metrics =
-    registry === undefined || metricsQueue === undefined
-      ? undefined
-      : new QueueMetrics(registry, metricsQueue, queueName, metricsTimeoutMs);
+  let metrics: QueueMetrics | undefined;
+  try {
+    metrics =
+      registry === undefined || metricsQueue === undefined
+        ? undefined
+        : new QueueMetrics(registry, metricsQueue, queueName, metricsTimeoutMs);
+  } catch (error) {
+    // A registry that refuses the metrics (their names taken): no connection is left open.
+    closed = true;
+    void metricsQueue?.close().catch(() => undefined);
+    markers.disconnect();
+    client.disconnect();
+    throw error;
+  }
   const running = new Set<AbortController>();
   let draining = false;
 

@@ -80,7 +80,8 @@ export interface RecorderStats {
   readonly recordErrors: number;
   /**
    * Segments of durable conversations not written because they are not a whole conversation: a
-   * segment that resumed one (after a suspension, a crash or a handoff) or that suspended it.
+   * segment that resumed one (after a suspension, a crash or a handoff), that suspended it, or
+   * that ended without ending it (`ConversationEnd.ended` false: an abort, a store failure).
    */
   readonly segments: number;
 }
@@ -281,8 +282,10 @@ class Recording<S, C> implements ConversationObservation<S, C> {
 
   onConversationEnd(end: ConversationEnd<S, C>): void {
     const shared = this.#shared;
-    if (end.ok && end.result.suspended !== undefined) {
-      // The rest runs in a resumed segment, maybe elsewhere: no line holds the whole of it.
+    if ((end.ok && end.result.suspended !== undefined) || end.ended === false) {
+      // The rest runs in a resumed segment, maybe elsewhere: no line holds the whole of it. A
+      // segment that ended without ending the conversation (an abort handed it back, its store
+      // failed, another process took it) is not its ending either: `recover()` goes on with it.
       shared.counts.segments++;
       this.#fragments.length = 0;
       return;
