@@ -7,7 +7,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { hostname, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
-import { Registry } from 'prom-client';
+import { Gauge, Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createConversationWorker } from '../src/fleet/index.ts';
 import {
@@ -525,39 +525,67 @@ describe.skipIf(!hasRedisServer())('on a real redis-server', () => {
 
   const orchestrators = (store: ConversationStore) => [make(answer, { store, name: 'fleet' })];
 
-  it('a second worker given the same registry is refused without leaving Redis connections open', async () => {
+  it('two workers (two queues) share one registry, a series per queue; the last close takes the metrics off', async () => {
     const store = createMemoryStore();
     const registry = new Registry();
-    const first = createConversationWorker({
-      connection: redis.url,
-      queueName: 'one',
-      store,
-      orchestrators: orchestrators(store),
-      registry,
-      onEvent: () => {},
+    const worker = (queueName: string) =>
+      createConversationWorker({
+        connection: redis.url,
+        queueName,
+        store,
+        orchestrators: orchestrators(store),
+        registry,
+        onEvent: () => {},
+      });
+    const one = worker('one');
+    const two = worker('two');
+    await Promise.all([one.ready(10_000), two.ready(10_000)]);
+    const text = await registry.metrics();
+    for (const queue of ['one', 'two']) {
+      expect(text).toContain(`orchestrator_queue_jobs_stalled_total{queue="${queue}"} 0`);
+      expect(text).toContain(`bullmq_job_count{queue="${queue}",state="waiting"} 0`);
+    }
+    await one.close();
+    // Past the second a reading is shared for: the other worker still reads its queue; the
+    // closed one's queue is read no more (its counters stay: they never go back).
+    await new Promise((r) => setTimeout(r, 1_100));
+    const after = await registry.metrics();
+    expect(after).toContain('bullmq_job_count{queue="two",state="waiting"} 0');
+    expect(after).not.toContain('bullmq_job_count{queue="one"');
+    await two.close();
+    expect(await registry.metrics()).not.toContain('orchestrator_queue_');
+  });
+
+  it('a registry where another library took a name is refused without leaving Redis connections open', async () => {
+    const store = createMemoryStore();
+    const registry = new Registry();
+    new Gauge({
+      name: 'orchestrator_queue_oldest_waiting_seconds',
+      help: 'someone else',
+      registers: [registry],
     });
-    await first.ready(10_000);
-    const before = await clients();
     expect(() =>
       createConversationWorker({
         connection: redis.url,
-        queueName: 'two',
+        queueName: 'taken',
         store,
         orchestrators: orchestrators(store),
         registry,
         onEvent: () => {},
       }),
-    ).toThrow(/orchestrator_queue_job_wait_seconds/);
+    ).toThrow(/orchestrator_queue_oldest_waiting_seconds/);
     // A leaked client connects a moment later, and a closed one is seen gone a moment later:
-    // give both time, then wait for the list to come back (or give up after 5 s).
+    // give both time, then wait for this worker's clients to be gone (or give up after 5 s).
     await new Promise((r) => setTimeout(r, 500));
-    let after = await clients();
-    for (let i = 0; i < 50 && after.length > before.length; i++) {
+    const mine = async () => (await clients()).filter((name) => name.endsWith(':taken'));
+    let left = await mine();
+    for (let i = 0; i < 50 && left.length > 0; i++) {
       await new Promise((r) => setTimeout(r, 100));
-      after = await clients();
+      left = await mine();
     }
-    await first.close();
-    expect(after).toEqual(before);
+    expect(left).toEqual([]);
+    // Nothing of ours stayed on the registry.
+    expect(registry.getSingleMetric('orchestrator_queue_job_wait_seconds')).toBeUndefined();
   });
 
   it("two stores whose prefixes nest, or carry a hash tag, never see each other's conversations", async () => {
