@@ -804,7 +804,15 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
           this.#seq = checkpoint.seq;
           this.#lease = outcome.lease;
         },
-        (error: unknown) => {
+        async (error: unknown) => {
+          // An ending or a suspension whose answer was lost (a timeout, a dropped connection)
+          // may have landed: asked once, so that a stored ending is not run again by recover()
+          // nor left uncounted. A running checkpoint that did land is refused at the next commit.
+          if (status !== 'running' && (await landed(store, checkpoint, durable.storeTimeoutMs))) {
+            observations.checkpointed(performance.now() - started, undefined, false);
+            this.#seq = checkpoint.seq;
+            return;
+          }
           observations.checkpointed(performance.now() - started, error, true);
           throw this.#checkpointError(error, `the commit of dispatch ${checkpoint.dispatchCount}`);
         },
@@ -1398,5 +1406,27 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
 
   #elapsed(): number {
     return performance.now() - this.#startedAt;
+  }
+}
+
+/**
+ * Whether `checkpoint` is what the store holds (its status at its seq): a commit whose answer was
+ * lost may have been applied. `false` when the store cannot tell within `timeoutMs`.
+ */
+async function landed(
+  store: DurableConfig['store'],
+  checkpoint: Checkpoint,
+  timeoutMs: number,
+): Promise<boolean> {
+  try {
+    const stored = await bounded(() => store.get(checkpoint.conversationId), timeoutMs, 'get');
+    return (
+      typeof stored === 'object' &&
+      stored !== null &&
+      stored.seq === checkpoint.seq &&
+      stored.status === checkpoint.status
+    );
+  } catch {
+    return false;
   }
 }
