@@ -348,17 +348,36 @@ export class ConversationOrchestrator<S, C = unknown> {
     } catch (error) {
       return Promise.reject(error);
     }
-    return resumeStored(config, durable, id, { cancel: { reason } }).then(
-      (result) => {
-        // Only an ended conversation resolves: cancel() runs nothing.
-        if (result !== ALREADY_ENDED) throw new Error('cancel() resumed a conversation');
-        return false;
-      },
-      (error: unknown) => {
-        if (error instanceof ConversationAbortedError) return true;
-        throw error;
-      },
-    );
+    // Read first (cancel() is rare): one of another orchestrator is refused without taking its
+    // lease, which would erase the crash mark its own recover() reads (a dead holder's lease).
+    return bounded(() => durable.store.get(id), durable.storeTimeoutMs, 'get')
+      .catch((error: unknown) => {
+        throw new CheckpointError(
+          `Conversation ${id} could not be cancelled: ${describeCause(error)}`,
+          emptyState<S, C>(id),
+          0,
+          undefined,
+          error,
+        );
+      })
+      .then((stored) => {
+        if (stored === undefined) throw new ConversationNotFoundError(id);
+        if (stored.orchestrator !== config.name) {
+          throw new ConversationNotFoundError(id, stored.orchestrator);
+        }
+        return resumeStored(config, durable, id, { cancel: { reason } });
+      })
+      .then(
+        (result) => {
+          // Only an ended conversation resolves: cancel() runs nothing.
+          if (result !== ALREADY_ENDED) throw new Error('cancel() resumed a conversation');
+          return false;
+        },
+        (error: unknown) => {
+          if (error instanceof ConversationAbortedError) return true;
+          throw error;
+        },
+      );
   }
 
   /**
