@@ -4,6 +4,9 @@
  * JSON would change refused with their path, `cancel()`, and the observers told whether a
  * segment's end ended the conversation (`ended`). Each through the public API.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   CheckpointError,
@@ -24,6 +27,7 @@ import {
   roundRobin,
   suspend,
 } from '../src/index.ts';
+import { createSqliteStore } from '../src/stores/sqlite/index.ts';
 
 interface Options<S> {
   readonly store?: ConversationStore;
@@ -311,5 +315,28 @@ describe('the observers learn whether a segment ended the conversation', () => {
       observers: [plain.observer],
     }).run(input);
     expect(plain.ends.map((e) => e.ended)).toEqual([undefined]);
+  });
+});
+
+describe('list() limits of the embedded stores', () => {
+  it('answers none for limit 0 and rejects a limit that is not a non-negative integer, naming it', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'co-list-limit-'));
+    const stores: ConversationStore[] = [
+      createMemoryStore(),
+      createSqliteStore({ path: join(dir, 'list.db') }),
+    ];
+    try {
+      for (const store of stores) {
+        expect(await store.list({ limit: 0 })).toEqual([]);
+        for (const limit of [-1, 1.5, Number.NaN]) {
+          await expect(store.list({ limit })).rejects.toThrow(
+            /list\(\) expected `limit` to be a non-negative integer/,
+          );
+        }
+      }
+    } finally {
+      for (const store of stores) await store.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 });

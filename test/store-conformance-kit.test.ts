@@ -234,7 +234,7 @@ describe('the conformance kit', () => {
     expect(report.checks.filter((c) => !c.ok)).toEqual([]);
     expect(report.passed).toBe(true);
     expect(report.checks.map((c) => c.name)).toEqual(conformanceCheckNames);
-    expect(conformanceCheckNames.length).toBe(24);
+    expect(conformanceCheckNames.length).toBe(25);
   }, 60_000);
 
   const DEFECTS: [Defect, string[]][] = [

@@ -3,6 +3,7 @@
  * only want suspend/resume within one process (nothing survives the process). Fenced exactly as
  * store.ts says; every method answers on a later microtask, as a real store would.
  */
+import { describeValue } from './errors.ts';
 import { isLeaseOwnerAlive } from './lease-owner.ts';
 import type {
   AcquireOutcome,
@@ -215,7 +216,13 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     async list(query: ListQuery) {
       open();
       const at = now();
-      const limit = Math.min(Math.max(1, Math.floor(query.limit)), 1_000);
+      const requested: unknown = query.limit;
+      if (typeof requested !== 'number' || !Number.isSafeInteger(requested) || requested < 0) {
+        throw new TypeError(
+          `memory store: list() expected \`limit\` to be a non-negative integer, got ${describeValue(requested)}`,
+        );
+      }
+      const limit = Math.min(requested, 1_000);
       const ids = [...rows.keys()].sort();
       const page: StoredConversation[] = [];
       for (const id of ids) {

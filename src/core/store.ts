@@ -167,7 +167,10 @@ export interface ListQuery {
    * what `recover()` may take.
    */
   readonly unleased?: boolean | undefined;
-  /** At most this many (a store may cap it; 1,000 at most is always honoured). */
+  /**
+   * At most this many: a non-negative integer (0 answers none; anything else is rejected with an
+   * error). A store may cap it; 1,000 at most is always honoured.
+   */
   readonly limit: number;
   /** Only ids after this one (the last id of the previous page). */
   readonly after?: string | undefined;

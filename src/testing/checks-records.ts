@@ -187,6 +187,20 @@ export const recordChecks: readonly Check[] = [
     },
   },
   {
+    name: 'list limit: 0 answers no conversation',
+    async run(context) {
+      const { store } = context;
+      const orchestrator = context.orchestrator('limit');
+      await created(
+        context,
+        checkpoint(context.id('limit-1'), orchestrator, 1),
+        context.owner('a'),
+      );
+      assert.equal((await store.list({ orchestrator, limit: 1 })).length, 1);
+      assert.deepEqual(await store.list({ orchestrator, limit: 0 }), []);
+    },
+  },
+  {
     name: 'stats: running and suspended counts per orchestrator, with the oldest suspension',
     async run(context) {
       const { store } = context;

@@ -408,11 +408,12 @@ export class SqliteConversationStore implements ConversationStore {
   async list(query: ListQuery): Promise<readonly StoredConversation[]> {
     this.#ensureOpen('list');
     const { limit } = query;
-    if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 1) {
+    if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 0) {
       throw new TypeError(
-        `sqlite store: list() expected \`limit\` to be a positive integer, got ${String(limit)}`,
+        `sqlite store: list() expected \`limit\` to be a non-negative integer, got ${String(limit)}`,
       );
     }
+    if (limit === 0) return [];
     const now = Date.now();
     const where: string[] = [];
     const params: Record<string, unknown> = { limit: Math.min(limit, LIST_CAP), now };
