@@ -38,6 +38,7 @@ import { durableTable } from './durable.ts';
 import { fanoutTable } from './fanout.ts';
 import { fleetTables } from './fleet.ts';
 import { sdkFloor } from './floor.ts';
+import { langgraphTable } from './langgraph.ts';
 import { networkStoresTable } from './network-stores.ts';
 import { samplerTable } from './sampler.ts';
 import { storesTables } from './stores.ts';
@@ -901,6 +902,10 @@ async function main(): Promise<void> {
     await fanoutTable();
     return;
   }
+  if (only === 'langgraph') {
+    await langgraphTable();
+    return;
+  }
   if (only === 'network-stores') {
     await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
     return;
@@ -939,6 +944,7 @@ async function main(): Promise<void> {
   await durableTable(ROUNDS, clock);
   await storesTables();
   await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
+  await langgraphTable();
   await fleetTables();
   await fanoutTable();
 }

@@ -12,6 +12,7 @@ import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
 import type { Checkpoint, ConversationStore, Lease } from '../src/core/store.ts';
+import { ConversationOrchestrator, type Message, maxDispatches, roundRobin } from '../src/index.ts';
 import { createSqliteStore, type SqliteStoreOptions } from '../src/stores/sqlite/index.ts';
 
 const ROUNDS = Number(process.env.BENCH_STORE_ROUNDS ?? 5);
@@ -170,6 +171,68 @@ async function sqliteGroupCommit(): Promise<void> {
   );
 }
 
+/**
+ * Conversations per the issue's group-commit target: `conversations` at once, each of
+ * `dispatches` dispatches by three desks whose responders take 1 ms, with `store` (durability
+ * 'sync') or without one; dispatches / s.
+ */
+async function orchestratorDispatchesPerSecond(
+  store: ConversationStore | undefined,
+  conversations: number,
+  dispatches: number,
+  round: number,
+): Promise<number> {
+  const desks = ['london', 'new_york', 'tokyo'];
+  const o = new ConversationOrchestrator<number, number>({
+    name: 'bench_group_commit',
+    ...(store === undefined ? {} : { store, durability: 'sync' as const }),
+    responders: desks.map((name) => ({
+      name,
+      respond: (m: Message<number>) =>
+        new Promise<Message<number>>((resolve) =>
+          setTimeout(() => resolve({ sender: name, content: m.content + 1 }), 1),
+        ),
+    })),
+    turnPolicy: roundRobin(),
+    projection: { initial: () => 0, fold: (_n, m) => m.content },
+    termination: maxDispatches(dispatches),
+  });
+  const t0 = performance.now();
+  const results = await Promise.all(
+    Array.from({ length: conversations }, (_, i) =>
+      o.run({ sender: 'market', content: 0 }, { conversationId: `g${round}-${i}` }),
+    ),
+  );
+  const total = results.reduce((n, r) => n + r.dispatchCount, 0);
+  return (total * 1000) / (performance.now() - t0);
+}
+
+async function sqliteGroupCommitOrchestrator(): Promise<void> {
+  console.log(
+    "\n### SQLite store under an orchestrator: 1,000 conversations at once, responders taking 1 ms, durability 'sync', synchronous FULL, against no store (dispatches / s, wall time)\n",
+  );
+  console.log('| configuration | dispatches / s | share of no store |');
+  console.log('|---|---:|---:|');
+  const none: number[] = [];
+  const sqlite: number[] = [];
+  await withDir(async (dir) => {
+    for (let round = 0; round < ROUNDS; round++) {
+      none.push(await orchestratorDispatchesPerSecond(undefined, 1_000, 20, round));
+      const store = createSqliteStore({ path: join(dir, `orchestrated-${round}.db`) });
+      try {
+        sqlite.push(await orchestratorDispatchesPerSecond(store, 1_000, 20, round));
+      } finally {
+        await store.close();
+      }
+    }
+  });
+  const [n, s] = [median(none), median(sqlite)];
+  console.log(`| no store | ${n.toFixed(0)} | 100% |`);
+  console.log(
+    `| SQLite store, 'sync', FULL (every dispatch committed before the next) | ${s.toFixed(0)} | ${((100 * s) / n).toFixed(0)}% |`,
+  );
+}
+
 /** Creates and ends `count` conversations, 1,000 at once. */
 async function endMany(store: ConversationStore, prefix: string, count: number): Promise<void> {
   for (let start = 0; start < count; start += 1_000) {
@@ -239,5 +302,6 @@ export async function storesTables(): Promise<void> {
   console.log(`\n## Conversation stores (${ROUNDS} rounds, medians, wall time)`);
   await sqlitePerCommit();
   await sqliteGroupCommit();
+  await sqliteGroupCommitOrchestrator();
   await sqliteBytes();
 }

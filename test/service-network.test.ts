@@ -256,9 +256,15 @@ describe('Host names (against DNS rebinding)', () => {
     const job = prometheus.scrape_configs.find(
       (j: { job_name: string }) => j.job_name === 'conversation-orchestrator',
     );
+    // The same job scrapes the fleet's producer (its own ALLOWED_HOSTS names it) and its
+    // workers (whose /metrics port has no page and no Host allowlist): the desks' are these.
+    expect(job.dns_sd_configs[0].names).toEqual(['desks', 'fleet', 'workers']);
+    expect(compose.services.fleet.environment.ALLOWED_HOSTS.split(',')).toContain('fleet');
     const composeHosts: [string, string][] = [
       ...job.dns_sd_configs.flatMap((sd: { names: string[]; port: number }) =>
-        sd.names.map((n) => ['/metrics', `${n}:${sd.port}`] as [string, string]),
+        sd.names
+          .filter((n) => n === 'desks')
+          .map((n) => ['/metrics', `${n}:${sd.port}`] as [string, string]),
       ),
       ['/metrics', '172.18.0.5:9464'],
       // The healthcheck's URL, and the live page's published ports.

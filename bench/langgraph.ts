@@ -1,0 +1,205 @@
+/**
+ * Against LangGraph.js (`npm run bench`, or `BENCH_ONLY=langgraph`): durable steps per second on
+ * one workload, side by side in one run. The workload is the three-desk one of the issue: three
+ * desks quote in turn (round robin), each step moves a desk's quote toward the others' mean, a
+ * thread is 100 steps. LangGraph.js 1.7.3 runs it as a StateGraph (three nodes in a cycle) with its
+ * own `SqliteSaver` (its defaults: WAL, better-sqlite3's `synchronous=FULL`) and `PostgresSaver`;
+ * this library runs it as a ConversationOrchestrator with `createSqliteStore()` (WAL,
+ * `synchronous=FULL`, durability `'sync'`: every dispatch committed before the next responder) and
+ * `createPostgresStore()`. Both commit every step before the next one; both wait on the same disk
+ * or the same PostgreSQL server (started here). Rows for one thread at a time and for `THREADS`
+ * at once (a service's load: where group commit shares fsyncs); wall time, medians of `ROUNDS`.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { performance } from 'node:perf_hooks';
+import { Annotation, END, START, StateGraph } from '@langchain/langgraph';
+import type { BaseCheckpointSaver } from '@langchain/langgraph-checkpoint';
+import { PostgresSaver } from '@langchain/langgraph-checkpoint-postgres';
+import { SqliteSaver } from '@langchain/langgraph-checkpoint-sqlite';
+import {
+  ConversationOrchestrator,
+  type ConversationStore,
+  type Message,
+  maxDispatches,
+  roundRobin,
+} from '../src/index.ts';
+import { createPostgresStore } from '../src/stores/postgres/index.ts';
+import { createSqliteStore } from '../src/stores/sqlite/index.ts';
+import { hasPostgres, startPostgres } from '../test/helpers/postgres.ts';
+
+const STEPS = 100;
+const THREADS = Number(process.env.BENCH_LANGGRAPH_THREADS ?? 50);
+const ROUNDS = Number(process.env.BENCH_LANGGRAPH_ROUNDS ?? 3);
+const DESKS = ['london', 'new_york', 'tokyo'] as const;
+
+const median = (xs: readonly number[]) =>
+  [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)] ?? 0;
+
+/** The step both sides run: desk `i` moves 1% toward the others' mean. */
+function quote(quotes: readonly number[], i: number): number {
+  const mine = quotes[i] as number;
+  const mean = ((quotes[0] as number) + (quotes[1] as number) + (quotes[2] as number) - mine) / 2;
+  return mine + (mean - mine) * 0.01;
+}
+
+// --- LangGraph.js -------------------------------------------------------------------------------
+
+const DeskState = Annotation.Root({
+  quotes: Annotation<number[]>({ reducer: (_old, next) => next, default: () => [100, 110, 90] }),
+  step: Annotation<number>({ reducer: (_old, next) => next, default: () => 0 }),
+});
+
+function langgraph(checkpointer: BaseCheckpointSaver) {
+  const node = (i: number) => async (s: typeof DeskState.State) => {
+    const quotes = [...s.quotes];
+    quotes[i] = quote(quotes, i);
+    return { quotes, step: s.step + 1 };
+  };
+  return new StateGraph(DeskState)
+    .addNode('london', node(0))
+    .addNode('new_york', node(1))
+    .addNode('tokyo', node(2))
+    .addEdge(START, 'london')
+    .addConditionalEdges('london', (s) => (s.step >= STEPS ? END : 'new_york'))
+    .addConditionalEdges('new_york', (s) => (s.step >= STEPS ? END : 'tokyo'))
+    .addConditionalEdges('tokyo', (s) => (s.step >= STEPS ? END : 'london'))
+    .compile({ checkpointer });
+}
+
+/** Durable steps per second of `threads` LangGraph threads of STEPS steps at once. */
+async function langgraphStepsPerSecond(
+  checkpointer: BaseCheckpointSaver,
+  threads: number,
+  round: number,
+): Promise<number> {
+  const graph = langgraph(checkpointer);
+  const t0 = performance.now();
+  const results = await Promise.all(
+    Array.from({ length: threads }, (_, t) =>
+      graph.invoke(
+        {},
+        { configurable: { thread_id: `r${round}-t${t}` }, recursionLimit: STEPS * 2 },
+      ),
+    ),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  const steps = results.reduce((n, r) => n + (r.step as number), 0);
+  if (steps < threads * STEPS) throw new Error(`bench: LangGraph ran ${steps} steps`);
+  return steps / seconds;
+}
+
+// --- this library -------------------------------------------------------------------------------
+
+function orchestrator(store: ConversationStore) {
+  return new ConversationOrchestrator<number[], number>({
+    name: 'bench_langgraph',
+    store,
+    durability: 'sync',
+    responders: DESKS.map((name, i) => ({
+      name,
+      respond: async (_m, state): Promise<Message<number>> => ({
+        sender: name,
+        content: quote(state.projection, i),
+      }),
+    })),
+    turnPolicy: roundRobin(),
+    projection: {
+      initial: () => [100, 110, 90],
+      fold: (q, m) => {
+        const next = [...q];
+        next[DESKS.indexOf(m.sender as (typeof DESKS)[number])] = m.content;
+        return next;
+      },
+    },
+    termination: maxDispatches(STEPS),
+  });
+}
+
+/** Durable steps (committed dispatches) per second of `threads` conversations at once. */
+async function ourStepsPerSecond(
+  store: ConversationStore,
+  threads: number,
+  round: number,
+): Promise<number> {
+  const o = orchestrator(store);
+  const t0 = performance.now();
+  const results = await Promise.all(
+    Array.from({ length: threads }, (_, t) =>
+      o.run({ sender: 'market', content: 0 }, { conversationId: `r${round}-t${t}` }),
+    ),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  const steps = results.reduce((n, r) => n + r.dispatchCount, 0);
+  if (steps < threads * STEPS) throw new Error(`bench: ran ${steps} dispatches`);
+  return steps / seconds;
+}
+
+// --- the table ----------------------------------------------------------------------------------
+
+interface Pair {
+  readonly database: string;
+  readonly ours: (threads: number, round: number) => Promise<number>;
+  readonly theirs: (threads: number, round: number) => Promise<number>;
+}
+
+async function row(pair: Pair, threads: number): Promise<void> {
+  const ours: number[] = [];
+  const theirs: number[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    // Alternated, so that a noisy moment of the machine falls on both.
+    theirs.push(await pair.theirs(threads, round));
+    ours.push(await pair.ours(threads, round));
+  }
+  const [a, b] = [median(ours), median(theirs)];
+  console.log(
+    `| ${pair.database} | ${threads} | ${b.toFixed(0)} | ${a.toFixed(0)} | ${(a / b).toFixed(1)}x |`,
+  );
+}
+
+export async function langgraphTable(): Promise<void> {
+  console.log(
+    `\n### Against LangGraph.js 1.7.3: durable steps per second, three desks, ${STEPS}-step threads (every step committed before the next; wall time, median of ${ROUNDS})\n`,
+  );
+  console.log(
+    '| database | threads at once | LangGraph.js + its saver | this library + its store | ratio |',
+  );
+  console.log('|---|---:|---:|---:|---:|');
+  const dir = mkdtempSync(join(tmpdir(), 'bench-langgraph-'));
+  try {
+    const saver = SqliteSaver.fromConnString(join(dir, 'langgraph.db'));
+    const store = createSqliteStore({ path: join(dir, 'ours.db') });
+    const sqlite: Pair = {
+      database: 'SQLite (WAL, synchronous FULL)',
+      ours: (threads, round) => ourStepsPerSecond(store, threads, round + 1_000 * threads),
+      theirs: (threads, round) => langgraphStepsPerSecond(saver, threads, round + 1_000 * threads),
+    };
+    await row(sqlite, 1);
+    await row(sqlite, THREADS);
+    await store.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  if (!hasPostgres()) {
+    console.log('| PostgreSQL | (no PostgreSQL on this machine) | | | |');
+    return;
+  }
+  const server = await startPostgres();
+  try {
+    const saver = PostgresSaver.fromConnString(server.connectionString);
+    await saver.setup();
+    const store = createPostgresStore({ connectionString: server.connectionString });
+    const postgres: Pair = {
+      database: 'PostgreSQL 15 (local, synchronous_commit on)',
+      ours: (threads, round) => ourStepsPerSecond(store, threads, round + 1_000 * threads),
+      theirs: (threads, round) => langgraphStepsPerSecond(saver, threads, round + 1_000 * threads),
+    };
+    await row(postgres, 1);
+    await row(postgres, THREADS);
+    await store.close();
+    await saver.end();
+  } finally {
+    await server.stop();
+  }
+}
