@@ -252,7 +252,13 @@ describe('a fleet of workers', () => {
     // Only dispatches in flight at the kill run again: at most one per conversation.
     const rerun = [...keys.values()].filter((runs) => runs.length > 1);
     expect(rerun.length).toBeLessThanOrEqual(N);
-    for (const runs of rerun) expect(runs.map((r) => r.attempt)).toEqual(runs.map((_, i) => i + 1));
+    // A re-run keeps its key. Its attempt says 2 when the failed segment's lease lapsed, and 1
+    // when that segment's release reached Redis after all (ioredis sent it as the server came
+    // back): a clean handoff, as docs/durability.md says (seen once in four CI runs).
+    for (const runs of rerun) {
+      expect(runs[0]?.attempt).toBe(1);
+      for (const run of runs.slice(1)) expect([1, 2]).toContain(run.attempt);
+    }
     const stats = await Promise.all([a.stop(), b.stop()]);
     expect(stats[0].redisErrors + stats[1].redisErrors).toBeGreaterThan(0);
     expect(stats[0].ended + stats[1].ended).toBeGreaterThanOrEqual(N);
