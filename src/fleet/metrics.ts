@@ -15,10 +15,10 @@ import {
   assertFree,
   type CollectedValue,
   type Collector,
-  collected,
   type PrometheusRegistry,
   registerCollector,
 } from '../observability/registry.ts';
+import { ScrapeCollector, ScrapeRead } from '../observability/scrape-read.ts';
 import {
   BULLMQ_METRIC_JOB_COUNT,
   BULLMQ_METRIC_JOBS_COMPLETED,
@@ -42,22 +42,6 @@ interface QueueReading {
   readonly failed: number;
 }
 
-class ReadCollector implements Collector {
-  readonly aggregator = 'sum' as const;
-  constructor(
-    public name: string,
-    readonly help: string,
-    readonly type: 'gauge' | 'counter',
-    private readonly values: () => CollectedValue[] | Promise<CollectedValue[]>,
-  ) {}
-
-  async get() {
-    return collected(this, await this.values());
-  }
-
-  reset(): void {}
-}
-
 /** One queue's share of the metrics: its series, its reads, the workers that feed it. */
 class QueueEntry {
   readonly labels: Readonly<Record<string, string>>;
@@ -65,50 +49,23 @@ class QueueEntry {
   stalled = 0;
   /** Workers of this queue on the registry, each with the BullMQ `Queue` it reads through. */
   readonly readers = new Set<{ readonly queue: Queue; readonly timeoutMs: number }>();
-  #reading: Promise<QueueReading | undefined> | undefined;
-  #readAt = Number.NEGATIVE_INFINITY;
-  /** A read is under way: every metric (and scrape) shares it, however long it takes. */
-  #inFlight = false;
+  /** One read of the queue per scrape (and per second), through the first worker still here. */
+  #reads: ScrapeRead<QueueReading> | undefined;
+  #through: { readonly queue: Queue; readonly timeoutMs: number } | undefined;
 
   constructor(queueName: string, histogram: CollectedHistogram) {
     this.labels = Object.freeze({ [LABEL_QUEUE]: queueName });
     this.wait = histogram.series(this.labels);
   }
 
-  /** One read of the queue for the metrics of a scrape (and of scrapes within a second). */
   read(): Promise<QueueReading | undefined> {
-    const now = performance.now();
-    if (this.#reading !== undefined && (this.#inFlight || now - this.#readAt < 1_000)) {
-      return this.#reading;
-    }
     const reader = this.readers.values().next().value;
     if (reader === undefined) return Promise.resolve(undefined);
-    this.#readAt = now;
-    this.#inFlight = true;
-    let timer: NodeJS.Timeout | undefined;
-    const reading = Promise.race([
-      query(reader.queue),
-      new Promise<undefined>((resolve) => {
-        timer = setTimeout(() => resolve(undefined), reader.timeoutMs);
-        timer.unref();
-      }),
-    ]).then(
-      (value) => {
-        clearTimeout(timer);
-        this.#inFlight = false;
-        if (value === undefined) this.#readAt = Number.NEGATIVE_INFINITY;
-        return value;
-      },
-      () => {
-        clearTimeout(timer);
-        this.#inFlight = false;
-        // The next scrape reads again rather than sharing a failure.
-        this.#readAt = Number.NEGATIVE_INFINITY;
-        return undefined;
-      },
-    );
-    this.#reading = reading;
-    return reading;
+    if (this.#through !== reader || this.#reads === undefined) {
+      this.#through = reader;
+      this.#reads = new ScrapeRead(() => query(reader.queue), reader.timeoutMs, 1_000);
+    }
+    return this.#reads.read();
   }
 }
 
@@ -161,19 +118,19 @@ class RegistryMetrics {
       });
     };
     const collectors: Collector[] = [
-      new ReadCollector(
+      new ScrapeCollector(
         METRIC_QUEUE_JOBS_STALLED,
         'Jobs the BullMQ workers of this process found stalled (their worker died or blocked past the lock) and moved back to wait.',
         'counter',
         () => entries().map((entry) => ({ value: entry.stalled, labels: entry.labels })),
       ),
-      new ReadCollector(
+      new ScrapeCollector(
         METRIC_QUEUE_OLDEST_WAITING,
         'Seconds the oldest job of the queue has waited (0 when none; read from Redis at scrape time).',
         'gauge',
         () => perQueue((r, e) => [{ value: r.oldestWaitingSeconds, labels: e.labels }]),
       ),
-      new ReadCollector(
+      new ScrapeCollector(
         BULLMQ_METRIC_JOB_COUNT,
         'Number of jobs in the queue by state',
         'gauge',
@@ -185,13 +142,13 @@ class RegistryMetrics {
             })),
           ),
       ),
-      new ReadCollector(
+      new ScrapeCollector(
         BULLMQ_METRIC_JOBS_COMPLETED,
         'Total number of completed jobs',
         'counter',
         () => perQueue((r, e) => [{ value: r.completed, labels: e.labels }]),
       ),
-      new ReadCollector(BULLMQ_METRIC_JOBS_FAILED, 'Total number of failed jobs', 'counter', () =>
+      new ScrapeCollector(BULLMQ_METRIC_JOBS_FAILED, 'Total number of failed jobs', 'counter', () =>
         perQueue((r, e) => [{ value: r.failed, labels: e.labels }]),
       ),
     ];

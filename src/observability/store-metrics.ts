@@ -10,13 +10,11 @@ import type { Series } from './collected-counter.ts';
 import {
   asRegistry,
   assertFree,
-  type CollectedMetric,
-  type CollectedValue,
   type Collector,
-  collected,
   type PrometheusRegistry,
   registerCollector,
 } from './registry.ts';
+import { ScrapeCollector, ScrapeRead } from './scrape-read.ts';
 import {
   LABEL_ORCHESTRATOR,
   LABEL_STORE,
@@ -71,23 +69,6 @@ interface Reading {
   readonly at: number;
 }
 
-/** A gauge collector whose values come from the shared read. */
-class StoreGauge implements Collector {
-  readonly aggregator = 'sum' as const;
-  constructor(
-    public name: string,
-    readonly help: string,
-    private readonly values: () => Promise<CollectedValue[]>,
-    readonly type: 'gauge' | 'counter' = 'gauge',
-  ) {}
-
-  async get(): Promise<CollectedMetric> {
-    return collected(this, await this.values());
-  }
-
-  reset(): void {}
-}
-
 /** The store's gauges on a registry; `close()` takes them off it. */
 export class StoreMetrics {
   readonly #store: ConversationStore;
@@ -99,10 +80,7 @@ export class StoreMetrics {
   readonly #now: () => number;
   readonly #failures: Series;
   readonly #names: readonly string[];
-  #reading: Promise<Reading | undefined> | undefined;
-  #readAt = Number.NEGATIVE_INFINITY;
-  /** A read is under way: every gauge (and scrape) shares it, however long it takes. */
-  #inFlight = false;
+  readonly #reads: ScrapeRead<Reading>;
 
   constructor(options: StoreMetricsOptions) {
     if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
@@ -135,23 +113,33 @@ export class StoreMetrics {
     }
     this.#failures = { labels: { [LABEL_STORE]: storeName }, count: 0 };
     const failures = this.#failures;
+    this.#reads = new ScrapeRead(
+      () => this.#query(),
+      this.#timeoutMs,
+      this.#minIntervalMs,
+      () => {
+        failures.count++;
+      },
+    );
     const collectors: Collector[] = [
-      new StoreGauge(
+      new ScrapeCollector(
         METRIC_CONVERSATIONS_SUSPENDED,
         'Conversations suspended in the store, waiting for resume() (read from the store at scrape time).',
+        'gauge',
         async () => {
-          const reading = await this.#read();
+          const reading = await this.#reads.read();
           return (reading?.stats ?? []).map((s) => ({
             value: s.suspended,
             labels: { [LABEL_ORCHESTRATOR]: s.orchestrator },
           }));
         },
       ),
-      new StoreGauge(
+      new ScrapeCollector(
         METRIC_OLDEST_SUSPENDED,
         'Age in seconds of the oldest suspended conversation (0 when none; read at scrape time).',
+        'gauge',
         async () => {
-          const reading = await this.#read();
+          const reading = await this.#reads.read();
           return (reading?.stats ?? []).map((s) => ({
             value:
               s.oldestSuspendedAt === undefined
@@ -161,11 +149,12 @@ export class StoreMetrics {
           }));
         },
       ),
-      new StoreGauge(
+      new ScrapeCollector(
         METRIC_CONVERSATIONS_UNLEASED,
         'Conversations running in the store whose lease no worker holds: the recovery backlog (read at scrape time).',
+        'gauge',
         async () => {
-          const reading = await this.#read();
+          const reading = await this.#reads.read();
           return [...(reading?.unleased ?? [])].map(([orchestrator, value]) => ({
             value,
             labels: { [LABEL_ORCHESTRATOR]: orchestrator },
@@ -173,14 +162,14 @@ export class StoreMetrics {
         },
       ),
       // Read after the scrape's store read settled: a read failing in this scrape counts in it.
-      new StoreGauge(
+      new ScrapeCollector(
         METRIC_STORE_READ_FAILURES,
         'Scrape-time reads of the store that failed or did not answer within timeoutMs.',
+        'counter',
         async () => {
-          await this.#reading;
+          await this.#reads.read();
           return [{ value: failures.count, labels: failures.labels }];
         },
-        'counter',
       ),
     ];
     this.#names = collectors.map((c) => c.name);
@@ -191,44 +180,6 @@ export class StoreMetrics {
   /** Reads that failed or timed out so far. */
   get failures(): number {
     return this.#failures.count;
-  }
-
-  /** One read shared by the gauges of a scrape (and by scrapes within `minIntervalMs`). */
-  #read(): Promise<Reading | undefined> {
-    const now = performance.now();
-    if (
-      this.#reading !== undefined &&
-      (this.#inFlight || now - this.#readAt < this.#minIntervalMs)
-    ) {
-      return this.#reading;
-    }
-    this.#readAt = now;
-    this.#inFlight = true;
-    let timer: ReturnType<typeof setTimeout> | undefined;
-    const timeout = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(new Error(`the store did not answer within ${this.#timeoutMs} ms`)),
-        this.#timeoutMs,
-      );
-      timer.unref?.();
-    });
-    const reading = Promise.race([this.#query(), timeout]).then(
-      (value) => {
-        clearTimeout(timer);
-        this.#inFlight = false;
-        return value;
-      },
-      () => {
-        clearTimeout(timer);
-        this.#inFlight = false;
-        this.#failures.count++;
-        // The next scrape reads again rather than sharing a failure.
-        this.#readAt = Number.NEGATIVE_INFINITY;
-        return undefined;
-      },
-    );
-    this.#reading = reading;
-    return reading;
   }
 
   async #query(): Promise<Reading> {
