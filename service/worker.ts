@@ -53,6 +53,19 @@ if (config === 'help' || config.redis === undefined) {
 const cfg = config;
 const redisUrl = config.redis as string;
 const workerId = process.env.WORKER_ID ?? `${hostname()}-${process.pid}`;
+// WORKER_METRICS_PORT: this worker's /metrics (read before anything starts: a bad value exits 2).
+const metricsPortText = process.env.WORKER_METRICS_PORT;
+const metricsPort =
+  metricsPortText === undefined || metricsPortText === '' ? undefined : Number(metricsPortText);
+if (
+  metricsPort !== undefined &&
+  (!/^\d{1,5}$/.test(metricsPortText as string) || (metricsPort as number) > 65_535)
+) {
+  process.stderr.write(
+    `Expected WORKER_METRICS_PORT to be a port number from 0 to 65535, got \`${metricsPortText}\`\n`,
+  );
+  process.exit(2);
+}
 const store = openFleetStore(redisUrl, cfg.store);
 const publisherClient = new Redis(redisUrl, { maxRetriesPerRequest: 1, lazyConnect: false });
 publisherClient.on('error', () => {});
@@ -101,19 +114,6 @@ const endings: ConversationObserver<Book, DeskMessage> = {
   },
 };
 
-// WORKER_METRICS_PORT: this worker's /metrics (read before anything starts: a bad value exits 2).
-const metricsPortText = process.env.WORKER_METRICS_PORT;
-const metricsPort =
-  metricsPortText === undefined || metricsPortText === '' ? undefined : Number(metricsPortText);
-if (
-  metricsPort !== undefined &&
-  (!/^\d{1,5}$/.test(metricsPortText as string) || (metricsPort as number) > 65_535)
-) {
-  process.stderr.write(
-    `Expected WORKER_METRICS_PORT to be a port number from 0 to 65535, got \`${metricsPortText}\`\n`,
-  );
-  process.exit(2);
-}
 const registry = metricsPort === undefined ? undefined : createServiceRegistry();
 const observers: ConversationObserver<Book, DeskMessage>[] =
   registry === undefined ? [endings] : [createConversationTelemetry({ registry }), endings];

@@ -294,17 +294,28 @@ describe('a store that answers something other than an outcome', () => {
       message:
         "Conversation q9 could not be checkpointed at the commit of dispatch 1: The store `odd` answered commit() with `{\"ok\":\"yes\"}` (object), expected { ok: true, lease } or { ok: false, reason: 'fenced' | 'sequence' | 'not_found' }",
     });
-    // Released as last committed, for recover().
+    // Left running as last committed. Dispatch 1 ran but is not stored: the lease is not released
+    // (a clean release would make its re-run say attempt 1); recover() takes it over at once here
+    // (the holder's segment is over) and re-runs that dispatch with attempt 2, its key unchanged.
     expect(await store.get('q9')).toMatchObject({ status: 'running', seq: 1 });
-    expect((await store.get('q9'))?.owner).toBeUndefined();
+    expect((await store.get('q9'))?.owner).toBeDefined();
   });
 
   it('fails resume() with a CheckpointError naming the store and acquire()', async () => {
-    const resumed = counter(
-      'asks',
-      answering('acquire', { status: 'acquired' }),
-      () => 'ok?',
-    ).resume('q10');
+    const store = answering('acquire', { status: 'acquired' });
+    await store.create(
+      {
+        conversationId: 'q10',
+        orchestrator: 'asks',
+        status: 'running',
+        seq: 1,
+        dispatchCount: 0,
+        state: JSON.stringify({ v: 1, input: { sender: 'user', content: 0 }, fresh: true }),
+      },
+      'gone/1/x',
+      60_000,
+    );
+    const resumed = counter('asks', store, () => 'ok?').resume('q10');
     await expect(resumed).rejects.toBeInstanceOf(CheckpointError);
     await expect(resumed).rejects.toMatchObject({
       message: expect.stringMatching(

@@ -17,6 +17,7 @@ import type { ConversationStore } from '../src/index.ts';
 import { createRedisStore } from '../src/stores/redis/index.ts';
 import { type DeskState, deskInput, desks, type Invocation } from './fixtures/fleet-app.ts';
 import {
+  byKey,
   readInvocations,
   spawnWorker,
   type WorkerProcess,
@@ -94,13 +95,6 @@ function worker(queue: string, log: string, extra: Record<string, string> = {}):
   });
   workers.push(w);
   return w;
-}
-
-/** Invocations grouped by idempotency key, in log order. */
-function byKey(invocations: readonly Invocation[]): Map<string, Invocation[]> {
-  const keys = new Map<string, Invocation[]>();
-  for (const i of invocations) keys.set(i.key, [...(keys.get(i.key) ?? []), i]);
-  return keys;
 }
 
 describe('a fleet of workers', () => {
@@ -252,12 +246,12 @@ describe('a fleet of workers', () => {
     // Only dispatches in flight at the kill run again: at most one per conversation.
     const rerun = [...keys.values()].filter((runs) => runs.length > 1);
     expect(rerun.length).toBeLessThanOrEqual(N);
-    // A re-run keeps its key. Its attempt says 2 when the failed segment's lease lapsed, and 1
-    // when that segment's release reached Redis after all (ioredis sent it as the server came
-    // back): a clean handoff, as docs/durability.md says (seen once in four CI runs).
+    // A re-run keeps its key and says attempt 2: a segment failed by the store with work the
+    // store does not hold never releases its lease (a release reaching Redis as it came back
+    // would have made the re-run say 1), so the next holder takes it over as after a crash.
     for (const runs of rerun) {
       expect(runs[0]?.attempt).toBe(1);
-      for (const run of runs.slice(1)) expect([1, 2]).toContain(run.attempt);
+      for (const run of runs.slice(1)) expect(run.attempt).toBeGreaterThan(1);
     }
     const stats = await Promise.all([a.stop(), b.stop()]);
     expect(stats[0].redisErrors + stats[1].redisErrors).toBeGreaterThan(0);

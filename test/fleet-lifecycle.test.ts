@@ -21,6 +21,7 @@ import type { ConversationStore } from '../src/index.ts';
 import { createRedisStore } from '../src/stores/redis/index.ts';
 import { type DeskState, deskInput, desks } from './fixtures/fleet-app.ts';
 import {
+  byKey,
   readInvocations,
   spawnWorker,
   type WorkerProcess,
@@ -155,6 +156,11 @@ describe('a conversation across a fleet', () => {
       }),
     );
     expect(endings).toEqual(expected);
+    // The calls the drain cut (400 ms responders: one open per conversation) run again on the
+    // heir with their keys and attempt 2; every other call is a first attempt.
+    const rerun = [...byKey(readInvocations(log)).values()].filter((runs) => runs.length > 1);
+    expect(rerun.length).toBe(10);
+    for (const runs of rerun) expect(runs.map((r) => r.attempt)).toEqual([1, 2]);
     await producer.close();
     expect(await heir.stop()).toMatchObject({ ended: 10, handedBack: 0 });
   }, 180_000);

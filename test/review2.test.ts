@@ -141,7 +141,7 @@ describe('cancel()', () => {
     expect(attempts).toEqual([2]);
   });
 
-  it.fails("resume() by another orchestrator sharing the store leaves a crashed conversation's crash marker (left open: it takes the lease before it reads the name)", async () => {
+  it("resume() by another orchestrator sharing the store leaves a crashed conversation's crash marker (it reads the name before it takes the lease)", async () => {
     const store = createMemoryStore();
     await crashed(store, 'k2');
     const { observer, starts } = segments<number>();
@@ -180,7 +180,7 @@ describe('cancel()', () => {
     }
   });
 
-  it.fails('twice at once: one ends it (true); the other is told it had already ended (false), not that a live process holds it', async () => {
+  it('twice at once: one ends it (true); the other is told it had already ended (false), not that a live process holds it', async () => {
     const store = createMemoryStore();
     const o = make(() => suspend({ q: '?' }), { store });
     await o.run(input, { conversationId: 'twice' });
@@ -189,6 +189,29 @@ describe('cancel()', () => {
       true,
       false,
     ]);
+  });
+
+  it('ends a fresh conversation whose projection cannot start as aborted (true), not with the PolicyError of a projection it never needed', async () => {
+    const store = createMemoryStore();
+    await crashed(store, 'fresh-bad');
+    let calls = 0;
+    const o = make(() => void calls++, {
+      store,
+      projection: {
+        initial: () => {
+          throw new Error('no market data');
+        },
+        fold: (n: number) => n,
+      },
+    });
+    await expect(o.cancel('fresh-bad', { reason: 'left' })).resolves.toBe(true);
+    expect(calls).toBe(0);
+    const error = await o.resume('fresh-bad').then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(ConversationAbortedError);
+    expect(await store.get('fresh-bad')).toMatchObject({ status: 'ended', dispatchCount: 0 });
   });
 
   it('with hostile reasons (a symbol, a revoked Proxy, a throwing toJSON) still ends the conversation, counted once', async () => {

@@ -248,6 +248,25 @@ describe.skipIf(!hasRedisServer())('the demo service in fleet mode', () => {
     }
   }, 120_000);
 
+  it('a worker refuses a WORKER_METRICS_PORT that is not a port: exit 2 and what was expected, before it connects to anything', () => {
+    for (const bad of ['99999', 'abc', '-1', '80.5', ' 9464']) {
+      const r = spawnSync(
+        process.execPath,
+        // Port 9 (discard): nothing is asked of it, the value is refused first.
+        ['--import', 'tsx', 'service/worker.ts', '--redis', 'redis://127.0.0.1:9'],
+        {
+          env: { ...process.env, WORKER_ID: 'worker-bad', WORKER_METRICS_PORT: bad },
+          encoding: 'utf8',
+          timeout: 60_000,
+        },
+      );
+      expect(r.status, r.stderr).toBe(2);
+      expect(r.stderr).toBe(
+        `Expected WORKER_METRICS_PORT to be a port number from 0 to 65535, got \`${bad}\`\n`,
+      );
+    }
+  }, 120_000);
+
   it('npm run chaos with a short duration loses no conversation and ends each as a single process does', () => {
     const r = spawnSync('npm', ['run', 'chaos', '--', '--duration', '15'], {
       encoding: 'utf8',

@@ -165,6 +165,8 @@ export class ConversationOrchestrator<S, C = unknown> {
   /** The `name` it was built with: the `orchestrator` metric label. */
   readonly name: string;
   readonly #config: RunConfig<S, C>;
+  /** cancel() calls in flight in this process, by conversation id. */
+  readonly #cancelling = new Map<string, Promise<boolean>>();
 
   constructor(options: OrchestratorOptions<S, C>) {
     if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
@@ -316,7 +318,9 @@ export class ConversationOrchestrator<S, C = unknown> {
     } catch (error) {
       return Promise.reject(error);
     }
-    return resumeStored(config, durable, id, read);
+    return ownConversation(config, durable, id, 'resumed').then(() =>
+      resumeStored(config, durable, id, read),
+    );
   }
 
   /**
@@ -348,25 +352,17 @@ export class ConversationOrchestrator<S, C = unknown> {
     } catch (error) {
       return Promise.reject(error);
     }
-    // Read first (cancel() is rare): one of another orchestrator is refused without taking its
-    // lease, which would erase the crash mark its own recover() reads (a dead holder's lease).
-    return bounded(() => durable.store.get(id), durable.storeTimeoutMs, 'get')
-      .catch((error: unknown) => {
-        throw new CheckpointError(
-          `Conversation ${id} could not be cancelled: ${describeCause(error)}`,
-          emptyState<S, C>(id),
-          0,
-          undefined,
-          error,
-        );
-      })
-      .then((stored) => {
-        if (stored === undefined) throw new ConversationNotFoundError(id);
-        if (stored.orchestrator !== config.name) {
-          throw new ConversationNotFoundError(id, stored.orchestrator);
-        }
-        return resumeStored(config, durable, id, { cancel: { reason } });
-      })
+    // A second cancel() of a conversation this orchestrator is cancelling waits for the first and
+    // is told it had already ended (false), not that a live process holds it.
+    const inflight = this.#cancelling.get(id);
+    if (inflight !== undefined) {
+      return inflight.then(
+        () => false,
+        () => this.cancel(id, options),
+      );
+    }
+    const cancelled = ownConversation(config, durable, id, 'cancelled')
+      .then(() => resumeStored(config, durable, id, { cancel: { reason } }))
       .then(
         (result) => {
           // Only an ended conversation resolves: cancel() runs nothing.
@@ -378,6 +374,12 @@ export class ConversationOrchestrator<S, C = unknown> {
           throw error;
         },
       );
+    this.#cancelling.set(id, cancelled);
+    const done = (): void => {
+      if (this.#cancelling.get(id) === cancelled) this.#cancelling.delete(id);
+    };
+    cancelled.then(done, done);
+    return cancelled;
   }
 
   /**
@@ -452,6 +454,37 @@ export class ConversationOrchestrator<S, C = unknown> {
     await Promise.all(running);
     return counts;
   }
+}
+
+/**
+ * Reads the conversation before its lease is asked for (once per segment): one of another
+ * orchestrator sharing the store is refused with `ConversationNotFoundError` without taking its
+ * lease, which would erase the crash mark (a dead holder's lease) that its own orchestrator's
+ * `recover()` reads as `cause: 'crash'` and a raised attempt.
+ */
+function ownConversation<S, C>(
+  config: RunConfig<S, C>,
+  durable: DurableConfig,
+  id: string,
+  what: 'resumed' | 'cancelled',
+): Promise<void> {
+  return bounded(() => durable.store.get(id), durable.storeTimeoutMs, 'get').then(
+    (stored) => {
+      if (stored === undefined) throw new ConversationNotFoundError(id);
+      if (stored.orchestrator !== config.name) {
+        throw new ConversationNotFoundError(id, stored.orchestrator);
+      }
+    },
+    (error: unknown) => {
+      throw new CheckpointError(
+        `Conversation ${id} could not be ${what}: ${describeCause(error)}`,
+        emptyState<S, C>(id),
+        0,
+        undefined,
+        error,
+      );
+    },
+  );
 }
 
 /** What resumeStored() answers cancel() for a conversation that had already ended. */
@@ -557,12 +590,15 @@ async function resumeStored<S, C>(
     decoded = true;
     restored = checkedState<S, C>(value, config.responders.length);
   } catch (error) {
-    // Released as it was: a process with the right version (or codec) can still resume it.
-    await bounded(
-      () => durable.store.release(id, outcome.lease),
-      durable.storeTimeoutMs,
-      'release',
-    ).catch(() => {});
+    // Released as it was: a process with the right version (or codec) can still resume it. One
+    // taken over from a dead holder is left to lapse instead, so that its crash mark stays.
+    if (!outcome.takenOver) {
+      await bounded(
+        () => durable.store.release(id, outcome.lease),
+        durable.storeTimeoutMs,
+        'release',
+      ).catch(() => {});
+    }
     setLeaseOwnerLive(owner, false);
     throw new CheckpointError(
       decoded

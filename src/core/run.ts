@@ -178,6 +178,8 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   #turnContext!: InvocationContext;
   /** The responder whose invocation is in progress (or was last). */
   #invoking = -1;
+  /** A responder's call has started and its answer (or throw) has not come back yet. */
+  #callOpen = false;
   /** Made on the first usage report: a conversation where nothing reports never has one. */
   #usage: UsageLedger | undefined;
   /** `state.usage`: shared by the snapshots until the next report. */
@@ -225,6 +227,8 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   #suspension: ConversationSuspension | undefined;
   /** Responder invocations so far (idempotency keys), and which one is a re-run, how often. */
   #invocations = 0;
+  /** Invocations the last landed commit holds: more in memory means work a release would hide. */
+  #committedInvocations = 0;
   #retryInvocation = 0;
   #retryAttempt = 1;
   #segment: Segment<C> | undefined;
@@ -293,6 +297,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         this.#segmentNumber = (restored.segment ?? 1) + 1;
         if (!('fresh' in restored)) this.#restored = restored;
         this.#invocations = 'fresh' in restored ? 0 : restored.invocations;
+        this.#committedInvocations = this.#invocations;
         this.#retryInvocation = this.#invocations + 1;
         this.#retryAttempt = (restored.attempt ?? 1) + (segment.takenOver ? 1 : 0);
       }
@@ -398,11 +403,15 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     this.#watchesStarts = this.#observations.watchesStarts;
     this.#watchesDispatches = this.#observations.watchDispatches;
     try {
+      const cancelling = this.#segment?.cancel !== undefined;
       if (restored === undefined) {
         try {
           this.#projection = config.projection.initial(this.#input);
         } catch (error) {
-          throw new PolicyError('projection', this.#snapshot(0), 0, error);
+          // cancel() runs nothing of the app's that can stop it: a projection that cannot start
+          // leaves the aborted ending's projection undefined.
+          if (!cancelling) throw new PolicyError('projection', this.#snapshot(0), 0, error);
+          this.#projection = undefined as S;
         }
         this.#history?.push(this.#input);
       } else this.#restore(restored);
@@ -613,6 +622,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     const attempt = invocation === this.#retryInvocation ? this.#retryAttempt : 1;
     context.attempt = attempt;
     this.#invoking = index;
+    this.#callOpen = true;
     if (this.#watchesStarts) this.#observations.responderStarted(index, message, attempt);
     let output: unknown;
     let pending: boolean;
@@ -649,6 +659,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
 
   /** A successful answer: fold it, decide, tell the observers and the listener. */
   #completeDispatch(index: number, output: unknown): Step {
+    this.#callOpen = false;
     const ended = performance.now();
     const durationMs = ended - this.#lastTick;
     this.#lastTick = ended;
@@ -774,15 +785,16 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
    * Resolves when the store has it; rejects with a CheckpointError (unstorable value, store
    * failure or timeout) or a ConversationLeaseError (refused: another process holds it).
    */
-  #commit(status: ConversationStatus, result?: string): Promise<void> {
+  #commit(status: ConversationStatus, result?: string, reopen = false): Promise<void> {
     const durable = this.#durable as DurableConfig;
     let checkpoint: Checkpoint;
     try {
-      checkpoint = this.#checkpoint(durable, status, result);
+      checkpoint = this.#checkpoint(durable, status, result, reopen);
     } catch (error) {
       return Promise.reject(error);
     }
     const started = performance.now();
+    const invocations = reopen ? this.#invocations - 1 : this.#invocations;
     const lease = this.#lease as Lease;
     const observations = this.#observations;
     const store = durable.store;
@@ -803,6 +815,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
           }
           this.#seq = checkpoint.seq;
           this.#lease = outcome.lease;
+          this.#committedInvocations = invocations;
         },
         async (error: unknown) => {
           // An ending or a suspension whose answer was lost (a timeout, a dropped connection)
@@ -825,8 +838,17 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     return commit;
   }
 
-  /** The checkpoint of the conversation as it stands (a consistent point: between steps). */
-  #checkpoint(durable: DurableConfig, status: ConversationStatus, result?: string): Checkpoint {
+  /**
+   * The checkpoint of the conversation as it stands (a consistent point: between steps). With
+   * `reopen`, a responder's call is open (the run was cut while it ran): the checkpoint is the
+   * point before that call, its attempt raised, so the call runs again with its key and attempt > 1.
+   */
+  #checkpoint(
+    durable: DurableConfig,
+    status: ConversationStatus,
+    result?: string,
+    reopen = false,
+  ): Checkpoint {
     let text: string;
     try {
       if (status === 'ended') {
@@ -845,7 +867,11 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       const selection = this.#selection;
       const next: number[] = [];
       if (selection !== undefined) {
-        for (let i = this.#nextSelected; i < selection.length; i++) {
+        for (
+          let i = reopen ? this.#nextSelected - 1 : this.#nextSelected;
+          i < selection.length;
+          i++
+        ) {
           next.push(this.#responderIndexOf(selection[i]));
         }
       }
@@ -858,8 +884,12 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         history: this.#history?.toArray(),
         answering: next.length === 0 ? undefined : { message: this.#message, next },
         dispatchCount: this.#dispatchCount,
-        invocations: this.#invocations,
-        attempt: this.#invocations + 1 === this.#retryInvocation ? this.#retryAttempt : 1,
+        invocations: reopen ? this.#invocations - 1 : this.#invocations,
+        attempt: reopen
+          ? (this.#invocations === this.#retryInvocation ? this.#retryAttempt : 1) + 1
+          : this.#invocations + 1 === this.#retryInvocation
+            ? this.#retryAttempt
+            : 1,
         segment: this.#segmentNumber,
         elapsedMs: this.#elapsed(),
         usage: this.#usage?.toStored(),
@@ -1041,6 +1071,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
 
   /** A responder threw or rejected: tell the observers, then skip it (NEXT) or stop the run. */
   #responderFailed(index: number, error: unknown): Step {
+    this.#callOpen = false;
     const responder = this.#config.responderNames[index] as string;
     const now = performance.now();
     const durationMs = now - this.#lastTick;
@@ -1256,12 +1287,34 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         durable.storeTimeoutMs,
         'release',
       );
+    if (error instanceof ConversationLeaseError) {
+      // Another process holds it, or took it over: a release is refused unless the lease is ours.
+      this.#afterInflight(release).then(kept, kept);
+      return;
+    }
     if (
-      error instanceof ConversationLeaseError ||
-      (cancel === undefined &&
-        (error instanceof ConversationAbortedError || error instanceof CheckpointError))
+      cancel === undefined &&
+      (error instanceof ConversationAbortedError || error instanceof CheckpointError)
     ) {
       // The conversation stays resumable as last committed: released, for recover() or resume().
+      // Work the store does not hold (a responder's call open, or dispatches 'async' has not
+      // committed yet) must not be hidden by a clean release, or it would run again with attempt 1:
+      // after an abort, the point before the open call is committed first (its attempt raised);
+      // where that cannot be (the store failed, a turn policy's answer pending) the lease is left
+      // to lapse, and the next holder takes it over as after a crash, which raises the attempt.
+      // ('exit' durability commits only endings and suspensions: a handoff re-runs it all.)
+      const callOpen = this.#callOpen;
+      const unsaved = callOpen || this.#invocations > this.#committedInvocations;
+      if (unsaved && durable.durability !== 'exit') {
+        const turnPending = this.#waiting && this.#waitingFor === -1;
+        if (error instanceof ConversationAbortedError && !turnPending) {
+          this.#afterInflight(() => this.#commit('running', undefined, callOpen)).then(
+            () => release().then(kept, kept),
+            kept,
+          );
+        } else this.#afterInflight(() => Promise.resolve()).then(kept, kept);
+        return;
+      }
       this.#afterInflight(release).then(kept, kept);
       return;
     }
@@ -1315,7 +1368,14 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     const durable = this.#durable as DurableConfig;
     const lease = this.#lease;
     const done = (): void => this.#finish({ ok: false, error, ended: false });
-    if (lease === undefined || error instanceof ConversationLeaseError) {
+    // Dispatches the store does not hold (the last one, whose ending did not land) must not be
+    // hidden by a clean release: the lease is left to lapse, so the next holder re-runs them with
+    // the attempt raised, as after a crash.
+    if (
+      lease === undefined ||
+      error instanceof ConversationLeaseError ||
+      (durable.durability !== 'exit' && this.#invocations > this.#committedInvocations)
+    ) {
       done();
       return;
     }

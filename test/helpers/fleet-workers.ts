@@ -87,3 +87,10 @@ export function readInvocations(file: string): Invocation[] {
     .filter((l) => l.endsWith('}'))
     .map((l) => JSON.parse(l) as Invocation);
 }
+
+/** The invocations by idempotency key, each key's in the order they ran. */
+export function byKey(invocations: readonly Invocation[]): Map<string, Invocation[]> {
+  const keys = new Map<string, Invocation[]>();
+  for (const i of invocations) keys.set(i.key, [...(keys.get(i.key) ?? []), i]);
+  return keys;
+}
