@@ -171,21 +171,36 @@ function check(
   seen.delete(object);
 }
 
+function checkAll(value: unknown): void {
+  if (typeof value === 'object' && value !== null) {
+    const seen = new Set<object>();
+    for (const key of Object.keys(value)) check(read(value, key, undefined), undefined, key, seen);
+  } else check(value, undefined, '$', new Set());
+}
+
 /**
  * The default codec: JSON, checked first. Cycles, BigInts, functions, symbols, symbol-keyed
  * properties, non-finite numbers, -0, `undefined` array elements, an array's named properties,
  * Maps, Sets, Dates, class instances, properties whose getter throws and objects that cannot be
  * read (a revoked Proxy) are refused with their path (JSON would throw on some and silently
- * change the others).
+ * change the others). Values are read twice (checked, then written): a getter answering a value
+ * JSON throws on at the second read is refused with its path too; one that answers another
+ * storable value is stored as JSON read it.
  */
 export const jsonCodec: CheckpointCodec = Object.freeze({
   encode(value: unknown): string {
-    if (typeof value === 'object' && value !== null) {
-      const seen = new Set<object>();
-      for (const key of Object.keys(value))
-        check(read(value, key, undefined), undefined, key, seen);
-    } else check(value, undefined, '$', new Set());
-    return JSON.stringify(value);
+    checkAll(value);
+    try {
+      return JSON.stringify(value);
+    } catch (error) {
+      // The check passed but JSON threw: a getter (or a Proxy) answered the check one value and
+      // JSON another. Checked again for its path; past that, refused as JSON told it.
+      checkAll(value);
+      throw new UnstorableValueError(
+        '$',
+        `a value that changed while it was written (${error instanceof Error ? error.message : describeValue(error)})`,
+      );
+    }
   },
   decode(text: string): unknown {
     return JSON.parse(text);
