@@ -274,6 +274,21 @@ describe('grafana', () => {
     ]);
   });
 
+  it('every dashboard links every other one (keeping the time range and variables)', () => {
+    const dashboards = dashboardFiles().map((f) => JSON.parse(readFileSync(f, 'utf8')));
+    const uids = dashboards.map((d) => d.uid as string);
+    for (const d of dashboards) {
+      const links = d.links as { url: string; keepTime: boolean; includeVars: boolean }[];
+      expect(links.map((l) => l.url).sort(), d.uid).toEqual(
+        uids
+          .filter((u) => u !== d.uid)
+          .map((u) => `/d/${u}`)
+          .sort(),
+      );
+      for (const l of links) expect(l).toMatchObject({ keepTime: true, includeVars: true });
+    }
+  });
+
   it("every panel query honours the dashboard's variables and the job selector", () => {
     const unfiltered = dashboardFiles().flatMap((f) => {
       const d = JSON.parse(readFileSync(f, 'utf8')) as {

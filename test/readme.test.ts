@@ -19,12 +19,6 @@ const ROOT = resolve(import.meta.dirname, '..');
 const DIR = join(ROOT, '.tmp/readme');
 const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
 
-/**
- * Blocks that fail because of a library type another change is fixing, by `page heading #n`. Each
- * entry names what it waits for; remove it when that lands.
- */
-const PENDING: Readonly<Record<string, string>> = {};
-
 interface Block extends ReadmeCodeBlock {
   /** The page it is on, from the repository root: `README.md`, `docs/telemetry.md`. */
   readonly page: string;
@@ -130,11 +124,6 @@ describe('the code in the README and docs/', () => {
   });
 
   for (const block of blocks) {
-    const pending = PENDING[block.name];
-    if (pending !== undefined) {
-      it.todo(`type-checks ${block.name} (line ${block.line}) once ${pending}`);
-      continue;
-    }
     it(`type-checks ${block.name} (line ${block.line})`, () => {
       expect(diagnostics.get(block.file) ?? []).toEqual([]);
     });
@@ -161,9 +150,7 @@ describe('the code in the README and docs/', () => {
       TSX_TSCONFIG_PATH: join(DIR, 'tsconfig.json'),
       OTEL_EXPORTER_OTLP_ENDPOINT: receiver.url,
     };
-    const runnable = blocks.filter(
-      (b) => b.context === undefined && b.file !== quickStartFile && PENDING[b.name] === undefined,
-    );
+    const runnable = blocks.filter((b) => b.context === undefined && b.file !== quickStartFile);
     for (const block of runnable) {
       await expect(
         run(process.execPath, ['--import', 'tsx', join(DIR, block.file)], {
@@ -195,8 +182,7 @@ describe('the code in the README and docs/', () => {
       OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`,
     };
     const withSdk = blocks.filter(
-      (b) =>
-        b.context === undefined && PENDING[b.name] === undefined && /\bsdk\.start\(\)/.test(b.code),
+      (b) => b.context === undefined && /\bsdk\.start\(\)/.test(b.code),
     );
     // The README's Observe it, the telemetry page's one file, the sampling page's Wiring it.
     expect(withSdk.map((b) => b.page)).toEqual(

@@ -37,7 +37,7 @@ import {
   timeseries,
   UNIT,
 } from './common.ts';
-import { OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
+import { DURABILITY_UID, OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
 
 function alertSelector(config: OpsConfig): string {
   const onGroupLabels = parseSelector(config.selector)
@@ -78,6 +78,7 @@ export function overviewDashboard(config: OpsConfig): Dashboard {
       .link(linkTo('Responders', RESPONDERS_UID))
       .link(linkTo('SLOs', SLO_UID))
       .link(linkTo('Usage', USAGE_UID))
+      .link(linkTo('Durability', DURABILITY_UID))
       .withPanel(
         stat(
           'Conversations ended / s',

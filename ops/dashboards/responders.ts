@@ -25,7 +25,7 @@ import {
   timeseries,
   UNIT,
 } from './common.ts';
-import { OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
+import { DURABILITY_UID, OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
 
 export function respondersDashboard(config: OpsConfig): Dashboard {
   const O = selector(config, ['orchestrator']);
@@ -55,6 +55,7 @@ export function respondersDashboard(config: OpsConfig): Dashboard {
       .link(linkTo('Overview', OVERVIEW_UID))
       .link(linkTo('SLOs', SLO_UID))
       .link(linkTo('Usage', USAGE_UID))
+      .link(linkTo('Durability', DURABILITY_UID))
       .withPanel(
         timeseries('Dispatch rate by responder', UNIT.dispatchesPerSecond, 12).withTarget(
           query(`sum by (orchestrator, responder) (rate(${METRIC_DISPATCHES}{${ORI}}[${RATE}]))`, {

@@ -30,7 +30,7 @@ import {
   timeseries,
   UNIT,
 } from './common.ts';
-import { OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
+import { DURABILITY_UID, OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
 
 function thresholds(steps: readonly [number | null, string][]): ThresholdsConfigBuilder {
   return new ThresholdsConfigBuilder()
@@ -147,7 +147,8 @@ export function sloDashboard(config: OpsConfig): Dashboard {
     )
     .link(linkTo('Overview', OVERVIEW_UID))
     .link(linkTo('Responders', RESPONDERS_UID))
-    .link(linkTo('Usage', USAGE_UID));
+    .link(linkTo('Usage', USAGE_UID))
+    .link(linkTo('Durability', DURABILITY_UID));
   for (const slo of all) for (const panel of sloPanels(config, slo)) builder.withPanel(panel);
   return build(builder);
 }

@@ -20,7 +20,7 @@ import {
   timeseries,
   UNIT,
 } from './common.ts';
-import { OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
+import { DURABILITY_UID, OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
 
 /** A stat with its help text. */
 function described(title: string, unit: string, expr: string, description: string): StatPanel {
@@ -59,6 +59,7 @@ export function usageDashboard(config: OpsConfig): Dashboard {
     .link(linkTo('Overview', OVERVIEW_UID))
     .link(linkTo('Responders', RESPONDERS_UID))
     .link(linkTo('SLOs', SLO_UID))
+    .link(linkTo('Durability', DURABILITY_UID))
     .withPanel(
       described(
         'Tokens / s',
