@@ -174,10 +174,12 @@ describe('one trace per conversation, in one process', () => {
     const telemetry = createConversationTelemetry({ tracerProvider: provider, registry });
     const store = createMemoryStore();
     const controller = new AbortController();
+    // Aborted while a responder's call (a promise) is open: a clean handoff.
     const o = orchestrator(store, [telemetry], {
       steps: 6,
+      delayMs: 5,
       onStep: (n) => {
-        if (n === 12) controller.abort();
+        if (n === 12) setTimeout(() => controller.abort(), 0);
       },
     });
     await expect(

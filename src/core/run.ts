@@ -102,6 +102,9 @@ const NO_OBSERVATIONS = new Observations<unknown, unknown>([], {
 
 /** What one step of the loop answers. */
 type Step = typeof NEXT | typeof WAIT | typeof ENDED;
+
+/** Where a failing run was cut (see #fail). */
+type CutPoint = 'call' | 'between' | 'inside';
 /** Go on with the next step. */
 const NEXT = 0;
 /** A promise will resume the loop. */
@@ -178,11 +181,8 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   #turnContext!: InvocationContext;
   /** The responder whose invocation is in progress (or was last). */
   #invoking = -1;
-  /**
-   * Durable runs: a responder's call has started and its answer is not yet folded and decided on
-   * (or it threw).
-   */
-  #callOpen = false;
+  /** Set when an abort raised while the observers heard of a dispatch cuts the run right after. */
+  #cutAfterDispatch = false;
   /** Made on the first usage report: a conversation where nothing reports never has one. */
   #usage: UsageLedger | undefined;
   /** `state.usage`: shared by the snapshots until the next report. */
@@ -625,8 +625,6 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     const attempt = invocation === this.#retryInvocation ? this.#retryAttempt : 1;
     context.attempt = attempt;
     this.#invoking = index;
-    // Only a durable run asks (off the store-less hot path: measured +119 instructions/dispatch).
-    if (this.#slow) this.#callOpen = true;
     if (this.#watchesStarts) this.#observations.responderStarted(index, message, attempt);
     let output: unknown;
     let pending: boolean;
@@ -741,8 +739,6 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
 
   /** After a dispatch, with a store or a suspension: commit as `durability` says, or suspend. */
   #afterDispatchSlow(decision: TerminationDecision): Step {
-    // The call's answer is folded and decided on: an abort from here on re-runs nothing of it.
-    this.#callOpen = false;
     const suspension = this.#suspension;
     this.#suspension = undefined;
     if (decision.terminate) {
@@ -754,6 +750,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       return ENDED;
     }
     if (this.#abortedWhileNotifying) {
+      this.#cutAfterDispatch = true;
       this.#interrupt(this.#abortedError());
       return ENDED;
     }
@@ -1076,7 +1073,6 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
 
   /** A responder threw or rejected: tell the observers, then skip it (NEXT) or stop the run. */
   #responderFailed(index: number, error: unknown): Step {
-    this.#callOpen = false;
     const responder = this.#config.responderNames[index] as string;
     const now = performance.now();
     const durationMs = now - this.#lastTick;
@@ -1270,6 +1266,18 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   #fail(thrown: unknown): void {
     if (this.#settled) return;
     this.#settled = true;
+    // Where the run was cut, read before #cleanup() clears the yield: a point the store could hold
+    // as it is (waiting for a responder's promise or a commit, yielded between steps, right after
+    // a dispatch), or inside a step (a responder's synchronous call, a fold, a termination or turn
+    // policy), where the state in memory is half of one step and is never committed.
+    const cutAt: CutPoint =
+      this.#waiting && this.#waitingFor >= 0
+        ? 'call'
+        : (this.#waiting && this.#waitingFor === -2) ||
+            this.#immediate !== undefined ||
+            this.#cutAfterDispatch
+          ? 'between'
+          : 'inside';
     this.#cleanup();
     const error =
       thrown instanceof ConversationError
@@ -1303,20 +1311,21 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     ) {
       // The conversation stays resumable as last committed: released, for recover() or resume().
       // Work the store does not hold (a responder's call open, or dispatches 'async' has not
-      // committed yet) must not be hidden by a clean release, or it would run again with attempt 1:
-      // after an abort, the point before the open call is committed first (its attempt raised);
-      // where that cannot be (the store failed, a turn policy's answer pending) the lease is left
-      // to lapse, and the next holder takes it over as after a crash, which raises the attempt.
+      // committed yet) must not be hidden by a clean release, or it would run again with attempt 1.
+      // After an abort at a point the store can hold, that point is committed first (cut while
+      // waiting for a call: the point before the call, its attempt raised), then released. Where
+      // it cannot be (the store failed, or the run was cut inside a step) the lease is left to
+      // lapse, and the next holder takes it over as after a crash, which raises the attempt.
       // ('exit' durability commits only endings and suspensions: a handoff re-runs it all.)
-      const callOpen = this.#callOpen;
-      const unsaved = callOpen || this.#invocations > this.#committedInvocations;
-      if (unsaved && durable.durability !== 'exit') {
-        const turnPending = this.#waiting && this.#waitingFor === -1;
-        if (error instanceof ConversationAbortedError && !turnPending) {
-          this.#afterInflight(() => this.#commit('running', undefined, callOpen)).then(
-            () => release().then(kept, kept),
-            kept,
-          );
+      const unsaved = cutAt === 'call' || this.#invocations > this.#committedInvocations;
+      if (durable.durability !== 'exit' && unsaved) {
+        if (error instanceof ConversationAbortedError && cutAt !== 'inside') {
+          const reopen = cutAt === 'call';
+          this.#afterInflight(() =>
+            reopen || this.#invocations > this.#committedInvocations
+              ? this.#commit('running', undefined, reopen).then(release)
+              : release(),
+          ).then(kept, kept);
         } else this.#afterInflight(() => Promise.resolve()).then(kept, kept);
         return;
       }
