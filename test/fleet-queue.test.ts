@@ -213,6 +213,55 @@ describe('createConversationQueue', () => {
     expect(await settled).toEqual(new Error('The conversation queue "conversations" is closed'));
   }, 20_000);
 
+  it('enqueues a resume sent the moment the suspension lands in the store, before the worker has recorded it', async () => {
+    const inner = createMemoryStore();
+    const queueName = 'q-fast-answer';
+    const producer = createConversationQueue({ connection: redis.url, queueName });
+    const answers: Promise<{ enqueued: boolean }>[] = [];
+    // The answer goes out as soon as the store holds the suspension: the worker has not yet had
+    // the commit's answer, let alone recorded the suspension in Redis.
+    const store = Object.assign(Object.create(inner) as typeof inner, {
+      commit: async (...args: Parameters<typeof inner.commit>) => {
+        const outcome = await inner.commit(...args);
+        if (args[0].status === 'suspended') {
+          answers.push(
+            producer.resume(args[0].conversationId, { input: { sender: 'person', content: 1 } }),
+          );
+        }
+        return outcome;
+      },
+    });
+    const worker = createConversationWorker({
+      connection: redis.url,
+      queueName,
+      store,
+      orchestrators: [approval({ responderMs: 0, store })],
+    });
+    try {
+      await worker.ready();
+      const ids = ['fast-1', 'fast-2', 'fast-3'];
+      for (const id of ids) {
+        await producer.start('approval', { sender: 'user', content: 4 }, { conversationId: id });
+      }
+      const deadline = Date.now() + 20_000;
+      while (answers.length < ids.length && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      const outcomes = await Promise.all(answers);
+      expect(outcomes.map((o) => o.enqueued)).toEqual([true, true, true]);
+      // Each answer applied: every conversation ends.
+      while (Date.now() < deadline) {
+        const statuses = await Promise.all(ids.map(async (id) => (await inner.get(id))?.status));
+        if (statuses.every((s) => s === 'ended')) break;
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      for (const id of ids) expect((await inner.get(id))?.status).toBe('ended');
+    } finally {
+      await worker.close({ timeoutMs: 2_000 });
+      await producer.close();
+    }
+  }, 40_000);
+
   it('has a worker refuse an orchestrator built without a store, naming it, before connecting', () => {
     const store = createMemoryStore();
     const make = () =>

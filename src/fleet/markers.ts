@@ -11,6 +11,59 @@
  */
 import type { Redis } from 'ioredis';
 
+/**
+ * `{prefix}:{queue}:co:segment:{id}`: set (to the job id) by the worker while a segment of the
+ * conversation runs, dropped once its outcome is recorded (after the suspension marker). A
+ * `resume()` that finds no suspension marker but this one waits for the segment to finish: the
+ * store commits a suspension before the worker can record it, and an answer sent in between would
+ * otherwise be told `{ enqueued: false }`.
+ */
+export function segmentKey(prefix: string, queue: string, id: string): string {
+  return `${prefix}:${queue}:co:segment:${id}`;
+}
+
+/** A segment marker outlives a worker killed mid-segment this long at most. */
+export const SEGMENT_MARKER_TTL_MS = 3600 * 1000;
+
+export async function markSegment(client: Redis, key: string, jobId: string): Promise<void> {
+  await client.set(key, jobId, 'PX', SEGMENT_MARKER_TTL_MS);
+}
+
+/** Drops the segment marker only when it is still this job's (a later segment may own it). */
+const DROP_SEGMENT = `
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`;
+
+export async function dropSegment(client: Redis, key: string, jobId: string): Promise<void> {
+  await client.eval(DROP_SEGMENT, 1, key, jobId);
+}
+
+/** The suspension a conversation waits on (or `undefined`), and whether a segment of it runs. */
+export async function readResumeState(
+  client: Redis,
+  suspension: string,
+  segment: string,
+): Promise<{
+  readonly suspension: { readonly seq: number; readonly orchestrator: string } | undefined;
+  readonly segmentRunning: boolean;
+}> {
+  const replies = await client
+    .multi()
+    .hmget(suspension, 'seq', 'orchestrator')
+    .exists(segment)
+    .exec();
+  for (const reply of replies ?? []) if (reply[0] !== null) throw reply[0];
+  const [seq, orchestrator] = (replies?.[0]?.[1] ?? []) as (string | null)[];
+  const running = replies?.[1]?.[1] === 1;
+  return {
+    suspension:
+      seq === null || seq === undefined || orchestrator === null || orchestrator === undefined
+        ? undefined
+        : { seq: Number(seq), orchestrator },
+    segmentRunning: running,
+  };
+}
+
 /** Markers live this long (a suspension nobody answers, a started id) unless removed before. */
 export const MARKER_TTL_MS = 30 * 24 * 3600 * 1000;
 
@@ -49,16 +102,4 @@ export async function recordSuspension(
 
 export async function dropSuspension(client: Redis, key: string, seq: number): Promise<void> {
   await client.eval(DROP_SUSPENSION, 1, key, String(seq));
-}
-
-/** The suspension a conversation waits on, as recorded, or `undefined`. */
-export async function readSuspension(
-  client: Redis,
-  key: string,
-): Promise<{ readonly seq: number; readonly orchestrator: string } | undefined> {
-  const [seq, orchestrator] = await client.hmget(key, 'seq', 'orchestrator');
-  if (seq === null || seq === undefined || orchestrator === null || orchestrator === undefined) {
-    return undefined;
-  }
-  return { seq: Number(seq), orchestrator };
 }

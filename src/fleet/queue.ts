@@ -16,7 +16,11 @@ import {
   RedisUnreachableError,
 } from './connection.ts';
 import { checkQueueName, DEFAULT_PREFIX, DEFAULT_QUEUE_NAME, SEGMENT_JOB_OPTIONS } from './jobs.ts';
-import { MARKER_TTL_MS, readSuspension, startedKey, suspendedKey } from './markers.ts';
+import { MARKER_TTL_MS, readResumeState, segmentKey, startedKey, suspendedKey } from './markers.ts';
+
+/** How often a resume waiting for a running segment looks again. */
+const RESUME_POLL_MS = 25;
+
 import { jobIdOf, PAYLOAD_FORMAT, type SegmentPayload } from './payload.ts';
 import { injectTrace } from './trace.ts';
 
@@ -239,9 +243,23 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
       }
       if (resumeOptions.input !== undefined) checkMessage('input', resumeOptions.input);
       await ready();
-      const suspension = await command(
-        readSuspension(client, suspendedKey(prefix, queueName, conversationId)),
-      );
+      // A segment still running may be about to suspend: the store commits a suspension before
+      // the worker records it, so an answer sent in between waits (bounded) for the worker.
+      const deadline = Date.now() + timeoutMs;
+      let suspension: { readonly seq: number; readonly orchestrator: string } | undefined;
+      for (;;) {
+        const state = await command(
+          readResumeState(
+            client,
+            suspendedKey(prefix, queueName, conversationId),
+            segmentKey(prefix, queueName, conversationId),
+          ),
+        );
+        suspension = state.suspension;
+        if (suspension !== undefined || !state.segmentRunning || Date.now() >= deadline) break;
+        await new Promise((resolve) => setTimeout(resolve, RESUME_POLL_MS));
+        if (closed) throw closedError();
+      }
       if (suspension === undefined) return { enqueued: false };
       const trace = injectTrace();
       const payload: SegmentPayload = {

@@ -19,7 +19,14 @@ import {
 } from './connection.ts';
 import { UnknownOrchestratorError } from './errors.ts';
 import { backoffDelay, checkQueueName, DEFAULT_PREFIX, DEFAULT_QUEUE_NAME } from './jobs.ts';
-import { dropSuspension, recordSuspension, suspendedKey } from './markers.ts';
+import {
+  dropSegment,
+  dropSuspension,
+  markSegment,
+  recordSuspension,
+  segmentKey,
+  suspendedKey,
+} from './markers.ts';
 import { QueueMetrics } from './metrics.ts';
 import { ForeignPayloadError, parsePayload } from './payload.ts';
 import { type FleetOrchestrator, runSegment, type SegmentOutcome } from './segment.ts';
@@ -269,6 +276,28 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
       throw new UnrecoverableError(`Refused job ${job.id}: ${(error as Error).message}`);
     }
     const id = payload.conversationId;
+    // Marked running before the segment can commit anything: resume() waits on it (bounded 1 s
+    // here: a Redis that does not answer fails the segment's own store calls anyway).
+    const segment = segmentKey(prefix, queueName, id);
+    const jobId = String(job.id);
+    await Promise.race([
+      markSegment(markers, segment, jobId).catch(() => undefined),
+      new Promise((resolve) => setTimeout(resolve, 1_000).unref()),
+    ]);
+    try {
+      return await runJob(job, token, payload, id);
+    } finally {
+      // After the outcome (and the suspension marker) is recorded; same connection, in order.
+      void dropSegment(markers, segment, jobId).catch(() => undefined);
+    }
+  };
+
+  const runJob = async (
+    job: Job,
+    token: string | undefined,
+    payload: ReturnType<typeof parsePayload>,
+    id: string,
+  ): Promise<unknown> => {
     const controller = new AbortController();
     if (draining) controller.abort();
     running.add(controller);
