@@ -3,6 +3,7 @@
  * also when producers race; an unreachable Redis is named in a bounded error; a resume with no
  * recorded suspension enqueues nothing.
  */
+import { spawnSync } from 'node:child_process';
 import { Queue } from 'bullmq';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -261,6 +262,44 @@ describe('createConversationQueue', () => {
       await producer.close();
     }
   }, 40_000);
+
+  it('lets an id be started again seconds after a producer was killed between taking it and adding its job', async () => {
+    const child = spawnSync(
+      process.execPath,
+      ['--import', 'tsx', 'test/fixtures/fleet-dying-producer.ts', redis.url, 'orphan-1', '400'],
+      { encoding: 'utf8', timeout: 60_000 },
+    );
+    expect(child.signal, child.stderr).toBe('SIGKILL');
+    const admin = new Redis(redis.url);
+    try {
+      const key = 'bull:q-dying:co:started:orphan-1';
+      const ttl = await admin.pttl(key);
+      // Taken for three times the producer's timeoutMs (1.2 s here), not for 30 days.
+      expect(ttl).toBeGreaterThan(0);
+      expect(ttl).toBeLessThanOrEqual(1_200);
+      const queue = createConversationQueue({
+        connection: redis.url,
+        queueName: 'q-dying',
+        timeoutMs: 400,
+      });
+      try {
+        await expect(
+          queue.start('desks', input, { conversationId: 'orphan-1' }),
+        ).rejects.toBeInstanceOf(ConversationExistsError);
+        await new Promise((r) => setTimeout(r, ttl + 100));
+        await queue.start('desks', input, { conversationId: 'orphan-1' });
+        // Once its job is in, the id is kept for the marker's lifetime (30 days).
+        expect(await admin.pttl(key)).toBeGreaterThan(29 * 24 * 3600 * 1000);
+        const bull = new Queue('q-dying', { connection: { url: redis.url } });
+        expect(await bull.getJob('start.orphan-1')).toBeDefined();
+        await bull.close();
+      } finally {
+        await queue.close();
+      }
+    } finally {
+      admin.disconnect();
+    }
+  }, 90_000);
 
   it('has a worker refuse an orchestrator built without a store, naming it, before connecting', () => {
     const store = createMemoryStore();

@@ -213,13 +213,25 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
       await ready();
       const key = startedKey(prefix, queueName, id);
       const token = `${orchestrator} ${Date.now()} ${Math.random().toString(36).slice(2)}`;
-      const taken = await command(client.set(key, token, 'PX', MARKER_TTL_MS, 'NX'));
+      // Claimed for a short while first (three times the bound of the add), then for the
+      // marker's lifetime once the job is in: a producer killed between the two leaves the id
+      // claimed for seconds, not for MARKER_TTL_MS with no job to run it.
+      const taken = await command(client.set(key, token, 'PX', 3 * timeoutMs, 'NX'));
       if (taken !== 'OK') {
         throw new ConversationExistsError(id);
       }
       try {
         await command(
           queue.add('start', payload, { ...SEGMENT_JOB_OPTIONS, jobId: jobIdOf('start', id) }),
+        );
+        await command(
+          client.eval(
+            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
+            1,
+            key,
+            token,
+            String(MARKER_TTL_MS),
+          ),
         );
       } catch (error) {
         // Give the id back, unless another call took it meanwhile (it cannot: NX), so a retry can start it.
