@@ -91,7 +91,10 @@ describe('ConversationWorker.close()', () => {
   it('hands a running segment back and leaves nothing behind, so the process exits by itself', async () => {
     const drained = await drainOnce('close-honour', { STUCK: '0', DRAIN_MS: '10000' });
     expect(drained).toEqual({ exit: 0, stats: drained.stats, emptied: true, eventsAfterClose: [] });
-    expect(drained.stats.handedBack).toBe(1);
+    // Its one job, handed back (once more when BullMQ's fetch under way as the drain began takes
+    // it again: it goes straight back to wait), and waiting for another worker.
+    expect(drained.stats.handedBack).toBeGreaterThanOrEqual(1);
+    expect(drained.stats.handedBack).toBeLessThanOrEqual(2);
     const bull = new Queue('close-honour', { connection: { url: redis.url } });
     expect(await bull.getJobCounts('wait', 'active')).toEqual({ wait: 1, active: 0 });
     await bull.close();

@@ -10,6 +10,7 @@ import type {
   ConversationStore,
   CreateOutcome,
   Lease,
+  StoredConversation,
 } from './store.ts';
 
 export { isSuspend, type Suspend, suspend } from './suspend.ts';
@@ -43,8 +44,16 @@ export class UnstorableValueError extends TypeError {
 
 function kindOf(value: object): string | undefined {
   const prototype: unknown = Object.getPrototypeOf(value);
-  if (prototype === Object.prototype || prototype === null || Array.isArray(value))
-    return undefined;
+  if (prototype === Object.prototype || prototype === null) return undefined;
+  if (Array.isArray(value)) {
+    // An array (of this realm or another), not an instance of an Array subclass, whose methods
+    // and class would be gone on resume.
+    if (prototype === Array.prototype) return undefined;
+    const above = Object.getPrototypeOf(prototype as object);
+    if (above !== null && Object.getPrototypeOf(above) === null) return undefined;
+    const name = (value as { constructor?: { name?: string } }).constructor?.name;
+    return `an instance of ${typeof name === 'string' && name !== '' ? name : 'a class'} (an Array subclass)`;
+  }
   const tag = Object.prototype.toString.call(value).slice(8, -1);
   return `a ${tag === 'Object' ? ((value as { constructor?: { name?: string } }).constructor?.name ?? 'class instance') : tag}`;
 }
@@ -138,6 +147,15 @@ function check(
     );
   }
   if (kind !== undefined) throw new UnstorableValueError(pathOf(parent, key), kind);
+  // JSON writes what a toJSON method returns, enumerable or not (an enumerable one is refused
+  // below as a function).
+  const here = new Step(parent, key);
+  if (typeof read(object, 'toJSON', here) === 'function') {
+    throw new UnstorableValueError(
+      pathOf(parent, key),
+      'an object with a toJSON method (JSON would store what it returns)',
+    );
+  }
   seen.add(object);
   // JSON drops symbol-keyed properties: refused rather than lost on resume.
   for (const symbol of symbols) {
@@ -148,7 +166,6 @@ function check(
       );
     }
   }
-  const here = new Step(parent, key);
   if (array) {
     const items = object as unknown[];
     for (let i = 0; i < items.length; i++) {
@@ -393,6 +410,7 @@ const OUTCOMES = {
     "{ status: 'acquired', checkpoint, lease, takenOver }, { status: 'held', owner, leaseExpiresAt }, { status: 'ended', checkpoint } or { status: 'not_found' }",
   commit: "{ ok: true, lease } or { ok: false, reason: 'fenced' | 'sequence' | 'not_found' }",
   renew: 'a lease { owner, epoch, expiresAt } or undefined',
+  get: 'undefined or { conversationId, orchestrator, status, dispatchCount, seq, updatedAt }',
 } as const;
 
 /** The outcome each store method answers. */
@@ -401,6 +419,7 @@ interface Outcomes {
   acquire: AcquireOutcome;
   commit: CommitOutcome;
   renew: Lease | undefined;
+  get: StoredConversation | undefined;
 }
 
 type Loose = Record<string, unknown>;
@@ -435,6 +454,15 @@ function isCheckpoint(value: unknown): boolean {
 
 function fits(method: keyof Outcomes, value: unknown): boolean {
   if (method === 'renew') return value === undefined || isLease(value);
+  if (method === 'get') {
+    return (
+      value === undefined ||
+      (isRecord(value) &&
+        typeof value.conversationId === 'string' &&
+        typeof value.orchestrator === 'string' &&
+        STATUSES.includes(value.status))
+    );
+  }
   if (!isRecord(value)) return false;
   switch (method) {
     case 'create':

@@ -468,23 +468,25 @@ function ownConversation<S, C>(
   id: string,
   what: 'resumed' | 'cancelled',
 ): Promise<void> {
-  return bounded(() => durable.store.get(id), durable.storeTimeoutMs, 'get').then(
-    (stored) => {
-      if (stored === undefined) throw new ConversationNotFoundError(id);
-      if (stored.orchestrator !== config.name) {
-        throw new ConversationNotFoundError(id, stored.orchestrator);
-      }
-    },
-    (error: unknown) => {
-      throw new CheckpointError(
-        `Conversation ${id} could not be ${what}: ${describeCause(error)}`,
-        emptyState<S, C>(id),
-        0,
-        undefined,
-        error,
-      );
-    },
-  );
+  return bounded(() => durable.store.get(id), durable.storeTimeoutMs, 'get')
+    .then((stored) => checkedOutcome(durable.store, 'get', stored))
+    .then(
+      (stored) => {
+        if (stored === undefined) throw new ConversationNotFoundError(id);
+        if (stored.orchestrator !== config.name) {
+          throw new ConversationNotFoundError(id, stored.orchestrator);
+        }
+      },
+      (error: unknown) => {
+        throw new CheckpointError(
+          `Conversation ${id} could not be ${what}: ${describeCause(error)}`,
+          emptyState<S, C>(id),
+          0,
+          undefined,
+          error,
+        );
+      },
+    );
 }
 
 /** What resumeStored() answers cancel() for a conversation that had already ended. */

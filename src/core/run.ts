@@ -103,6 +103,15 @@ const NO_OBSERVATIONS = new Observations<unknown, unknown>([], {
 /** What one step of the loop answers. */
 type Step = typeof NEXT | typeof WAIT | typeof ENDED;
 
+/**
+ * The run ended while a responder or the turn policy was still being called (it aborted the run
+ * itself): its promise, if it gave one, is ignored, and a rejection of it is not left unhandled.
+ */
+function ignoreLate(answer: unknown, pending: boolean): typeof ENDED {
+  if (pending) Promise.resolve(answer as PromiseLike<unknown>).then(undefined, () => undefined);
+  return ENDED;
+}
+
 /** Where a failing run was cut (see #fail). */
 type CutPoint = 'call' | 'between' | 'inside';
 /** Go on with the next step. */
@@ -608,7 +617,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     } catch (error) {
       throw policyFailed('turn', error, this);
     }
-    if (this.#settled) return ENDED;
+    if (this.#settled) return ignoreLate(selected, pending);
     if (pending) return this.#wait(selected as PromiseLike<unknown>, -1);
     this.#useSelection(selected);
     return NEXT;
@@ -638,7 +647,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       return this.#settled ? ENDED : this.#responderFailed(index, error);
     }
     // The responder may have aborted the run itself: its answer then counts for nothing.
-    if (this.#settled) return ENDED;
+    if (this.#settled) return ignoreLate(output, pending);
     if (pending) return this.#wait(output as PromiseLike<unknown>, index);
     return this.#completeDispatch(index, output);
   }
@@ -820,12 +829,21 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
           this.#committedInvocations = invocations;
         },
         async (error: unknown) => {
-          // An ending or a suspension whose answer was lost (a timeout, a dropped connection)
-          // may have landed: asked once, so that a stored ending is not run again by recover()
-          // nor left uncounted. A running checkpoint that did land is refused at the next commit.
-          if (status !== 'running' && (await landed(store, checkpoint, durable.storeTimeoutMs))) {
+          // A commit whose answer was lost (a timeout, a dropped connection) may have landed:
+          // asked once, so that a stored ending is not run again by recover() nor left uncounted,
+          // and a stored dispatch is counted and goes on (it would not run again on resume). A
+          // running checkpoint counts as ours only while our lease still holds it.
+          if (
+            await landed(
+              store,
+              checkpoint,
+              durable.storeTimeoutMs,
+              status === 'running' ? lease.owner : undefined,
+            )
+          ) {
             observations.checkpointed(performance.now() - started, undefined, false);
             this.#seq = checkpoint.seq;
+            this.#committedInvocations = invocations;
             return;
           }
           observations.checkpointed(performance.now() - started, error, true);
@@ -894,7 +912,12 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
             : 1,
         segment: this.#segmentNumber,
         elapsedMs: this.#elapsed(),
-        usage: this.#usage?.toStored(),
+        usage: reopen
+          ? this.#usage?.toStored({
+              index: this.#invoking,
+              dispatchNumber: this.#dispatchCount + 1,
+            })
+          : this.#usage?.toStored(),
         // Undefined when the run failed before its policies started (its ending is committed).
         termination: (this.#check as TerminationCheck<S, C> | undefined)?.save?.(),
         turn: (this.#turn as TurnFunction<S, C> | undefined)?.save?.(),
@@ -1317,12 +1340,19 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       // it cannot be (the store failed, or the run was cut inside a step) the lease is left to
       // lapse, and the next holder takes it over as after a crash, which raises the attempt.
       // ('exit' durability commits only endings and suspensions: a handoff re-runs it all.)
-      const unsaved = cutAt === 'call' || this.#invocations > this.#committedInvocations;
-      if (durable.durability !== 'exit' && unsaved) {
-        if (error instanceof ConversationAbortedError && cutAt !== 'inside') {
+      // A segment that took over a dead holder's lease has not stored its raised attempt until
+      // its first commit lands: a release before that would erase the crash mark too.
+      const segment = this.#segment;
+      const markUnsaved = (): boolean =>
+        segment?.takenOver === true && this.#seq === segment.checkpoint.seq;
+      const unsaved = (): boolean =>
+        this.#invocations > this.#committedInvocations || markUnsaved();
+      const exit = durable.durability === 'exit';
+      if (exit ? markUnsaved() : cutAt === 'call' || unsaved()) {
+        if (error instanceof ConversationAbortedError && cutAt !== 'inside' && !exit) {
           const reopen = cutAt === 'call';
           this.#afterInflight(() =>
-            reopen || this.#invocations > this.#committedInvocations
+            reopen || unsaved()
               ? this.#commit('running', undefined, reopen).then(release)
               : release(),
           ).then(kept, kept);
@@ -1354,9 +1384,10 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     // A resumed segment that failed before its first commit landed (the person's answer would not
     // fold, a policy's start(saved) threw) changed nothing stored: released, it stays as it was
     // (suspended, or running for recover()), and a corrected resume can go on from there.
+    // One that took over a dead holder's lease is left to lapse instead: its crash mark stays.
     const segment = this.#segment;
     if (cancel === undefined && segment !== undefined && this.#seq === segment.checkpoint.seq) {
-      this.#afterInflight(release).then(kept, kept);
+      this.#afterInflight(segment.takenOver ? () => Promise.resolve() : release).then(kept, kept);
       return;
     }
     this.#afterInflight(() => this.#commit('ended', text)).then(ended, (failed: unknown) => {
@@ -1491,6 +1522,7 @@ async function landed(
   store: DurableConfig['store'],
   checkpoint: Checkpoint,
   timeoutMs: number,
+  owner: string | undefined,
 ): Promise<boolean> {
   try {
     const stored = await bounded(() => store.get(checkpoint.conversationId), timeoutMs, 'get');
@@ -1498,7 +1530,8 @@ async function landed(
       typeof stored === 'object' &&
       stored !== null &&
       stored.seq === checkpoint.seq &&
-      stored.status === checkpoint.status
+      stored.status === checkpoint.status &&
+      (owner === undefined || stored.owner === owner)
     );
   } catch {
     return false;

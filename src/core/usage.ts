@@ -121,6 +121,27 @@ class Counter {
     return counter;
   }
 
+  /** These counts less `part`'s (a part of them), or null when nothing is left but `part`. */
+  without(part: Counter): UsageTotals | null {
+    if (
+      this.input === part.input &&
+      this.output === part.output &&
+      this.cacheRead === part.cacheRead &&
+      this.reasoning === part.reasoning
+    ) {
+      return null;
+    }
+    const totals: { -readonly [K in keyof UsageTotals]: UsageTotals[K] } = {
+      inputTokens: this.input - part.input,
+      outputTokens: this.output - part.output,
+    };
+    if (this.cacheRead !== undefined)
+      totals.cacheReadInputTokens = this.cacheRead - (part.cacheRead ?? 0);
+    if (this.reasoning !== undefined)
+      totals.reasoningOutputTokens = this.reasoning - (part.reasoning ?? 0);
+    return Object.freeze(totals);
+  }
+
   totals(): UsageTotals {
     const totals: { -readonly [K in keyof UsageTotals]: UsageTotals[K] } = {
       inputTokens: this.input,
@@ -202,14 +223,32 @@ export class UsageLedger {
     return invocation.totals();
   }
 
-  /** The totals as a checkpoint keeps them (JSON-safe). */
-  toStored(): StoredUsage {
+  /**
+   * The totals as a checkpoint keeps them (JSON-safe). `cut`: the invocation of responder `index`
+   * numbered `dispatchNumber` is in progress and will run again: what it reported so far is left
+   * out (its re-run reports it again), as a crash would have lost it.
+   */
+  toStored(cut?: { readonly index: number; readonly dispatchNumber: number }): StoredUsage {
+    const open =
+      cut !== undefined &&
+      this.#invocation !== undefined &&
+      this.#invocationIndex === cut.index &&
+      this.#invocationNumber === cut.dispatchNumber
+        ? this.#invocation
+        : undefined;
     const byResponder: (UsageTotals | null)[] = [];
     for (let i = 0; i < this.#byResponder.length; i++) {
-      byResponder.push(this.#byResponder[i]?.totals() ?? null);
+      const counter = this.#byResponder[i];
+      byResponder.push(
+        counter === undefined
+          ? null
+          : open !== undefined && i === this.#invocationIndex
+            ? counter.without(open)
+            : counter.totals(),
+      );
     }
     return {
-      total: this.totals,
+      total: open === undefined ? this.totals : (this.#total.without(open) ?? NO_USAGE),
       byResponder,
       ...(this.#turnPolicy === undefined ? {} : { turnPolicy: this.#turnPolicy.totals() }),
     };

@@ -276,6 +276,13 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
       throw new UnrecoverableError(`Refused job ${job.id}: ${(error as Error).message}`);
     }
     const id = payload.conversationId;
+    // Fetched as the drain began (BullMQ's pause lets a fetch under way finish): back to wait at
+    // once, touching neither the store nor the conversation's lease.
+    if (draining) {
+      counts.handedBack += 1;
+      await job.moveToWait(token);
+      throw new WaitingError();
+    }
     // Marked running before the segment can commit anything: resume() waits on it (bounded 1 s
     // here: a Redis that does not answer fails the segment's own store calls anyway).
     const segment = segmentKey(prefix, queueName, id);
