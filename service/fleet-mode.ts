@@ -70,7 +70,8 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
   });
 
   const store = openFleetStore(redisUrl, cfg.store);
-  const queue = createConversationQueue({ connection: redisUrl, queueName: DEMO_QUEUE });
+  // Given the store: an approval finds its suspension even when its worker died before recording it.
+  const queue = createConversationQueue({ connection: redisUrl, queueName: DEMO_QUEUE, store });
   const subscriber = new Redis(redisUrl, { maxRetriesPerRequest: null });
   subscriber.on('error', () => {});
   const inFlight = new Map<string, InFlight>();

@@ -65,6 +65,8 @@ describe('createConversationQueue', () => {
         orchestrator: 'desks',
         conversationId: 'c-1',
         input,
+        // The start call's claim on the id: tells its job from another call's.
+        claim: expect.any(String),
       });
       await bull.close();
     } finally {

@@ -54,7 +54,7 @@ async function eventually(check: () => Promise<boolean>, ms: number): Promise<bo
 }
 
 describe('review 4: the fleet', () => {
-  // Defect: the segment mark holds the job id, not the run's own token. A worker paused past its
+  // Was a defect: the segment mark holds the job id, not the run's own token. A worker paused past its
   // job lock and its store lease (a zombie) comes back, is fenced, and its `finally` drops the mark
   // of the worker that took over the same job (`start.{id}`): an answer sent as the new segment's
   // suspension lands in the store is told { enqueued: false } and is lost.
@@ -127,7 +127,7 @@ describe('review 4: the fleet', () => {
       thaw();
       expect(await eventually(async () => a.stats().fenced === 1, 5_000)).toBe(true);
       expect(await eventually(async () => answers.length === 1, 15_000)).toBe(true);
-      expect(await answers[0]).toEqual({ enqueued: true, suspension: 3 });
+      expect(await answers[0]).toEqual({ enqueued: true, suspension: expect.any(Number) });
       expect(
         await eventually(async () => (await inner.get('z-1'))?.status === 'ended', 10_000),
       ).toBe(true);
@@ -138,16 +138,17 @@ describe('review 4: the fleet', () => {
     }
   }, 60_000);
 
-  // Defect: a worker SIGKILLed after the store committed a suspension and before it recorded it
-  // leaves its segment mark; with the default job lock (10 s) and stalled interval (5 s) the job
-  // comes back after resume()'s poll (timeoutMs, 5 s) has given up: an answer sent as the store
-  // shows the suspension is told { enqueued: false } although the conversation waits for it.
+  // Was a defect: a worker SIGKILLed after the store committed a suspension and before it
+  // recorded it leaves its segment mark; with the default job lock (10 s) and stalled interval
+  // (5 s) the job comes back after resume()'s poll (timeoutMs, 5 s) has given up: an answer sent
+  // as the store shows the suspension was told { enqueued: false }. A producer given the store
+  // (the `store` option) reads the suspension from it.
   it('enqueues an answer to a suspension the store holds when the worker that ran the segment was killed before recording it', async () => {
     const queueName = 'r4-killed';
     const store = createRedisStore({ url: redis.url });
     let child: ChildProcess | undefined;
     let healthy: ReturnType<typeof createConversationWorker> | undefined;
-    const producer = createConversationQueue({ connection: redis.url, queueName });
+    const producer = createConversationQueue({ connection: redis.url, queueName, store });
     try {
       child = spawn(
         process.execPath,
@@ -196,9 +197,20 @@ describe('review 4: the fleet', () => {
         onEvent: () => undefined,
       });
       await healthy.ready();
+      // Without the store, a producer says nothing is waiting (the marker was never recorded):
+      // what docs/fleet.md says of store-less producers.
+      const storeless = createConversationQueue({
+        connection: redis.url,
+        queueName,
+        timeoutMs: 200,
+      });
+      expect(await storeless.resume('k-1', { input: person })).toEqual({ enqueued: false });
+      await storeless.close();
+      const waiting = await store.get('k-1');
+      expect(waiting?.status).toBe('suspended');
       expect(await producer.resume('k-1', { input: person })).toEqual({
         enqueued: true,
-        suspension: 3,
+        suspension: waiting?.seq,
       });
       expect(
         await eventually(async () => (await store.get('k-1'))?.status === 'ended', 30_000),
@@ -211,7 +223,7 @@ describe('review 4: the fleet', () => {
     }
   }, 90_000);
 
-  // Defect: start() gives the id back (DEL of its claim) on any error after the add, also when the
+  // Was a defect: start() gives the id back (DEL of its claim) on any error after the add, also when the
   // add landed and only the claim's extension timed out (Redis stalled longer than timeoutMs).
   // The job is in and the id free: another producer's start() resolves, and BullMQ's jobId dedupe
   // drops its input (the conversation runs the input of the call that was told it failed).
@@ -264,7 +276,7 @@ describe('review 4: the fleet', () => {
     }
   }, 30_000);
 
-  // Defect: parsePayload checks the format, kind, names and trace but not `input`; a job in our
+  // Was a defect: parsePayload checks the format, kind, names and trace but not `input`; a job in our
   // format whose start input is not a message fails in the core with a TypeError, which the worker
   // retries with backoff a million times instead of failing the job once as `refused`.
   it('fails a job in our format whose input is not a message once, as refused', async () => {
@@ -300,7 +312,7 @@ describe('review 4: the fleet', () => {
     }
   }, 30_000);
 
-  // Defect: settle() (segment.ts) calls a failed resume 'suspended' whenever the store still
+  // Was a defect: settle() (segment.ts) calls a failed resume 'suspended' whenever the store still
   // shows a suspension, also the very one the job answers: one transient store failure before the
   // answer is applied completes the resume job and drops the answer; every later resume() of that
   // suspension is deduped into the completed job (kept 24 h) and says { enqueued: true } for nothing.

@@ -30,6 +30,8 @@ export interface SegmentPayload {
   readonly suspension?: number;
   /** The producer's W3C trace context (`traceparent`, `tracestate`), when it had one. */
   readonly trace?: Readonly<Record<string, string>>;
+  /** A `start`'s claim on its id (the producer's token): tells its job from another's. */
+  readonly claim?: string;
 }
 
 const KINDS = new Set(['start', 'resume', 'continue']);
@@ -64,6 +66,20 @@ export function parsePayload(data: unknown): SegmentPayload {
   if (!isConversationId(d.conversationId)) {
     throw new ForeignPayloadError(
       `Expected \`conversationId\` to be ${CONVERSATION_ID_EXPECTED}, got ${show(d.conversationId)}`,
+    );
+  }
+  // The run's input and a person's answer are messages (`{ sender: string, content }`), as the
+  // producer checks: anything else would be refused by the core at every retry.
+  const input = d.input;
+  if (
+    (d.kind === 'start' || input !== undefined) &&
+    (typeof input !== 'object' ||
+      input === null ||
+      Array.isArray(input) ||
+      typeof (input as { sender?: unknown }).sender !== 'string')
+  ) {
+    throw new ForeignPayloadError(
+      `Expected \`input\` to be a message { sender: string, content }${d.kind === 'start' ? '' : ' or absent'}, got ${show(input)}`,
     );
   }
   if (

@@ -7,6 +7,7 @@
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
 import { ConversationExistsError, describeValue } from '../core/errors.ts';
+import type { ConversationStore } from '../core/store.ts';
 import { CONVERSATION_ID_EXPECTED, isBoundedName, isConversationId } from '../core/validate.ts';
 import {
   bounded,
@@ -45,6 +46,13 @@ export interface ConversationQueueOptions {
    * @default 5000
    */
   readonly timeoutMs?: number;
+  /**
+   * The store the workers share, when the producer can reach it. `resume()` then reads a
+   * conversation the Redis markers say nothing of from the store: a suspension the store holds is
+   * answered even when its worker died between committing it and recording it (without a store,
+   * such an answer is told `{ enqueued: false }` until the job is recovered).
+   */
+  readonly store?: ConversationStore;
 }
 
 /** Options of `start()`. */
@@ -129,6 +137,12 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
   const queueName = checkQueueName(options.queueName ?? DEFAULT_QUEUE_NAME);
   const prefix = options.prefix ?? DEFAULT_PREFIX;
   const timeoutMs = options.timeoutMs ?? 5_000;
+  const store = options.store;
+  if (store !== undefined && (typeof store !== 'object' || typeof store?.get !== 'function')) {
+    throw new TypeError(
+      `Expected \`store\` to be a ConversationStore (the workers'), got ${describeValue(store)}`,
+    );
+  }
   const url = describeConnection(options.connection);
   const client: Redis = openClient(options.connection, `co-producer:${queueName}`, {
     offlineQueue: false,
@@ -220,11 +234,9 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
       if (taken !== 'OK') {
         throw new ConversationExistsError(id);
       }
-      try {
-        await command(
-          queue.add('start', payload, { ...SEGMENT_JOB_OPTIONS, jobId: jobIdOf('start', id) }),
-        );
-        await command(
+      const jobId = jobIdOf('start', id);
+      const keep = () =>
+        command(
           client.eval(
             "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) end return 0",
             1,
@@ -233,18 +245,42 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
             String(MARKER_TTL_MS),
           ),
         );
-      } catch (error) {
-        // Give the id back, unless another call took it meanwhile (it cannot: NX), so a retry can start it.
+      /** Whose start job holds the id: this call's (`ours`), another's, or none. */
+      const holder = async (): Promise<'ours' | 'other' | 'none'> => {
+        const job = await command(queue.getJob(jobId));
+        if (job === undefined || job === null) return 'none';
+        return (job.data as { claim?: unknown } | undefined)?.claim === token ? 'ours' : 'other';
+      };
+      try {
         await command(
-          client.eval(
-            "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
-            1,
-            key,
-            token,
-          ),
-        ).catch(() => undefined);
+          queue.add('start', { ...payload, claim: token }, { ...SEGMENT_JOB_OPTIONS, jobId }),
+        );
+      } catch (error) {
+        // Did the job get in all the same (its answer lost, not the add)? Asked on the same
+        // connection, after the add. In: it is this call's start, kept. Not in: the id is given
+        // back so that a retry can start it. Unknown (Redis still not answering): the short claim
+        // is left to lapse, never deleted while the add may still land.
+        const where = await holder().catch(() => undefined);
+        if (where === 'ours') {
+          await keep().catch(() => undefined);
+          return;
+        }
+        if (where === 'none') {
+          await command(
+            client.eval(
+              "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end return 0",
+              1,
+              key,
+              token,
+            ),
+          ).catch(() => undefined);
+        }
         throw error;
       }
+      // BullMQ keeps one job per id and answers an add of an existing one without adding it: a
+      // start job of another call (its marker lapsed) still holds the id.
+      if ((await holder()) === 'other') throw new ConversationExistsError(id);
+      await keep();
     },
 
     async resume(conversationId, resumeOptions = {}) {
@@ -268,7 +304,34 @@ export function createConversationQueue(options: ConversationQueueOptions): Conv
           ),
         );
         suspension = state.suspension;
-        if (suspension !== undefined || !state.segmentRunning || Date.now() >= deadline) break;
+        if (suspension !== undefined) break;
+        if (store !== undefined) {
+          // The store knows: a suspension it holds is the one to answer (the worker checks its
+          // seq again before applying the answer).
+          let stored: Awaited<ReturnType<ConversationStore['get']>>;
+          try {
+            let timer: NodeJS.Timeout | undefined;
+            stored = await Promise.race([
+              Promise.resolve().then(() => store.get(conversationId)),
+              new Promise<never>((_, reject) => {
+                timer = setTimeout(
+                  () => reject(new Error(`no answer to get() within ${timeoutMs} ms (timeoutMs)`)),
+                  timeoutMs,
+                );
+              }),
+            ]).finally(() => clearTimeout(timer));
+          } catch (error) {
+            throw new Error(
+              `Could not read conversation ${JSON.stringify(conversationId)} from the store \`${String(store.name)}\`: ${error instanceof Error ? error.message : String(error)}`,
+              { cause: error },
+            );
+          }
+          if (stored?.status === 'suspended') {
+            suspension = { seq: stored.seq, orchestrator: stored.orchestrator };
+          }
+          break;
+        }
+        if (!state.segmentRunning || Date.now() >= deadline) break;
         await new Promise((resolve) => setTimeout(resolve, RESUME_POLL_MS));
         if (closed) throw closedError();
       }

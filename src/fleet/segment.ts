@@ -127,8 +127,11 @@ export async function runSegment(
     const suspension = payload.suspension;
     if (stored.status === 'suspended' && (suspension === undefined || stored.seq === suspension)) {
       await ctx.onAnswering?.(stored.seq);
-      return settle(ctx, id, () =>
-        traced(() => orchestrator.resume(id, { input: payload.input, signal })),
+      return settle(
+        ctx,
+        id,
+        () => traced(() => orchestrator.resume(id, { input: payload.input, signal })),
+        stored.seq,
       );
     }
     if (stored.status !== 'running') {
@@ -160,6 +163,7 @@ async function settle(
   ctx: SegmentContext,
   id: string,
   call: () => Promise<unknown>,
+  answering?: number,
 ): Promise<SegmentOutcome> {
   let failure: unknown;
   try {
@@ -176,6 +180,18 @@ async function settle(
     return { status: 'stale', reason: `conversation ${JSON.stringify(id)} is not in the store` };
   }
   if (after.status === 'ended') return { status: 'ended', dispatchCount: after.dispatchCount };
+  // A person's answer that did not get in because the store failed (before the resume's first
+  // commit): still waiting on that very suspension, so the job fails and BullMQ retries it, answer
+  // and all. (An answer the conversation refuses, its fold throwing, is not retried.)
+  if (
+    answering !== undefined &&
+    name === 'CheckpointError' &&
+    after.status === 'suspended' &&
+    after.seq === answering &&
+    !ctx.signal.aborted
+  ) {
+    throw failure;
+  }
   if (
     after.status === 'suspended' &&
     (failure === undefined || name !== 'ConversationLeaseError')

@@ -6,6 +6,7 @@
  * the store unreachable). A dead worker's jobs are BullMQ's stalled jobs: another worker gets them
  * once their lock expires, and resumes each conversation from its last checkpoint.
  */
+import { randomUUID } from 'node:crypto';
 import { DelayedError, type Job, Queue, UnrecoverableError, WaitingError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
 import type { ConversationStore } from '../core/store.ts';
@@ -286,7 +287,9 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
     // Marked running before the segment can commit anything: resume() waits on it (bounded 1 s
     // here: a Redis that does not answer fails the segment's own store calls anyway).
     const segment = segmentKey(prefix, queueName, id);
-    const jobId = String(job.id);
+    // Unique to this run of the job: a paused worker's run coming back must not drop the mark of
+    // the run that took its job over (both runs have the job's id).
+    const jobId = `${String(job.id)} ${randomUUID()}`;
     await Promise.race([
       markSegment(markers, segment, jobId).catch(() => undefined),
       new Promise((resolve) => setTimeout(resolve, 1_000).unref()),
