@@ -2,7 +2,7 @@
 /**
  * The API reference (`npm run docs`, written to docs/api/, not committed). Its entry points are
  * the package's: every `exports` entry that points into dist/ is documented from its source, so a
- * new entry point is picked up, named by its import path (typedoc-entry-names.mjs). The landing
+ * new entry point is picked up, named by its import path (tools/api-docs/typedoc-entry-names.mjs). The landing
  * page is docs/api-overview.md. Any warning (an undocumented export, a broken link, a referenced
  * type that is not exported) fails the build.
  */
@@ -23,7 +23,7 @@ export default {
   // The landing page: what each entry point is, by import path, with links to the guides.
   readme: './docs/api-overview.md',
   // Names each entry point by its import path (from `exports`) and groups errors apart.
-  plugin: ['./typedoc-entry-names.mjs'],
+  plugin: ['./tools/api-docs/typedoc-entry-names.mjs'],
   excludePrivate: true,
   excludeInternal: true,
   treatWarningsAsErrors: true,

@@ -3,11 +3,7 @@
  * input"): `node --import tsx bench/hostile.ts`. To compare with another revision, copy this file
  * into a checkout of it and run it there.
  */
-import {
-  BasicTracerProvider,
-  SimpleSpanProcessor,
-  type SpanExporter,
-} from '@opentelemetry/sdk-trace-base';
+import { SimpleSpanProcessor, type SpanExporter, TracerProvider } from '@opentelemetry/sdk-trace';
 import { Registry } from 'prom-client';
 import { ConversationOrchestrator, maxDispatches, roundRobin } from '../src/index.ts';
 import {
@@ -19,8 +15,8 @@ const drop: SpanExporter = {
   export: (_spans, done) => done({ code: 0 }),
   shutdown: async () => {},
 };
-const tracer = new BasicTracerProvider({
-  spanProcessors: [new SimpleSpanProcessor(drop)],
+const tracer = new TracerProvider({
+  spanProcessors: [new SimpleSpanProcessor({ exporter: drop })],
 }).getTracer('hostile');
 const quiet = { warn() {}, error() {}, info() {}, debug() {}, verbose() {} };
 

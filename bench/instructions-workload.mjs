@@ -22,11 +22,11 @@ async function telemetry() {
     new URL('observability/index.js', new URL(`file://${process.argv[2]}`)).href
   );
   const { Registry } = await import('prom-client');
-  const { BasicTracerProvider, SimpleSpanProcessor } = await import(
-    '@opentelemetry/sdk-trace-base'
-  );
+  const { TracerProvider, SimpleSpanProcessor } = await import('@opentelemetry/sdk-trace');
   const drop = { export: (_spans, done) => done({ code: 0 }), shutdown: async () => {} };
-  const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(drop)] });
+  const provider = new TracerProvider({
+    spanProcessors: [new SimpleSpanProcessor({ exporter: drop })],
+  });
   return [createConversationTelemetry({ registry: new Registry(), tracerProvider: provider })];
 }
 const observers =

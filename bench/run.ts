@@ -14,12 +14,12 @@ import { fileURLToPath } from 'node:url';
 import { context, type Span, SpanKind, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
-  BasicTracerProvider,
   BatchSpanProcessor,
   type ReadableSpan,
   SimpleSpanProcessor,
   type SpanExporter,
-} from '@opentelemetry/sdk-trace-base';
+  TracerProvider,
+} from '@opentelemetry/sdk-trace';
 import { Counter, Histogram, type OpenMetricsContentType, Registry } from 'prom-client';
 import {
   anyOf,
@@ -140,9 +140,11 @@ class DiscardingExporter implements SpanExporter {
  */
 function sdkTracer(processor: 'batch' | 'simple' = 'batch') {
   const exporter = new DiscardingExporter();
-  const provider = new BasicTracerProvider({
+  const provider = new TracerProvider({
     spanProcessors: [
-      processor === 'batch' ? new BatchSpanProcessor(exporter) : new SimpleSpanProcessor(exporter),
+      processor === 'batch'
+        ? new BatchSpanProcessor({ exporter: exporter })
+        : new SimpleSpanProcessor({ exporter: exporter }),
     ],
   });
   return provider.getTracer('bench');

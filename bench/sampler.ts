@@ -7,12 +7,12 @@
  */
 import { context, type Span, SpanKind, type Tracer, trace } from '@opentelemetry/api';
 import {
-  BasicTracerProvider,
   BatchSpanProcessor,
   type ReadableSpan,
   type SpanExporter,
   type SpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+  TracerProvider,
+} from '@opentelemetry/sdk-trace';
 import { createConversationSampler, semconv } from '../src/observability/index.ts';
 
 const CHILDREN = 9;
@@ -39,9 +39,9 @@ interface Variant {
 function variant(name: string, wrap?: (next: SpanProcessor) => SpanProcessor): Variant {
   const exporter = new CountingExporter();
   // A queue that holds a round: the plain processor must not win by dropping spans.
-  const batch = new BatchSpanProcessor(exporter, { maxQueueSize: 100_000 });
+  const batch = new BatchSpanProcessor({ exporter, maxQueueSize: 100_000 });
   const processor = wrap === undefined ? batch : wrap(batch);
-  const provider = new BasicTracerProvider({ spanProcessors: [processor] });
+  const provider = new TracerProvider({ spanProcessors: [processor] });
   return { name, tracer: provider.getTracer('bench'), exporter, processor };
 }
 

@@ -13,11 +13,11 @@ import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import {
   BatchSpanProcessor,
-  type BufferConfig,
+  type BatchSpanProcessorOptions,
   type ReadableSpan,
   type SpanExporter,
   type SpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+} from '@opentelemetry/sdk-trace';
 import {
   createConversationSampler,
   createExportTracker,
@@ -111,15 +111,16 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
     },
     registry: options.sampling.registry,
   });
-  // sdk-trace-base passes its config on to @opentelemetry/sdk-trace's processor, which takes
-  // `selfObsMeterProvider`; the shim's type does not list it yet (a test sees the drops).
-  const config: BufferConfig & { selfObsMeterProvider: MeterProvider } = {
+  // The processor's own metrics (`selfObsMeterProvider`, experimental in SDK 3) are how it tells
+  // of the spans it drops; a test sees the drops.
+  const config: BatchSpanProcessorOptions = {
+    exporter,
     selfObsMeterProvider: droppedSpans((n) => {
       counts.dropped += n;
       for (let i = 0; i < n; i++) options.onDrop();
     }),
   };
-  const processor = new BatchSpanProcessor(exporter, config);
+  const processor = new BatchSpanProcessor(config);
   const { ratio, slowMs, longDispatches, registry } = options.sampling;
   const sampler = createConversationSampler({
     next: new EndedSpans(counts, processor),

@@ -5,7 +5,7 @@
 import { context, propagation, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { isTracingSuppressed } from '@opentelemetry/core';
-import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
+import { TracerProvider } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConversationOrchestrator, maxDispatches, roundRobin } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
@@ -16,7 +16,7 @@ afterEach(restoreTracing);
 describe('a long chain of follow-up conversations', () => {
   it('can still look up context values (baggage, suppression) after 20,000 generations', async () => {
     context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-    const tracer = new BasicTracerProvider().getTracer('chain');
+    const tracer = new TracerProvider().getTracer('chain');
     const generations = 20_000;
     let count = 0;
     const failures: string[] = [];

@@ -5,7 +5,7 @@
 // would keep every earlier span alive and a lookup would walk the whole chain.
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import { BasicTracerProvider } from '@opentelemetry/sdk-trace-base';
+import { TracerProvider } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConversationOrchestrator, maxDispatches, roundRobin } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
@@ -19,7 +19,7 @@ describe('a chain of follow-up conversations, each scheduled by the previous one
   it('does not keep the earlier conversations’ spans alive', async () => {
     context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
     // No span processor: nothing but the contexts can hold a span.
-    const provider = new BasicTracerProvider();
+    const provider = new TracerProvider();
     const tracer = provider.getTracer('chain');
     const spans: WeakRef<object>[] = [];
     const generations = 200;

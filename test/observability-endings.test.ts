@@ -4,7 +4,7 @@
  * responder's own error, a caller's abort as Unset with its reason, deadlines per responder).
  */
 import { type HrTime, SpanStatusCode } from '@opentelemetry/api';
-import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConversationOrchestrator, type Message, maxDispatches, roundRobin } from '../src/index.ts';

@@ -4,7 +4,7 @@
  * with the deciding policy, its measure and its limit.
  */
 import { trace } from '@opentelemetry/api';
-import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   ConversationOrchestrator,

@@ -3,7 +3,7 @@
  * can lose a conversation's span or metrics, and what it hands in is read with a budget.
  */
 import { SpanStatusCode } from '@opentelemetry/api';
-import type { ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Message, maxDispatches } from '../src/index.ts';

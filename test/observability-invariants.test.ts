@@ -3,7 +3,7 @@
  * `conversation.dispatch_events.dropped` = the dispatch count the result or error reports, the SDK
  * itself drops no event, and no SDK diagnostic is logged.
  */
-import type { InMemorySpanExporter, ReadableSpan } from '@opentelemetry/sdk-trace-base';
+import type { InMemorySpanExporter, ReadableSpan } from '@opentelemetry/sdk-trace';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import {

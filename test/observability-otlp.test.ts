@@ -1,7 +1,7 @@
 import { context, DiagLogLevel, diag, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { type Message, maxDispatches } from '../src/index.ts';
@@ -15,9 +15,11 @@ afterEach(restoreTracing);
 describe('OTLP/HTTP export, end to end', () => {
   it('delivers the conversation span and its dispatch events to a real HTTP receiver', async () => {
     const receiver = await startOtlpReceiver();
-    const provider = new BasicTracerProvider({
+    const provider = new TracerProvider({
       spanProcessors: [
-        new BatchSpanProcessor(new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` })),
+        new BatchSpanProcessor({
+          exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
+        }),
       ],
     });
     const telemetry = createConversationTelemetry({
@@ -57,9 +59,11 @@ describe('OTLP/HTTP export, end to end', () => {
 
   it('delivers the tokens: GenAI usage on invoke_agent spans, per dispatch and in total on the conversation', async () => {
     const receiver = await startOtlpReceiver();
-    const provider = new BasicTracerProvider({
+    const provider = new TracerProvider({
       spanProcessors: [
-        new BatchSpanProcessor(new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` })),
+        new BatchSpanProcessor({
+          exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
+        }),
       ],
     });
     const telemetry = createConversationTelemetry<number, number>({
@@ -123,9 +127,11 @@ describe('OTLP/HTTP export, end to end', () => {
 
   it('delivers a responder’s own spans as descendants of the conversation span (one trace in Jaeger)', async () => {
     const receiver = await startOtlpReceiver();
-    const provider = new BasicTracerProvider({
+    const provider = new TracerProvider({
       spanProcessors: [
-        new BatchSpanProcessor(new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` })),
+        new BatchSpanProcessor({
+          exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
+        }),
       ],
     });
     // As NodeSDK sets things up: a global provider and the AsyncLocalStorage context manager.
@@ -166,15 +172,13 @@ describe('OTLP/HTTP export, end to end', () => {
       { error() {}, warn() {}, info() {}, debug() {}, verbose() {} },
       DiagLogLevel.NONE,
     );
-    const provider = new BasicTracerProvider({
+    const provider = new TracerProvider({
       spanProcessors: [
-        new BatchSpanProcessor(
-          new OTLPTraceExporter({ url: `${receiver.url}/v1/traces`, timeoutMillis: 200 }),
-          {
-            maxQueueSize: 2048,
-            scheduledDelayMillis: 50,
-          },
-        ),
+        new BatchSpanProcessor({
+          exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces`, timeoutMillis: 200 }),
+          maxQueueSize: 2048,
+          scheduledDelayMillis: 50,
+        }),
       ],
     });
     const registry = new Registry();

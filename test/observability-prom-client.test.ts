@@ -89,7 +89,7 @@ register(${JSON.stringify(pathToFileURL(hooks).href)});
     const app = join(dir, 'traces-only.ts');
     writeFileSync(
       app,
-      `import { InMemorySpanExporter, BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+      `import { InMemorySpanExporter, TracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace';
 import { maxDispatches } from ${JSON.stringify(pathToFileURL(resolve('src/index.ts')).href)};
 import { createConversationTelemetry } from ${JSON.stringify(pathToFileURL(resolve('src/observability/index.ts')).href)};
 import { counterOrchestrator } from ${JSON.stringify(pathToFileURL(resolve('test/helpers/desks.ts')).href)};
@@ -97,7 +97,7 @@ import { counterOrchestrator } from ${JSON.stringify(pathToFileURL(resolve('test
 let promClient = 'resolvable';
 await import('prom-client').catch((error) => { promClient = error.code; });
 const exporter = new InMemorySpanExporter();
-const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
+const provider = new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: exporter })] });
 const telemetry = createConversationTelemetry({ tracer: provider.getTracer('app') });
 const result = await counterOrchestrator({ observers: [telemetry], termination: maxDispatches(4) })
   .run({ sender: 'user', content: 0 });

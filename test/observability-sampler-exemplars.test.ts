@@ -3,7 +3,7 @@ import type { AddressInfo } from 'node:net';
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { type OpenMetricsContentType, Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -65,11 +65,13 @@ beforeAll(async () => {
 
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   const sampler = createConversationSampler({
-    next: new BatchSpanProcessor(new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` })),
+    next: new BatchSpanProcessor({
+      exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
+    }),
     ratio: 0.2,
     registry,
   });
-  const provider = new BasicTracerProvider({ spanProcessors: [sampler] });
+  const provider = new TracerProvider({ spanProcessors: [sampler] });
   trace.setGlobalTracerProvider(provider);
   const telemetry = createConversationTelemetry({ registry });
   const make = (name: string, fail: boolean, termination: TerminationPolicy<number, number>) =>

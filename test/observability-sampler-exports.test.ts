@@ -8,7 +8,7 @@ import { createServer } from 'node:net';
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { BatchSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { type OpenMetricsContentType, Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ConversationOrchestrator, maxDispatches, roundRobin } from '../src/index.ts';
@@ -45,11 +45,11 @@ async function run(url: string) {
     registry,
   });
   const sampler = createConversationSampler({
-    next: new BatchSpanProcessor(tracker, { scheduledDelayMillis: 50 }),
+    next: new BatchSpanProcessor({ exporter: tracker, scheduledDelayMillis: 50 }),
     registry,
     ratio: 1,
   });
-  const provider = new BasicTracerProvider({ spanProcessors: [sampler] });
+  const provider = new TracerProvider({ spanProcessors: [sampler] });
   trace.setGlobalTracerProvider(provider);
   const orchestrator = new ConversationOrchestrator<number, number>({
     name: 'desks',

@@ -7,10 +7,10 @@
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
-  BasicTracerProvider,
   InMemorySpanExporter,
   SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+  TracerProvider,
+} from '@opentelemetry/sdk-trace';
 import { type OpenMetricsContentType, Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -35,11 +35,11 @@ function sampled(options: Partial<ConversationSamplerOptions>) {
   const registry = new Registry<OpenMetricsContentType>();
   registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
   const sampler = createConversationSampler({
-    next: new SimpleSpanProcessor(exporter),
+    next: new SimpleSpanProcessor({ exporter: exporter }),
     registry,
     ...options,
   });
-  const provider = new BasicTracerProvider({ spanProcessors: [sampler] });
+  const provider = new TracerProvider({ spanProcessors: [sampler] });
   trace.setGlobalTracerProvider(provider);
   const telemetry = createConversationTelemetry<number, number>({ registry });
   return { exporter, registry, sampler, telemetry };

@@ -1,11 +1,11 @@
 import { context, type Span, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
-  BasicTracerProvider,
   InMemorySpanExporter,
   type ReadableSpan,
   SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+  TracerProvider,
+} from '@opentelemetry/sdk-trace';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -32,10 +32,10 @@ function sampledTracing(options: Partial<ConversationSamplerOptions> = {}) {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   const exporter = new InMemorySpanExporter();
   const sampler = createConversationSampler({
-    next: new SimpleSpanProcessor(exporter),
+    next: new SimpleSpanProcessor({ exporter: exporter }),
     ...options,
   });
-  const provider = new BasicTracerProvider({ spanProcessors: [sampler] });
+  const provider = new TracerProvider({ spanProcessors: [sampler] });
   trace.setGlobalTracerProvider(provider);
   return { exporter, sampler, provider, app: provider.getTracer('app') };
 }
@@ -402,7 +402,7 @@ describe('createConversationSampler: bounds', () => {
     };
     const processor =
       sampler === undefined ? next : createConversationSampler({ next, ...sampler });
-    trace.setGlobalTracerProvider(new BasicTracerProvider({ spanProcessors: [processor] }));
+    trace.setGlobalTracerProvider(new TracerProvider({ spanProcessors: [processor] }));
     let release: () => void = () => {};
     const gate = new Promise<void>((resolve) => {
       release = resolve;
@@ -701,7 +701,7 @@ describe('createConversationSampler: rules and edges', () => {
     const warnings: string[] = [];
     const ignore = () => {};
     const exporter = new InMemorySpanExporter();
-    const simple = new SimpleSpanProcessor(exporter);
+    const simple = new SimpleSpanProcessor({ exporter: exporter });
     let fail = true;
     const { sampler, app } = sampledTracing({
       ratio: 1,
@@ -746,12 +746,14 @@ describe('createConversationSampler: flush and shutdown', () => {
       ratio: 0,
       registry,
       next: new SimpleSpanProcessor({
-        export: (spans, done) => {
-          exported.push(...spans.map((s) => s.name));
-          done({ code: 0 });
-        },
-        shutdown: async () => {
-          exporterShutDown = true;
+        exporter: {
+          export: (spans, done) => {
+            exported.push(...spans.map((s) => s.name));
+            done({ code: 0 });
+          },
+          shutdown: async () => {
+            exporterShutDown = true;
+          },
         },
       }),
     });
@@ -825,7 +827,7 @@ describe('createConversationSampler: flush and shutdown', () => {
   });
 
   it('refuses options it cannot honour, saying what came', () => {
-    const next = new SimpleSpanProcessor(new InMemorySpanExporter());
+    const next = new SimpleSpanProcessor({ exporter: new InMemorySpanExporter() });
     expect(() => createConversationSampler({ next, ratio: 2 })).toThrow(
       'Expected `ratio` to be a number from 0 to 1, got `2` (number)',
     );

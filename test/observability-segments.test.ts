@@ -6,7 +6,7 @@
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
-import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { Registry } from 'prom-client';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
@@ -72,10 +72,10 @@ function orchestrator(
 }
 
 function tracing(sampler?: { ratio: number; maxDecisionDelayMs?: number; keepReasons?: string[] }) {
-  const exporter = new SimpleSpanProcessor(
-    new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
-  );
-  const provider = new BasicTracerProvider({
+  const exporter = new SimpleSpanProcessor({
+    exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
+  });
+  const provider = new TracerProvider({
     spanProcessors: [
       sampler === undefined ? exporter : createConversationSampler({ next: exporter, ...sampler }),
     ],

@@ -10,10 +10,7 @@ import {
   type Span,
   trace,
 } from '@opentelemetry/api';
-import {
-  AsyncHooksContextManager,
-  AsyncLocalStorageContextManager,
-} from '@opentelemetry/context-async-hooks';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { isTracingSuppressed, suppressTracing } from '@opentelemetry/core';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -137,10 +134,7 @@ describe('API semantics through the lean context (expected to hold)', () => {
     expect(seen).toEqual(['v', true, 'v', true]);
   });
 
-  it.each([
-    ['AsyncLocalStorageContextManager', () => new AsyncLocalStorageContextManager()],
-    ['AsyncHooksContextManager', () => new AsyncHooksContextManager()],
-  ])(
+  it.each([['AsyncLocalStorageContextManager', () => new AsyncLocalStorageContextManager()]])(
     'with %s, startActiveSpan nests in responders, turn policy and listener see the span',
     async (_, make) => {
       const { exporter } = memoryTracing();

@@ -4,11 +4,11 @@
  * included; orchestrator_conversation_tokens); nothing when nothing reports.
  */
 import {
-  BasicTracerProvider,
   InMemorySpanExporter,
   type ReadableSpan,
   SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+  TracerProvider,
+} from '@opentelemetry/sdk-trace';
 import fc from 'fast-check';
 import { type OpenMetricsContentType, Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -279,8 +279,8 @@ describe('metrics', () => {
       const registry = new Registry<OpenMetricsContentType>();
       registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
       const exporter = new InMemorySpanExporter();
-      const next = new SimpleSpanProcessor(exporter);
-      const provider = new BasicTracerProvider({
+      const next = new SimpleSpanProcessor({ exporter: exporter });
+      const provider = new TracerProvider({
         spanProcessors: [sampled ? createConversationSampler({ next, ratio: 1, registry }) : next],
       });
       const telemetry = createConversationTelemetry<number, number>({

@@ -11,10 +11,10 @@
  */
 import { readdirSync, readFileSync } from 'node:fs';
 import {
-  BasicTracerProvider,
   InMemorySpanExporter,
   SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+  TracerProvider,
+} from '@opentelemetry/sdk-trace';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import {
@@ -412,9 +412,12 @@ describe('the Collector configuration and the in-process sampler do not drift ap
     ).values;
     // The real sampler, ratio 0: only its rules keep a trace. One conversation span per reason.
     const exporter = new InMemorySpanExporter();
-    const provider = new BasicTracerProvider({
+    const provider = new TracerProvider({
       spanProcessors: [
-        createConversationSampler({ next: new SimpleSpanProcessor(exporter), ratio: 0 }),
+        createConversationSampler({
+          next: new SimpleSpanProcessor({ exporter: exporter }),
+          ratio: 0,
+        }),
       ],
     });
     const tracer = provider.getTracer('test');

@@ -21,7 +21,7 @@ beforeAll(async () => {
   // --disableSources: source links need a git remote, which a checkout may not have.
   await promisify(execFile)(
     process.execPath,
-    [join(ROOT, 'node_modules/typedoc/bin/typedoc'), '--out', out, '--disableSources'],
+    [join(ROOT, 'tools/api-docs/node_modules/typedoc/bin/typedoc'), '--out', out, '--disableSources'],
     { cwd: ROOT },
   );
 }, 120_000);
@@ -33,7 +33,7 @@ const headings = (html: string) =>
 
 describe('the API reference', () => {
   it('names every entry point of package.json exports by its import path', async () => {
-    const plugin = '../typedoc-entry-names.mjs';
+    const plugin = '../tools/api-docs/typedoc-entry-names.mjs';
     const { importPaths } = (await import(plugin)) as {
       importPaths: Map<string, string>;
     };

@@ -1,5 +1,5 @@
 import { readFileSync } from 'node:fs';
-import { BasicTracerProvider, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
@@ -117,10 +117,10 @@ async function exercise() {
     .catch(() => {});
   // Through a conversation sampler on the same registry that keeps everything (the rule goes on
   // the span) and buffers one span per trace (the responder spans past it are lost, and counted).
-  const sampled = new BasicTracerProvider({
+  const sampled = new TracerProvider({
     spanProcessors: [
       createConversationSampler({
-        next: new SimpleSpanProcessor(exporter),
+        next: new SimpleSpanProcessor({ exporter: exporter }),
         registry,
         ratio: 1,
         maxSpansPerTrace: 1,

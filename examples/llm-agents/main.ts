@@ -12,11 +12,11 @@
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
-  BasicTracerProvider,
   InMemorySpanExporter,
   type ReadableSpan,
   SimpleSpanProcessor,
-} from '@opentelemetry/sdk-trace-base';
+  TracerProvider,
+} from '@opentelemetry/sdk-trace';
 import { generateText, type LanguageModel } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import {
@@ -35,7 +35,7 @@ import { createConversationTelemetry } from 'conversation-orchestrator/observabi
 context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
 const spans = new InMemorySpanExporter();
 trace.setGlobalTracerProvider(
-  new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(spans)] }),
+  new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: spans })] }),
 );
 
 /** A scripted model: answers `replies` in turn, each call spending the tokens given. */

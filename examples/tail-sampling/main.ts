@@ -6,11 +6,7 @@
  *
  *   npx tsx examples/tail-sampling/main.ts
  */
-import {
-  BasicTracerProvider,
-  BatchSpanProcessor,
-  InMemorySpanExporter,
-} from '@opentelemetry/sdk-trace-base';
+import { BatchSpanProcessor, InMemorySpanExporter, TracerProvider } from '@opentelemetry/sdk-trace';
 import {
   anyOf,
   ConversationOrchestrator,
@@ -29,11 +25,11 @@ import { Registry } from 'prom-client';
 const exporter = new InMemorySpanExporter();
 const registry = new Registry();
 const sampler = createConversationSampler({
-  next: new BatchSpanProcessor(exporter), // what exports, as it would without a sampler
+  next: new BatchSpanProcessor({ exporter: exporter }), // what exports, as it would without a sampler
   registry, // the decisions are counted here, and exemplars point only at kept traces
   ratio: 0, // none of the conversations that went well (in production: 0.05, say)
 });
-const provider = new BasicTracerProvider({ spanProcessors: [sampler] });
+const provider = new TracerProvider({ spanProcessors: [sampler] });
 const telemetry = createConversationTelemetry<number, number>({
   registry,
   tracerProvider: provider,

@@ -42,6 +42,9 @@ export function describeConnection(connection: FleetConnection): string {
   return `redis://${o.host ?? 'localhost'}:${o.port ?? 6379}/${o.db ?? 0}`;
 }
 
+/** What we pass to a client: ioredis 5's options, and 6's without the reply mapping. */
+type ClientOptions = Omit<RedisOptions, 'replyMapping'>;
+
 /**
  * A new client of ours on `connection`. Reconnects forever with a capped backoff (50 ms doubling
  * to 2 s): an outage delays work, it never loses it.
@@ -52,7 +55,8 @@ export function openClient(
   options: { readonly offlineQueue?: boolean } = {},
 ): Redis {
   const offline = options.offlineQueue ?? true;
-  const own: RedisOptions = {
+  // ioredis 6 types its reply mapping as a constructor type parameter; ours is always the default.
+  const own: ClientOptions = {
     // A producer fails fast while Redis is away (its caller decides); a worker waits it out.
     maxRetriesPerRequest: offline ? null : 0,
     enableOfflineQueue: offline,
@@ -60,7 +64,7 @@ export function openClient(
     retryStrategy: (times) => Math.min(50 * 2 ** Math.min(times, 6), 2_000),
   };
   if (typeof connection === 'string') return new Redis(connection, own);
-  const base = connection instanceof Redis ? { ...connection.options } : connection;
+  const base: ClientOptions = connection instanceof Redis ? { ...connection.options } : connection;
   return new Redis({ ...base, ...own });
 }
 

@@ -8,12 +8,12 @@ import {
 } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
-  BasicTracerProvider,
   InMemorySpanExporter,
   type ReadableSpan,
   SimpleSpanProcessor,
   type SpanLimits,
-} from '@opentelemetry/sdk-trace-base';
+  TracerProvider,
+} from '@opentelemetry/sdk-trace';
 
 /**
  * A tracer provider exporting to memory, registered globally (so spans a responder starts with
@@ -24,8 +24,8 @@ import {
 export function memoryTracing(spanLimits?: SpanLimits) {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   const exporter = new InMemorySpanExporter();
-  const provider = new BasicTracerProvider({
-    spanProcessors: [new SimpleSpanProcessor(exporter)],
+  const provider = new TracerProvider({
+    spanProcessors: [new SimpleSpanProcessor({ exporter: exporter })],
     ...(spanLimits ? { spanLimits } : {}),
   });
   trace.setGlobalTracerProvider(provider);

@@ -11,7 +11,8 @@ import { readFileSync } from 'node:fs';
 import { resolve } from 'node:path';
 import { Comment, CommentTag, Converter, ReflectionKind } from 'typedoc';
 
-const root = new URL('.', import.meta.url);
+// The repository's root: this plugin lives in tools/api-docs/, beside the TypeDoc it runs in.
+const root = new URL('../../', import.meta.url);
 const pkg = JSON.parse(readFileSync(new URL('./package.json', root), 'utf8'));
 
 /** Source file of each entry point (absolute) -> its import path. */
