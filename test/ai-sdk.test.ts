@@ -1,8 +1,10 @@
 /**
- * The AI SDK (`ai` 6.x, its test model from `ai/test`) with the orchestrator: `usageFromAiSdk`
- * turns a call's usage into a report, and the SDK's `experimental_telemetry` spans nest under the
- * responder's `invoke_agent` span.
+ * The AI SDK (`ai` 7.x, its test model from `ai/test`) with the orchestrator: `usageFromAiSdk`
+ * turns a call's usage (typed by `ai` 7 itself) into a report, and the spans of the SDK's
+ * OpenTelemetry integration (`@ai-sdk/otel`, GenAI conventions) nest under the responder's
+ * `invoke_agent` span.
  */
+import { OpenTelemetry } from '@ai-sdk/otel';
 import { generateText, simulateReadableStream, streamText } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -53,7 +55,8 @@ function agent(name: string, m: MockLanguageModelV3): Responder<number, string> 
         model: m,
         prompt: 'go',
         abortSignal: context.signal,
-        experimental_telemetry: { isEnabled: true, functionId: name },
+        // Per call here; an app registers it once at start-up (`registerTelemetry`).
+        telemetry: { functionId: name, integrations: [new OpenTelemetry()] },
       });
       context.reportUsage(usageFromAiSdk(result.usage, m.modelId));
       return { sender: name, content: result.text };
@@ -135,7 +138,7 @@ describe('usageFromAiSdk', () => {
   });
 });
 
-describe('the AI SDK’s experimental_telemetry spans', () => {
+describe('the AI SDK’s OpenTelemetry spans (@ai-sdk/otel)', () => {
   it('nest under the responder’s invoke_agent span, itself under the conversation', async () => {
     const { exporter } = memoryTracing();
     const telemetry = createConversationTelemetry<number, string>({ responderSpans: true });
@@ -159,10 +162,12 @@ describe('the AI SDK’s experimental_telemetry spans', () => {
       'invoke_workflow llm',
       'invoke_workflow llm > invoke_agent planner',
       'invoke_workflow llm > invoke_agent planner',
-      'invoke_workflow llm > invoke_agent planner > ai.generateText',
-      'invoke_workflow llm > invoke_agent planner > ai.generateText',
-      'invoke_workflow llm > invoke_agent planner > ai.generateText > ai.generateText.doGenerate',
-      'invoke_workflow llm > invoke_agent planner > ai.generateText > ai.generateText.doGenerate',
+      'invoke_workflow llm > invoke_agent planner > invoke_agent small',
+      'invoke_workflow llm > invoke_agent planner > invoke_agent small',
+      'invoke_workflow llm > invoke_agent planner > invoke_agent small > step 1',
+      'invoke_workflow llm > invoke_agent planner > invoke_agent small > step 1',
+      'invoke_workflow llm > invoke_agent planner > invoke_agent small > step 1 > chat small',
+      'invoke_workflow llm > invoke_agent planner > invoke_agent small > step 1 > chat small',
     ]);
     const traceIds = new Set(spans.map((s) => s.spanContext().traceId));
     expect(traceIds.size).toBe(1);

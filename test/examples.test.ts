@@ -45,18 +45,21 @@ const PRINTS: Readonly<Record<string, RegExp | string>> = {
     '  planner: 540 in, 120 out',
     '  reviewer: 400 in, 60 out',
     '  turn policy: 300 in, 10 out',
-    // The AI SDK's experimental_telemetry spans under each agent's invoke_agent span (and the
+    // The AI SDK's spans (@ai-sdk/otel) under each agent's invoke_agent span (and the
     // moderator's under the conversation's span, where the turn policy runs).
     'trace:',
     'invoke_workflow design_review x1',
-    '  ai.generateText x5',
-    '    ai.generateText.doGenerate x5',
+    '  invoke_agent moderator-tiny x5',
+    '    step 1 x5',
+    '      chat moderator-tiny x5',
     '  invoke_agent planner x3',
-    '    ai.generateText x3',
-    '      ai.generateText.doGenerate x3',
+    '    invoke_agent planner-small x3',
+    '      step 1 x3',
+    '        chat planner-small x3',
     '  invoke_agent reviewer x2',
-    '    ai.generateText x2',
-    '      ai.generateText.doGenerate x2',
+    '    invoke_agent reviewer-small x2',
+    '      step 1 x2',
+    '        chat reviewer-small x2',
     '',
   ].join('\n'),
   // Deterministic desks and replay: the same recording and report every run.

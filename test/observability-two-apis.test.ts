@@ -1,6 +1,6 @@
 // A second copy of @opentelemetry/api (an application and the plugin resolving
 // different copies) reads and extends the lean conversation / responder contexts.
-import { cpSync, mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -14,8 +14,17 @@ afterEach(restoreTracing);
 const dir = mkdtempSync(join(tmpdir(), 'otel-api-copy-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 const require = createRequire(import.meta.url);
-// build/src/index.js -> the package root
-const apiRoot = dirname(dirname(dirname(require.resolve('@opentelemetry/api'))));
+/** The package root above the entry file (its layout differs between api 1.9 and 1.10). */
+function packageRoot(file: string): string {
+  let at = dirname(file);
+  const named = (dir: string) =>
+    existsSync(join(dir, 'package.json')) &&
+    (JSON.parse(readFileSync(join(dir, 'package.json'), 'utf8')) as { name?: string }).name ===
+      '@opentelemetry/api';
+  while (!named(at)) at = dirname(at);
+  return at;
+}
+const apiRoot = packageRoot(require.resolve('@opentelemetry/api'));
 cpSync(apiRoot, join(dir, 'api'), { recursive: true });
 const other = require(join(dir, 'api')) as typeof import('@opentelemetry/api');
 

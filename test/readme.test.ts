@@ -65,6 +65,8 @@ beforeAll(async () => {
       extends: '../../tsconfig.json',
       compilerOptions: {
         noEmit: true,
+        // TypeScript 7's rootDir defaults to this folder; the blocks import the sources above it.
+        rootDir: '../..',
         moduleDetection: 'force',
         paths: {
           'conversation-orchestrator': ['../../src/index.ts'],

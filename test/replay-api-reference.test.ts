@@ -21,7 +21,12 @@ beforeAll(async () => {
   // --disableSources: source links need a git remote, which a checkout may not have.
   await promisify(execFile)(
     process.execPath,
-    [join(ROOT, 'tools/api-docs/node_modules/typedoc/bin/typedoc'), '--out', out, '--disableSources'],
+    [
+      join(ROOT, 'tools/api-docs/node_modules/typedoc/bin/typedoc'),
+      '--out',
+      out,
+      '--disableSources',
+    ],
     { cwd: ROOT },
   );
 }, 120_000);

@@ -2,13 +2,15 @@
  * LLM agents with the Vercel AI SDK: two agents that call a model, report what each call spent
  * with `context.reportUsage(usageFromAiSdk(...))`, a turn policy that asks a third model who
  * speaks next, and a token budget that stops a conversation running away. The AI SDK's own
- * spans (`experimental_telemetry`) nest under each agent's `invoke_agent` span in the
- * conversation's trace. The models are the AI SDK's test model (`MockLanguageModelV3` from
+ * spans (its OpenTelemetry integration, `@ai-sdk/otel`) nest under each agent's `invoke_agent`
+ * span in the conversation's trace. The models are the AI SDK's test model (`MockLanguageModelV3` from
  * `ai/test`) with scripted answers, so nothing leaves the machine: put `openai('gpt-4.1-mini')`
  * or any other AI SDK model in their place.
  *
  *   npx tsx examples/llm-agents/main.ts
  */
+
+import { OpenTelemetry } from '@ai-sdk/otel';
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import {
@@ -17,7 +19,7 @@ import {
   SimpleSpanProcessor,
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
-import { generateText, type LanguageModel } from 'ai';
+import { generateText, type LanguageModel, registerTelemetry } from 'ai';
 import { MockLanguageModelV3 } from 'ai/test';
 import {
   anyOf,
@@ -37,6 +39,8 @@ const spans = new InMemorySpanExporter();
 trace.setGlobalTracerProvider(
   new TracerProvider({ spanProcessors: [new SimpleSpanProcessor({ exporter: spans })] }),
 );
+// AI SDK 7 writes spans through a registered integration, once at start-up, for every call.
+registerTelemetry(new OpenTelemetry());
 
 /** A scripted model: answers `replies` in turn, each call spending the tokens given. */
 function scriptedModel(
@@ -86,7 +90,7 @@ function agent(
         prompt: state.projection.turns.join('\n'),
         abortSignal: context.signal,
         // The AI SDK's spans: the call runs in the invoke_agent span's context, so they nest.
-        experimental_telemetry: { isEnabled: true, functionId: name },
+        telemetry: { functionId: name },
       });
       // Input, output, cache reads and reasoning, as far as the provider counted them.
       context.reportUsage(usageFromAiSdk(result.usage, model.modelId));
@@ -130,7 +134,7 @@ const orchestrator = new ConversationOrchestrator<Transcript, string>({
       model: moderator,
       prompt: `Last: ${message.sender}: ${message.content}\nWho speaks next: ${responders.map((r) => r.name).join(' or ')}?`,
       abortSignal: context.signal,
-      experimental_telemetry: { isEnabled: true, functionId: 'moderator' },
+      telemetry: { functionId: 'moderator' },
     });
     context.reportUsage(usageFromAiSdk(result.usage, moderator.modelId));
     const next = result.text.trim();
@@ -165,7 +169,7 @@ for (const [name, totals] of Object.entries(byResponder)) {
 console.log(`  turn policy: ${turnPolicy?.inputTokens} in, ${turnPolicy?.outputTokens} out`);
 
 // The trace's shape: each distinct path of span names, with how many spans took it. The
-// ai.generateText spans right under invoke_workflow are the moderator's (the turn policy's).
+// AI SDK spans right under invoke_workflow are the moderator's (the turn policy's).
 const byId = new Map(spans.getFinishedSpans().map((span) => [span.spanContext().spanId, span]));
 const path = (span: ReadableSpan): string[] => {
   const parent = byId.get(span.parentSpanContext?.spanId ?? '');

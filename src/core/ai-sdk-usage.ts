@@ -7,7 +7,7 @@ import type { Usage } from './types.ts';
 
 /**
  * The fields of the AI SDK's `LanguageModelUsage` (`result.usage` of `generateText`,
- * `await result.usage` of `streamText`) that `usageFromAiSdk` reads: `ai` 6.x's token details,
+ * `await result.usage` of `streamText`) that `usageFromAiSdk` reads: `ai` 6.x and 7.x's token details,
  * and `ai` 5.x's flat `cachedInputTokens` and `reasoningTokens` where the details are absent.
  * Every field may be missing or undefined: providers report what they know.
  */
@@ -16,14 +16,14 @@ export interface AiSdkUsage {
   readonly inputTokens?: number | undefined;
   /** Output (completion) tokens in total, reasoning included. */
   readonly outputTokens?: number | undefined;
-  /** `ai` 6.x: the input tokens by kind. */
+  /** `ai` 6.x and 7.x: the input tokens by kind. */
   readonly inputTokenDetails?:
     | {
         /** Cached input tokens read. */
         readonly cacheReadTokens?: number | undefined;
       }
     | undefined;
-  /** `ai` 6.x: the output tokens by kind. */
+  /** `ai` 6.x and 7.x: the output tokens by kind. */
   readonly outputTokenDetails?:
     | {
         /** Reasoning tokens (part of `outputTokens`). */

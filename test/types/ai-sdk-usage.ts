@@ -1,6 +1,6 @@
 /**
  * Type-level test, checked by `npm run typecheck`: the AI SDK's own usage types (from the
- * installed `ai` 6.x) are what `usageFromAiSdk` takes, and what it gives is a `Usage`.
+ * installed `ai` 6.x and 7.x) are what `usageFromAiSdk` takes, and what it gives is a `Usage`.
  */
 import type { generateText, LanguageModelUsage, streamText } from 'ai';
 import { type AiSdkUsage, type Usage, usageFromAiSdk } from '../../src/index.ts';
