@@ -115,6 +115,7 @@ export function startTracing(env: NodeJS.ProcessEnv, options: TracingOptions): T
   // of the spans it drops; a test sees the drops.
   const config: BatchSpanProcessorOptions = {
     exporter,
+    ...batchOptionsFromEnv(env),
     selfObsMeterProvider: droppedSpans((n) => {
       counts.dropped += n;
       for (let i = 0; i < n; i++) options.onDrop();
@@ -191,6 +192,34 @@ export function describeFlush(report: FlushReport | undefined, flushTimeoutMs: n
  * self-observability metrics (`otel.sdk.processor.span.processed` with `error.type`
  * `queue_full`) and a diag line. This meter provider hears that one counter and nothing else.
  */
+/**
+ * The batch processor's `OTEL_BSP_*` settings (the OpenTelemetry environment variables): SDK 2
+ * read them itself, SDK 3's processor takes them as options only, so the service reads them. A
+ * value that is not a positive integer is ignored with a warning, as the SDK did.
+ */
+function batchOptionsFromEnv(
+  env: NodeJS.ProcessEnv,
+): Pick<
+  BatchSpanProcessorOptions,
+  'scheduledDelayMillis' | 'maxQueueSize' | 'maxExportBatchSize' | 'exportTimeoutMillis'
+> {
+  const read = (name: string): number | undefined => {
+    const raw = env[name];
+    if (raw === undefined || raw === '') return undefined;
+    const value = Number(raw);
+    if (Number.isSafeInteger(value) && value > 0) return value;
+    console.warn(`${name}: expected a positive integer, got \`${raw}\`; the SDK's default applies`);
+    return undefined;
+  };
+  const options = {
+    scheduledDelayMillis: read('OTEL_BSP_SCHEDULE_DELAY'),
+    maxQueueSize: read('OTEL_BSP_MAX_QUEUE_SIZE'),
+    maxExportBatchSize: read('OTEL_BSP_MAX_EXPORT_BATCH_SIZE'),
+    exportTimeoutMillis: read('OTEL_BSP_EXPORT_TIMEOUT'),
+  };
+  return Object.fromEntries(Object.entries(options).filter(([, v]) => v !== undefined));
+}
+
 function droppedSpans(onDrop: (spans: number) => void): MeterProvider {
   const noop = createNoopMeter();
   const meter: Meter = Object.create(noop, {

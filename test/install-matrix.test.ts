@@ -31,13 +31,13 @@ const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
 /** The supported Node lines; the suite itself runs on the newest. */
 const LINES = ['22', '24'] as const;
 /** The TypeScript versions docs/install.md names as oldest and newest for the declarations. */
-export const TYPESCRIPT = { oldest: '5.5.4', newest: '7.0.2' } as const;
+const TYPESCRIPT = { oldest: '5.5.4', newest: '7.0.2' } as const;
 /** The OpenTelemetry SDK a user's app brings, of each generation (sdk-node, exporters). */
 const SDK = { oldest: '0.223.0', newest: '0.301.2' } as const;
 type Peers = keyof typeof SDK;
 
 /** `^12.0.0 || ^13.0.0` → `12.0.0`: the lowest version a range of caret ranges allows. */
-export function lowest(range: string): string {
+function lowest(range: string): string {
   const first = range.split('||')[0]?.trim() ?? '';
   const m = /^\^(\d+\.\d+\.\d+)$/.exec(first);
   if (!m) throw new Error(`Expected caret ranges such as ^12.0.0 || ^13.0.0, got \`${range}\``);
@@ -340,3 +340,39 @@ for (const line of LINES) {
     });
   }
 }
+
+describe('docs/install.md', () => {
+  it('shows the matrix as tested: a row per cell, with the versions each cell installed', async () => {
+    const text = readFileSync(join(ROOT, 'docs/install.md'), 'utf8');
+    const table = text.slice(text.indexOf('<!-- matrix:'));
+    const rows = table
+      .split('\n')
+      .filter((l) => /^\| \d+ \|/.test(l))
+      .map((l) =>
+        l
+          .split('|')
+          .slice(1, -1)
+          .map((c) => c.trim().replaceAll('`', '')),
+      );
+    expect(rows.map((r) => `${r[0]} ${r[1]}`)).toEqual(
+      LINES.flatMap((line) => [`${line} oldest`, `${line} newest`]),
+    );
+    for (const row of rows) {
+      const [line = '', peers = '', ...versions] = row;
+      const c = await cells.get(key(line, peers as Peers));
+      if (c === undefined) throw new Error(`no cell for ${line} ${peers}`);
+      PEER_NAMES.forEach((name, i) => {
+        const shown = versions[i] as string;
+        const installed = c.versions[name] as string;
+        if (peers === 'oldest') expect(installed, name).toBe(shown);
+        else
+          expect(`${installed}.`.startsWith(`${shown}.`), `${name}: ${installed} vs ${shown}`).toBe(
+            true,
+          );
+      });
+      expect(versions.at(-1)).toContain(
+        `sdk-node ${c.versions['@opentelemetry/sdk-node']?.split('.').slice(0, 2).join('.')}`,
+      );
+    }
+  });
+});

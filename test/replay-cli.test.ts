@@ -16,11 +16,15 @@ const DIR = join(ROOT, '.tmp/replay-cli');
 // Runs the command's sources through tsx, found from here (not from the command's working directory).
 const TSX = import.meta.resolve('tsx');
 
-function cli(args: string[], cwd = DIR): Promise<{ code: number; stdout: string; stderr: string }> {
+function cli(
+  args: string[],
+  cwd = DIR,
+  nodeFlags: string[] = [],
+): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((done) => {
     execFile(
       process.execPath,
-      ['--import', TSX, CLI, ...args],
+      [...nodeFlags, '--import', TSX, CLI, ...args],
       { cwd },
       (error, stdout, stderr) => {
         done({
@@ -200,15 +204,39 @@ describe('conversation-orchestrator replay', () => {
     expect(stdout).toContain('note: 1 bad lines skipped');
   });
 
-  it('says what to install when a .ts policy cannot load (no tsx where the command runs)', async () => {
+  const tsPolicy = (outside: string) => {
+    writeFileSync(join(outside, 'a.ndjson'), `${LINES[0]}\n`);
+    writeFileSync(
+      join(outside, 'p.ts'),
+      'export default { name: "p", start: () => () => ({ terminate: false, reason: "continue" }) };\n',
+    );
+  };
+
+  it('loads a .ts policy where Node strips types itself (22.18+, 24), with no tsx in the project', async () => {
+    expect((process.features as { typescript?: unknown }).typescript).toBeTruthy();
     const outside = mkdtempSync(join(tmpdir(), 'replay-no-tsx-'));
     try {
-      writeFileSync(join(outside, 'a.ndjson'), `${LINES[0]}\n`);
-      writeFileSync(
-        join(outside, 'p.ts'),
-        'export default { name: "p", start: () => () => ({ terminate: false, reason: "continue" }) };\n',
+      tsPolicy(outside);
+      const { code, stdout, stderr } = await cli(
+        ['replay', 'a.ndjson', '--policy', 'p.ts'],
+        outside,
       );
-      const { code, stderr } = await cli(['replay', 'a.ndjson', '--policy', 'p.ts'], outside);
+      expect(stderr).toBe('');
+      expect(stdout).toMatch(/^replayed 1 conversation against p\n/);
+      expect(code).toBe(0);
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
+  });
+
+  it('says what to install when a .ts policy cannot load (a Node that does not strip types, no tsx)', async () => {
+    const outside = mkdtempSync(join(tmpdir(), 'replay-no-tsx-'));
+    try {
+      tsPolicy(outside);
+      // A Node without type stripping, as Node 22 before 22.18 is.
+      const { code, stderr } = await cli(['replay', 'a.ndjson', '--policy', 'p.ts'], outside, [
+        '--no-experimental-strip-types',
+      ]);
       expect(stderr).toMatch(
         /p\.ts is TypeScript, and this Node \(v[\d.]+\) does not strip types: install tsx in your project \(npm install --save-dev tsx\)/,
       );

@@ -98,5 +98,11 @@ async function main(input: WorkerInput, port: NonNullable<typeof parentPort>): P
   }
 }
 
-if (parentPort !== null && (workerData as Partial<WorkerInput> | null)?.mark === WORKER_MARK)
-  await main(workerData as WorkerInput, parentPort);
+if (parentPort !== null && (workerData as Partial<WorkerInput> | null)?.mark === WORKER_MARK) {
+  // Not a top-level await: a worker terminated while its candidate's module never finishes
+  // loading would make Node 24 warn of an unsettled top-level await. A module that never settles
+  // holds nothing that keeps the worker alive, so a timer does, until main() has reported (it
+  // reports every failure) or the parent ends the worker at --load-timeout-ms.
+  const alive = setInterval(() => {}, 2 ** 30);
+  void main(workerData as WorkerInput, parentPort).finally(() => clearInterval(alive));
+}
