@@ -11,9 +11,21 @@ const HOST = hostname().replace(/\//g, '_') || 'localhost';
 /** Tokens of the owners this process's runs hold right now (added and removed by the core). */
 const liveHere = new Set<string>();
 
-/** A new owner for one segment of a conversation run by this process. */
-export function newLeaseOwner(): string {
-  return `${HOST}/${process.pid}/${randomUUID()}`;
+/** The token prefix of a `cancel()`'s owner: its hold is one commit, never a live run. */
+const CANCEL_TOKEN = 'cancel-';
+
+/**
+ * A new owner for one segment of a conversation run by this process; `cancel` for a `cancel()`,
+ * whose token says so, so that another process's `cancel()` finding it holding the lease waits for
+ * its ending rather than reporting a live holder.
+ */
+export function newLeaseOwner(kind?: 'cancel'): string {
+  return `${HOST}/${process.pid}/${kind === 'cancel' ? CANCEL_TOKEN : ''}${randomUUID()}`;
+}
+
+/** Whether `owner` is a `cancel()`'s (of any process, any host). */
+export function isCancelOwner(owner: string | undefined): boolean {
+  return owner !== undefined && (parseLeaseOwner(owner)?.token.startsWith(CANCEL_TOKEN) ?? false);
 }
 
 /** The parts of a lease owner. */

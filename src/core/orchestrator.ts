@@ -25,7 +25,7 @@ import {
   type StoredFailure,
   settleUsage,
 } from './errors.ts';
-import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
+import { isCancelOwner, newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
 import type { ConversationObserver } from './observer.ts';
 import type { TerminationPolicy, TurnFunction, TurnPolicy } from './policy.ts';
 import { type CallOptions, ConversationRun, type Segment } from './run.ts';
@@ -330,7 +330,9 @@ export class ConversationOrchestrator<S, C = unknown> {
    * ending (`reason="aborted"`), and a later `resume()` rejects with that error, carrying the
    * state it reached. Resolves `true` when this call ended it, `false` when it had already ended.
    * An unknown id rejects with `ConversationNotFoundError`; one a live process holds with
-   * `ConversationLeaseError` (abort that run first: its abort releases it). Needs a `store`.
+   * `ConversationLeaseError` (abort that run first: its abort releases it). Two cancel() calls at
+   * once, in one process or in two, end it once: one resolves `true`, the other `false`.
+   * Needs a `store`.
    */
   cancel(id: string, options: CancelOptions = NO_OPTIONS): Promise<boolean> {
     const config = this.#config;
@@ -361,7 +363,24 @@ export class ConversationOrchestrator<S, C = unknown> {
         () => this.cancel(id, options),
       );
     }
-    const cancelled = ownConversation(config, durable, id, 'cancelled')
+    const cancelled = this.#cancelStored(durable, id, reason, true);
+    this.#cancelling.set(id, cancelled);
+    const done = (): void => {
+      if (this.#cancelling.get(id) === cancelled) this.#cancelling.delete(id);
+    };
+    cancelled.then(done, done);
+    return cancelled;
+  }
+
+  /** cancel()'s work once its arguments are checked; `wait`: whether another's cancel is waited for. */
+  #cancelStored(
+    durable: DurableConfig,
+    id: string,
+    reason: unknown,
+    wait: boolean,
+  ): Promise<boolean> {
+    const config = this.#config;
+    return ownConversation(config, durable, id, 'cancelled')
       .then(() => resumeStored(config, durable, id, { cancel: { reason } }))
       .then(
         (result) => {
@@ -371,15 +390,17 @@ export class ConversationOrchestrator<S, C = unknown> {
         },
         (error: unknown) => {
           if (error instanceof ConversationAbortedError) return true;
+          // Another process's cancel() holds it for the one commit of its ending: wait for that
+          // ending (false, as a second cancel() in this process is told), or, when that cancel
+          // failed and let go, cancel it ourselves (once).
+          if (wait && error instanceof ConversationLeaseError && isCancelOwner(error.holder)) {
+            return endedByOtherCancel(durable, id).then((ended) =>
+              ended ? false : this.#cancelStored(durable, id, reason, false),
+            );
+          }
           throw error;
         },
       );
-    this.#cancelling.set(id, cancelled);
-    const done = (): void => {
-      if (this.#cancelling.get(id) === cancelled) this.#cancelling.delete(id);
-    };
-    cancelled.then(done, done);
-    return cancelled;
   }
 
   /**
@@ -489,6 +510,25 @@ function ownConversation<S, C>(
     );
 }
 
+/** How long cancel() waits for another process's cancel() of the same conversation to end it. */
+const OTHER_CANCEL_WAIT_MS = 5_000;
+
+/**
+ * Whether the conversation ends (its stored status `ended`) within OTHER_CANCEL_WAIT_MS, looking
+ * every 25 ms: another process's cancel() holds its lease for the commit of that ending.
+ */
+async function endedByOtherCancel(durable: DurableConfig, id: string): Promise<boolean> {
+  const until = Date.now() + OTHER_CANCEL_WAIT_MS;
+  while (Date.now() < until) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    const stored = await bounded(() => durable.store.get(id), durable.storeTimeoutMs, 'get').catch(
+      () => undefined,
+    );
+    if (stored?.status === 'ended') return true;
+  }
+  return false;
+}
+
 /** What resumeStored() answers cancel() for a conversation that had already ended. */
 const ALREADY_ENDED: unknown = Object.freeze({});
 
@@ -529,7 +569,7 @@ async function resumeStored<S, C>(
   options: CallOptions<C>,
   quiet = false,
 ): Promise<ConversationResult<S, C> | undefined> {
-  const owner = newLeaseOwner();
+  const owner = newLeaseOwner(options.cancel === undefined ? undefined : 'cancel');
   // Live before the store sees it: a concurrent acquire must not take it for a dead one's.
   setLeaseOwnerLive(owner, true);
   let outcome: AcquireOutcome;
