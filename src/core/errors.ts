@@ -397,8 +397,10 @@ export class ConversationLeaseError<S = unknown, C = unknown> extends Conversati
  * A checkpoint could not be stored: a value the codec cannot encode (a cycle, a BigInt, a
  * function, a Map …: `path` names it), a checkpoint past the store's `maxCheckpointBytes`, or a
  * store that threw or did not answer within `storeTimeoutMs`. The conversation fails at that
- * dispatch; `state` is the state reached, and the store keeps the last committed checkpoint, so
- * `recover()` can pick it up later.
+ * dispatch; `state` is the state reached. After a store failure the store keeps the last
+ * committed checkpoint, so `recover()` can pick it up later; a state that can never be stored (the
+ * codec refused it, or it is too large) ends the conversation as failed in the store with this
+ * error instead, so that no `recover()` resumes it to fail again.
  */
 export class CheckpointError<S = unknown, C = unknown> extends ConversationError<S, C> {
   override name = 'CheckpointError';
@@ -487,6 +489,11 @@ export function restoredFailure<S, C>(
       break;
     case 'QueueOverflowError':
       error = new QueueOverflowError(0, state, elapsedMs);
+      break;
+    case 'CheckpointError':
+      // A state that could never be stored ended its conversation (the value's path is in the
+      // message): resume() tells it again.
+      error = new CheckpointError(stored.message, state, elapsedMs);
       break;
     default:
       error = new ConversationError(stored.message, stored.reason, state, elapsedMs);

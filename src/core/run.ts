@@ -174,6 +174,11 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   #observations!: Observations<S, C>;
   // Which observer hooks exist, read once: a conversation pays only for the hooks it has.
   #wrapsResponders = false;
+  /**
+   * The CheckpointError of a state the codec refused or that outgrew the store's limit: no retry
+   * can store it, so the conversation ends as failed instead of staying resumable.
+   */
+  #unstorable: CheckpointError<S, C> | undefined;
   #watchesStarts = false;
   #watchesDispatches = false;
   #projection!: S;
@@ -926,7 +931,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       };
       text = durable.codec.encode(state);
     } catch (error) {
-      throw this.#checkpointError(error, `dispatch ${this.#dispatchCount}`);
+      throw this.#checkpointError(error, `dispatch ${this.#dispatchCount}`, true);
     }
     return this.#checkpointOf(durable, status, text, result);
   }
@@ -940,11 +945,13 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   ): Checkpoint {
     const bytes = Buffer.byteLength(text) + (result === undefined ? 0 : Buffer.byteLength(result));
     if (bytes > durable.maxCheckpointBytes) {
-      throw new CheckpointError(
+      const error = new CheckpointError<S, C>(
         `Conversation ${this.#conversationId} could not be checkpointed at dispatch ${this.#dispatchCount}: expected at most ${durable.maxCheckpointBytes} bytes (the store's maxCheckpointBytes), got ${bytes}`,
         this.#endState(),
         this.#elapsed(),
       );
+      this.#unstorable = error;
+      throw error;
     }
     return {
       conversationId: this.#conversationId,
@@ -959,16 +966,22 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   }
 
   /** A CheckpointError naming the conversation, where it was and the offending value's path. */
-  #checkpointError(error: unknown, at: string): ConversationError<S, C> {
+  /**
+   * `refused`: `error` is the codec's refusal of the state to commit (not a store's failure): the
+   * value will be refused every time, so the conversation ends rather than stays resumable.
+   */
+  #checkpointError(error: unknown, at: string, refused = false): ConversationError<S, C> {
     if (error instanceof ConversationError) return error as ConversationError<S, C>;
     const path = error instanceof UnstorableValueError ? error.path : undefined;
-    return new CheckpointError(
+    const checkpointError = new CheckpointError<S, C>(
       `Conversation ${this.#conversationId} could not be checkpointed at ${at}: ${describeCause(error)}`,
       this.#endState(),
       this.#elapsed(),
       path,
       error,
     );
+    if (refused) this.#unstorable = checkpointError;
+    return checkpointError;
   }
 
   /** The conversation was deleted from the store while this process ran it. */
@@ -1315,6 +1328,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       return;
     }
     const cancel = this.#segment?.cancel;
+    const unstorable = error === this.#unstorable;
     const kept = (): void => this.#finish({ ok: false, error, ended: false });
     const ended = (): void => this.#finish({ ok: false, error, ended: true });
     const release = (): Promise<void> =>
@@ -1330,6 +1344,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     }
     if (
       cancel === undefined &&
+      !unstorable &&
       (error instanceof ConversationAbortedError || error instanceof CheckpointError)
     ) {
       // The conversation stays resumable as last committed: released, for recover() or resume().
@@ -1363,8 +1378,10 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       return;
     }
     // A failure is an ending: committed as ended with what failed, so resume() tells it again.
+    // An unstorable state is not stored with its failure either (it is what could not be).
     let text: string;
     try {
+      if (unstorable) throw error;
       text = durable.codec.encode({
         conversationId: this.#conversationId,
         state: error.state,
@@ -1386,7 +1403,12 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     // (suspended, or running for recover()), and a corrected resume can go on from there.
     // One that took over a dead holder's lease is left to lapse instead: its crash mark stays.
     const segment = this.#segment;
-    if (cancel === undefined && segment !== undefined && this.#seq === segment.checkpoint.seq) {
+    if (
+      cancel === undefined &&
+      !unstorable &&
+      segment !== undefined &&
+      this.#seq === segment.checkpoint.seq
+    ) {
       this.#afterInflight(segment.takenOver ? () => Promise.resolve() : release).then(kept, kept);
       return;
     }
