@@ -8,6 +8,11 @@
  * still its own compare-and-set with its own outcome; if the transaction fails (a full disk, a
  * lock held past `busyTimeoutMs`) it is rolled back whole and every item of it rejects with the
  * same error: nothing is half-written.
+ *
+ * Waiting for the write lock never blocks the event loop: SQLite's own `busy_timeout` sleeps in
+ * the calling thread (timers, `/healthz` and every other conversation stalled behind it), so it
+ * is 0 once the store is open, and a call that finds the lock held (`SQLITE_BUSY`) is tried again
+ * on a timer, backing off from 1 ms to 50 ms, until `busyTimeoutMs` has passed (see `#retrying`).
  */
 import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
@@ -171,6 +176,8 @@ export class SqliteConversationStore implements ConversationStore {
   readonly #inTransaction: <T>(fn: () => T) => T;
   #pending: Pending[] = [];
   #flushScheduled = false;
+  /** Batches waiting for another process's write lock: close() lets them finish. */
+  readonly #retryingBatches = new Set<Promise<void>>();
   #closed = false;
   #purgeTimer: NodeJS.Timeout | undefined;
 
@@ -181,6 +188,7 @@ export class SqliteConversationStore implements ConversationStore {
     const Database = loadBetterSqlite3();
     let db: BetterSqlite3.Database | undefined;
     try {
+      // Opening is synchronous (createSqliteStore is): there SQLite may wait for the lock itself.
       db = new Database(path, { timeout: this.#options.busyTimeoutMs });
       db.pragma('journal_mode = WAL');
       db.pragma(`synchronous = ${this.#options.synchronous}`);
@@ -191,6 +199,8 @@ export class SqliteConversationStore implements ConversationStore {
         leaseLive(owner as string | null, expiresAt as number | null, now as number) ? 1 : 0,
       );
       this.#sql = prepare(db);
+      // From here on a held lock is waited for off the thread: see #retrying.
+      db.pragma('busy_timeout = 0');
     } catch (error) {
       db?.close();
       throw storeError('opening the database', path, error);
@@ -267,10 +277,12 @@ export class SqliteConversationStore implements ConversationStore {
     const batch = this.#pending;
     if (batch.length === 0) return;
     this.#pending = [];
-    let outcomes: (Created | CommitOutcome)[];
-    try {
-      outcomes = this.#applyBatch(batch);
-    } catch (error) {
+    const settle = (outcomes: (Created | CommitOutcome)[]): void => {
+      for (const [i, item] of batch.entries()) {
+        (item.resolve as (outcome: Created | CommitOutcome) => void)(outcomes[i] as Created);
+      }
+    };
+    const failed = (error: unknown): void => {
       const what = batch.length === 1 ? (batch[0] as Pending).kind : `a group of ${batch.length}`;
       const failure = storeError(
         `${what} (conversations ${idsOf(batch)})`,
@@ -278,10 +290,40 @@ export class SqliteConversationStore implements ConversationStore {
         error,
       );
       for (const item of batch) item.reject(failure);
+    };
+    // The common case stays synchronous: one attempt, no promise, no timer.
+    try {
+      settle(this.#applyBatch(batch));
       return;
+    } catch (error) {
+      if (!isBusy(error) || this.#options.busyTimeoutMs === 0) {
+        failed(error);
+        return;
+      }
     }
-    for (const [i, item] of batch.entries()) {
-      (item.resolve as (outcome: Created | CommitOutcome) => void)(outcomes[i] as Created);
+    const retried = this.#retrying(() => this.#applyBatch(batch), 1).then(settle, failed);
+    this.#retryingBatches.add(retried);
+    void retried.finally(() => this.#retryingBatches.delete(retried));
+  }
+
+  /**
+   * Runs `fn` (a transaction or a read) until it does not find the write lock held, trying again
+   * on a timer (1 ms doubling to 50 ms) until `busyTimeoutMs` has passed since the first try;
+   * then rejects with the last `SQLITE_BUSY`. `tried`: attempts already made (and failed busy).
+   */
+  async #retrying<T>(fn: () => T, tried = 0): Promise<T> {
+    const until = performance.now() + this.#options.busyTimeoutMs;
+    let delay = 1;
+    for (let attempt = tried; ; attempt++) {
+      if (attempt > 0) {
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = Math.min(delay * 2, 50);
+      }
+      try {
+        return fn();
+      } catch (error) {
+        if (!isBusy(error) || performance.now() >= until || this.#db.open === false) throw error;
+      }
     }
   }
 
@@ -384,16 +426,16 @@ export class SqliteConversationStore implements ConversationStore {
 
   async release(conversationId: string, lease: Lease): Promise<void> {
     this.#ensureOpen('release');
-    this.#write(`release of conversation ${conversationId}`, () => {
+    await this.#write(`release of conversation ${conversationId}`, () => {
       this.#sql.release.run({ id: conversationId, owner: lease.owner, epoch: lease.epoch });
     });
   }
 
   async get(conversationId: string): Promise<StoredConversation | undefined> {
     this.#ensureOpen('get');
-    const row = this.#read(`get of conversation ${conversationId}`, () =>
+    const row = (await this.#read(`get of conversation ${conversationId}`, () =>
       this.#sql.get.get(conversationId),
-    ) as Row | undefined;
+    )) as Row | undefined;
     return row === undefined ? undefined : storedOf(row, Date.now(), this.#options.path);
   }
 
@@ -431,13 +473,13 @@ export class SqliteConversationStore implements ConversationStore {
     }
     if (query.unleased === true) where.push('co_lease_live(owner, lease_expires_at, @now) = 0');
     const sql = `SELECT ${COLUMNS} FROM conversations ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT @limit`;
-    const rows = this.#read('list', () => this.#db.prepare(sql).all(params)) as Row[];
+    const rows = (await this.#read('list', () => this.#db.prepare(sql).all(params))) as Row[];
     return rows.map((row) => storedOf(row, now, this.#options.path));
   }
 
   async stats(): Promise<readonly StoreStats[]> {
     this.#ensureOpen('stats');
-    const rows = this.#read('stats', () => this.#sql.stats.all()) as {
+    const rows = (await this.#read('stats', () => this.#sql.stats.all())) as {
       orchestrator: string;
       running: number;
       suspended: number;
@@ -456,7 +498,7 @@ export class SqliteConversationStore implements ConversationStore {
     const now = Date.now();
     let total = 0;
     for (;;) {
-      const deleted = this.#write('purgeExpired', () => this.#purgeBatch(now));
+      const deleted = await this.#write('purgeExpired', () => this.#purgeBatch(now));
       total += deleted;
       if (deleted < PURGE_BATCH) return total;
     }
@@ -471,26 +513,30 @@ export class SqliteConversationStore implements ConversationStore {
     if (this.#closed) return;
     this.#closed = true;
     clearInterval(this.#purgeTimer);
-    // Commits already queued are applied (or rejected) before the file closes.
+    // Commits already queued are applied (or rejected) before the file closes, those waiting for
+    // another process's lock included (within busyTimeoutMs).
     this.#flush();
+    await Promise.allSettled([...this.#retryingBatches]);
     this.#db.close();
   }
 
-  #write<T>(what: string, fn: () => T): T {
-    try {
-      return this.#inTransaction(fn);
-    } catch (error) {
+  #write<T>(what: string, fn: () => T): Promise<T> {
+    return this.#retrying(() => this.#inTransaction(fn)).catch((error: unknown) => {
       throw storeError(what, this.#options.path, error);
-    }
+    });
   }
 
-  #read<T>(what: string, fn: () => T): T {
-    try {
-      return fn();
-    } catch (error) {
+  #read<T>(what: string, fn: () => T): Promise<T> {
+    return this.#retrying(fn).catch((error: unknown) => {
       throw storeError(what, this.#options.path, error);
-    }
+    });
   }
+}
+
+/** Whether SQLite said another connection holds the lock (`SQLITE_BUSY` and its variants). */
+function isBusy(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
 }
 
 function idsOf(batch: readonly Pending[]): string {
