@@ -37,6 +37,8 @@ import { onStopSignal } from './signals.ts';
 import { describeFlush, startTracing } from './tracing.ts';
 
 const MAX_DISPATCH_EVENTS = 128;
+/** How often the store is swept for conversations whose holder's lease has ended (ms). */
+const RECOVER_SWEEP_MS = 30_000;
 /**
  * The conversations' tails sent to a page on connect take at most this many bytes: at 400
  * dispatches of ~7 bytes each, some 20 whole conversations, more of the usual short ones.
@@ -382,6 +384,28 @@ async function main(): Promise<number> {
     (error: unknown) =>
       process.stderr.write(`recover() failed: ${(error as Error).message ?? String(error)}\n`),
   );
+  // A conversation recover() skipped because its lease still looked held (a holder on another
+  // host, or one whose death this host cannot see) is taken when that lease ends: the store is
+  // swept again every RECOVER_SWEEP_MS (the default lease, 30 s), one sweep at a time.
+  let sweeping: Promise<unknown> | undefined;
+  const sweeper = setInterval(() => {
+    if (stopping || sweeping !== undefined) return;
+    sweeping = Promise.all(
+      orchestrators.map((o) => o.recover({ concurrency: cfg.concurrency, signal: stop.signal })),
+    )
+      .then((results) => {
+        const resumed = results.reduce((n, r) => n + r.resumed, 0);
+        if (resumed > 0) process.stdout.write(`resumed ${resumed} conversations from the store\n`);
+      })
+      .catch((error: unknown) =>
+        process.stderr.write(`recover() failed: ${(error as Error).message ?? String(error)}\n`),
+      )
+      .finally(() => {
+        sweeping = undefined;
+      });
+    track(sweeping);
+  }, RECOVER_SWEEP_MS);
+  sweeper.unref();
   const intervalMs = 1000 / cfg.rate;
   let due = performance.now();
   const ticker = setInterval(
@@ -431,6 +455,7 @@ async function main(): Promise<number> {
       if (stopping) return;
       stopping = true;
       clearInterval(ticker);
+      clearInterval(sweeper);
       clearInterval(progressTimer);
       const aborting = segments.running;
       approvals.stop();

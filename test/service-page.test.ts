@@ -154,7 +154,9 @@ describe('the live page at /', () => {
       await expect.poll(() => lines(page, 'rates_desks'), WAIT).toBe(0);
       expect(await lines(page, 'fx_desks')).toBeGreaterThan(0);
       await expect.poll(() => pixelsOf(page, RATES_PINK), WAIT).toBe(0);
-      expect(await pixelsOf(page, FX_BLUE)).toBeGreaterThan(50);
+      // Polled: under load the chart may be caught between two draws with few fx lines in it
+      // (CI on Node 24 saw 15 pixels once).
+      await expect.poll(() => pixelsOf(page, FX_BLUE), WAIT).toBeGreaterThan(50);
       expect(
         await page
           .locator('#counts tbody tr')

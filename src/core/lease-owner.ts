@@ -4,6 +4,7 @@
  * process is gone, instead of waiting for its lease to expire.
  */
 import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
 import { hostname } from 'node:os';
 
 const HOST = hostname().replace(/\//g, '_') || 'localhost';
@@ -62,9 +63,25 @@ export function isLeaseOwnerAlive(owner: string): boolean {
   if (parsed.pid === process.pid) return liveHere.has(owner);
   try {
     process.kill(parsed.pid, 0);
-    return true;
   } catch (error) {
     // EPERM: a process with that pid exists (another user's); only ESRCH says it is gone.
     return (error as NodeJS.ErrnoException).code !== 'ESRCH';
+  }
+  return !isZombie(parsed.pid);
+}
+
+/**
+ * Whether `pid` is a zombie (killed or exited, its parent not having reaped it yet): it still
+ * answers `kill(pid, 0)`, but runs nothing and will never renew a lease. Read from /proc where
+ * there is one (Linux); elsewhere `false`, and the lease's expiry decides.
+ */
+function isZombie(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    // `pid (comm) S …`: the state follows the last `)`, as comm may hold one.
+    const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+    return state === 'Z' || state === 'X';
+  } catch {
+    return false;
   }
 }
