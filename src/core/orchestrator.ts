@@ -663,7 +663,7 @@ async function resumeStored<S, C>(
   return new ConversationRun(
     config,
     restored.input,
-    { conversationId: id, signal: options.signal },
+    { conversationId: id, signal: options.signal, drain: options.drain },
     segment,
     restored,
   ).execute();
@@ -766,14 +766,18 @@ function readCallOptions<C>(call: 'run' | 'resume', options: unknown): CallOptio
   if (signal !== undefined && !(signal instanceof AbortSignal)) {
     fail('signal', 'an AbortSignal', signal);
   }
+  const drain = view.drain;
+  if (drain !== undefined && !(drain instanceof AbortSignal)) {
+    fail('drain', 'an AbortSignal', drain);
+  }
   if (call === 'run') {
     const id = view.conversationId;
     if (id !== undefined) conversationId('conversationId', id);
-    return { signal, conversationId: id };
+    return { signal, drain, conversationId: id };
   }
   const input = view.input;
   if (input !== undefined) validateInput(input);
-  return { signal, input };
+  return { signal, drain, input };
 }
 
 const STORE_METHODS = [

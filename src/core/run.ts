@@ -138,6 +138,8 @@ export interface Segment<C> {
 /** What run() and resume() read of their options (each read once, checked: orchestrator.ts). */
 export interface CallOptions<C> {
   readonly signal?: AbortSignal | undefined;
+  /** Stop at the next commit point, the call in flight finished (a worker's drain). */
+  readonly drain?: AbortSignal | undefined;
   /** run()'s (undefined: a random UUID). */
   readonly conversationId?: string | undefined;
   /** resume()'s: the person's answer. */
@@ -218,9 +220,13 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
 
   #settled = false;
   #unsubscribe: (() => void) | undefined;
+  #unsubscribeDrain: (() => void) | undefined;
   /** Set while the observers and the listener hear of a completed dispatch. */
   #notifying = false;
   #abortedWhileNotifying = false;
+  /** Set when the `drain` signal aborts: the run hands back after the dispatch in flight. */
+  #draining = false;
+  readonly #drain: AbortSignal | undefined;
   #resolve!: (result: ConversationResult<S, C>) => void;
   #reject!: (error: ConversationError<S, C>) => void;
   #deadline: NodeJS.Timeout | undefined;
@@ -325,6 +331,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     // conversation, measured); toLowerCase() of it is the same id as one flat string (54 bytes).
     this.#conversationId = options.conversationId ?? randomUUID().toLowerCase();
     this.#signal = options.signal;
+    this.#drain = options.drain;
     this.#history = config.historySize > 0 ? new History(config.historySize) : undefined;
     // Sized once: filled by index, a `[]` would grow a 16-slot backing store (measured).
     this.#contexts = new Array(config.responders.length);
@@ -460,6 +467,22 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         this.#turn = this.#startPolicy('turn', () => turnPolicy.start(config.responders, saved));
         if (restored !== undefined && this.#turn.save === undefined && !turnPolicy.stateless)
           warnUnsaved('turn', turnPolicy.name);
+      }
+      const drain = this.#drain;
+      if (drain !== undefined) {
+        // Only a durable run can hand back; without a store a drain is an abort at a step's end.
+        if (drain.aborted) throw this.#drainedError();
+        const unsubscribe = onAbort(drain, () => {
+          this.#draining = true;
+          // The dispatch path's one check for anything unusual now sees it (see #completeDispatch).
+          this.#slow = true;
+          // Not in a call nor a commit (yielded between steps): hand back now, at this point.
+          if (!this.#waiting && !this.#notifying && this.#immediate !== undefined) {
+            this.#cutAfterDispatch = true;
+            this.#interrupt(this.#drainedError());
+          }
+        });
+        this.#unsubscribeDrain = unsubscribe;
       }
       if (this.#signal !== undefined) {
         if (this.#signal.aborted) throw this.#abortedError();
@@ -763,9 +786,10 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       this.#settle(decision, suspension);
       return ENDED;
     }
-    if (this.#abortedWhileNotifying) {
+    if (this.#abortedWhileNotifying || this.#draining) {
+      // Right after a dispatch, a point the store can hold: it is committed, then handed back.
       this.#cutAfterDispatch = true;
-      this.#interrupt(this.#abortedError());
+      this.#interrupt(this.#abortedWhileNotifying ? this.#abortedError() : this.#drainedError());
       return ENDED;
     }
     const durable = this.#durable as DurableConfig;
@@ -787,6 +811,12 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       () => {
         if (this.#settled || !this.#waiting) return;
         this.#waiting = false;
+        if (this.#draining) {
+          // Drained while the dispatch was committed: handed back at that commit.
+          this.#cutAfterDispatch = true;
+          this.#interrupt(this.#drainedError());
+          return;
+        }
         if (this.#lastTick - this.#lastYield >= this.#config.yieldIntervalMs)
           this.#yieldToEventLoop();
         else this.#pump();
@@ -1245,6 +1275,10 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     return new ConversationAbortedError(this.#endState(), this.#elapsed(), this.#signal?.reason);
   }
 
+  #drainedError(): ConversationAbortedError<S, C> {
+    return new ConversationAbortedError(this.#endState(), this.#elapsed(), this.#drain?.reason);
+  }
+
   /** The caller aborted or a deadline passed: settle now, then abort the running responder. */
   #interrupt(error: ConversationError<S, C>): void {
     if (this.#settled) return;
@@ -1362,7 +1396,9 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         segment?.takenOver === true && this.#seq === segment.checkpoint.seq;
       const unsaved = (): boolean =>
         this.#invocations > this.#committedInvocations || markUnsaved();
-      const exit = durable.durability === 'exit';
+      // A drain hands back at a commit point in every mode: with 'exit', what ran is committed
+      // there too (the process leaves; another goes on from there, running nothing twice).
+      const exit = durable.durability === 'exit' && !this.#draining;
       if (exit ? markUnsaved() : cutAt === 'call' || unsaved()) {
         if (error instanceof ConversationAbortedError && cutAt !== 'inside' && !exit) {
           const reopen = cutAt === 'call';
@@ -1493,6 +1529,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       this.#immediate = undefined;
     }
     this.#unsubscribe?.();
+    this.#unsubscribeDrain?.();
     this.#unsubscribe = undefined;
   }
 

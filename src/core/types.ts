@@ -225,6 +225,15 @@ export interface RunOptions {
    * already stored rejects the run with a `ConversationExistsError`.
    */
   readonly conversationId?: string;
+  /**
+   * A gentler stop than `signal`, for a worker that is draining: when it aborts, the run lets the
+   * responder call in flight finish, completes and commits that dispatch, and hands the
+   * conversation back at that commit point (rejecting with `ConversationAbortedError`, its `cause`
+   * the signal's reason; the conversation stays resumable), instead of cutting the call, which
+   * would then run again elsewhere. `signal` still cuts at once.
+   * @default undefined
+   */
+  readonly drain?: AbortSignal;
 }
 
 /** What `orchestrator.resume(conversationId, options)` takes. */
@@ -237,6 +246,8 @@ export interface ResumeOptions<C = unknown> {
   readonly input?: Message<C>;
   /** As for `run()`: aborting it rejects the resume; the conversation stays resumable. */
   readonly signal?: AbortSignal;
+  /** As for `run()`: stop at the next commit point, the call in flight finished. */
+  readonly drain?: AbortSignal;
 }
 
 /** What `orchestrator.cancel(conversationId, options)` takes. */
