@@ -89,7 +89,8 @@ async function drainOnce(queueName: string, env: Record<string, string>): Promis
 
 describe('ConversationWorker.close()', () => {
   it('hands a running segment back and leaves nothing behind, so the process exits by itself', async () => {
-    const drained = await drainOnce('close-honour', { STUCK: '0', DRAIN_MS: '10000' });
+    // Its responder waits for its abort: the drain lets it run for DRAIN_MS, then cuts it.
+    const drained = await drainOnce('close-honour', { STUCK: '0', DRAIN_MS: '2000' });
     expect(drained).toEqual({ exit: 0, stats: drained.stats, emptied: true, eventsAfterClose: [] });
     // Its one job, handed back (once more when BullMQ's fetch under way as the drain began takes
     // it again: it goes straight back to wait), and waiting for another worker.

@@ -23,12 +23,15 @@ export interface FleetOrchestrator {
    */
   readonly durable: boolean;
   /** Starts a durable conversation with this id (rejects `ConversationExistsError` when taken). */
-  // biome-ignore lint/suspicious/noExplicitAny: the message type is the orchestrator's own
-  run(input: any, options: { conversationId: string; signal?: AbortSignal }): Promise<unknown>;
+  run(
+    // biome-ignore lint/suspicious/noExplicitAny: the message type is the orchestrator's own
+    input: any,
+    options: { conversationId: string; signal?: AbortSignal; drain?: AbortSignal },
+  ): Promise<unknown>;
   /** Goes on from the conversation's last checkpoint, with a person's answer first when given. */
   resume(
     conversationId: string,
-    options?: { input?: unknown; signal?: AbortSignal },
+    options?: { input?: unknown; signal?: AbortSignal; drain?: AbortSignal },
   ): Promise<unknown>;
 }
 
@@ -80,10 +83,20 @@ export interface SegmentContext {
   readonly store: ConversationStore;
   /** The orchestrators this process runs, by name. */
   readonly orchestrators: ReadonlyMap<string, FleetOrchestrator>;
-  /** Aborted when the worker drains: the run stops at a commit point and stays resumable. */
+  /** Aborted when a drain's time is up: the run is cut at once and stays resumable. */
   readonly signal: AbortSignal;
+  /**
+   * Aborted when the worker begins to drain: the run lets the call in flight finish, commits it
+   * and hands the conversation back there (nothing runs twice on the next worker).
+   */
+  readonly drain?: AbortSignal;
   /** Called just before a person's answer is handed to the core (the adapter drops its marker). */
   readonly onAnswering?: (suspension: number) => Promise<void>;
+}
+
+/** The drain option of a run or resume, when the worker gave one. */
+function drainOf(ctx: SegmentContext): { drain?: AbortSignal } {
+  return ctx.drain === undefined ? {} : { drain: ctx.drain };
 }
 
 /** Ending retry: when a held lease gives no expiry, look again after this long. */
@@ -117,7 +130,9 @@ export async function runSegment(
 
   if (payload.kind === 'start' && stored === undefined) {
     return settle(ctx, id, () =>
-      traced(() => orchestrator.run(payload.input, { conversationId: id, signal })),
+      traced(() =>
+        orchestrator.run(payload.input, { conversationId: id, signal, ...drainOf(ctx) }),
+      ),
     );
   }
   if (stored === undefined) {
@@ -130,7 +145,8 @@ export async function runSegment(
       return settle(
         ctx,
         id,
-        () => traced(() => orchestrator.resume(id, { input: payload.input, signal })),
+        () =>
+          traced(() => orchestrator.resume(id, { input: payload.input, signal, ...drainOf(ctx) })),
         stored.seq,
       );
     }
@@ -143,7 +159,9 @@ export async function runSegment(
     }
     // Running past the suspension: this job's answer was applied before a crash; go on.
   }
-  return continueFrom(ctx, stored, () => traced(() => orchestrator.resume(id, { signal })));
+  return continueFrom(ctx, stored, () =>
+    traced(() => orchestrator.resume(id, { signal, ...drainOf(ctx) })),
+  );
 }
 
 function continueFrom(
@@ -198,7 +216,7 @@ async function settle(
   ) {
     return { status: 'suspended', seq: after.seq, dispatchCount: after.dispatchCount };
   }
-  if (ctx.signal.aborted) return { status: 'handed_back' };
+  if (ctx.signal.aborted || ctx.drain?.aborted === true) return { status: 'handed_back' };
   if (name === 'ConversationExistsError') {
     return settle(ctx, id, () =>
       (ctx.orchestrators.get(after.orchestrator) as FleetOrchestrator).resume(id, {

@@ -126,11 +126,16 @@ export interface ConversationWorkerOptions {
   readonly metricsTimeoutMs?: number;
 }
 
+/** After a drain's timeout, how long cut segments get to let go before the worker closes. */
+const CUT_GRACE_MS = 1_000;
+
 /** Options of `close()`. */
 export interface CloseOptions {
   /**
-   * How long running segments get to stop at a commit point and be handed back; past it the
-   * worker closes anyway and its remaining jobs come back through stalled-job detection.
+   * The drain timeout: how long running segments get to finish the responder call in flight,
+   * commit it and be handed back. Past it the rest are cut (each stops at once, at a point the
+   * store can hold, the call it cut to run again elsewhere with a higher attempt) and get 1 s more;
+   * then the worker closes anyway and any job left comes back through stalled-job detection.
    * @default 10000
    */
   readonly timeoutMs?: number;
@@ -165,9 +170,11 @@ export interface ConversationWorker {
   /** Counts since the worker started. */
   stats(): ConversationWorkerStats;
   /**
-   * Drains: takes no new job, aborts running segments (each stops at a commit point and stays
-   * resumable), hands their jobs back to the queue for another worker, then closes. Returns
-   * within `timeoutMs` plus the time to close connections (about 1 s): 11 s by default.
+   * Drains: takes no new job, lets each running segment finish its responder call in flight and
+   * commit it, hands its job back to the queue for another worker (which goes on from there,
+   * running nothing twice), then closes. Segments still running after `timeoutMs` are cut.
+   * Returns within `timeoutMs` plus 1 s for cut segments and the time to close connections
+   * (about 1 s): 12 s by default.
    */
   close(options?: CloseOptions): Promise<void>;
 }
@@ -263,7 +270,8 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
     client.disconnect();
     throw error;
   }
-  const running = new Set<AbortController>();
+  /** Each running segment's two stops: `drain` (finish the call, commit, hand back), `cut`. */
+  const running = new Set<{ readonly drain: AbortController; readonly cut: AbortController }>();
   let draining = false;
 
   const processor = async (job: Job, token?: string): Promise<unknown> => {
@@ -309,14 +317,17 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
     id: string,
   ): Promise<unknown> => {
     const controller = new AbortController();
-    if (draining) controller.abort();
-    running.add(controller);
+    const drain = new AbortController();
+    if (draining) drain.abort(new Error('the worker is draining'));
+    const stops = { drain, cut: controller };
+    running.add(stops);
     let outcome: SegmentOutcome;
     try {
       outcome = await runSegment(payload, {
         store,
         orchestrators,
         signal: controller.signal,
+        drain: drain.signal,
         onAnswering: (seq) => dropSuspension(markers, suspendedKey(prefix, queueName, id), seq),
       });
     } catch (error) {
@@ -344,7 +355,7 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
       });
       throw error;
     } finally {
-      running.delete(controller);
+      running.delete(stops);
     }
     switch (outcome.status) {
       case 'ended':
@@ -438,18 +449,28 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
         // BullMQ's close() cannot be forced once a graceful one is under way (a second call
         // returns the first), so: stop fetching, abort and wait for the segments ourselves
         // (bounded), then close once, forced only when some segment did not stop in time.
-        await bounded(worker.pause(true), url, timeoutMs, () => lastError).catch(() => undefined);
-        for (const controller of running) controller.abort();
         const deadline = Date.now() + timeoutMs;
-        while (active.size > 0 && Date.now() < deadline) {
-          let timer: NodeJS.Timeout | undefined;
-          await Promise.race([
-            Promise.allSettled([...active]),
-            new Promise<void>((resolve) => {
-              timer = setTimeout(resolve, deadline - Date.now());
-            }),
-          ]);
-          clearTimeout(timer);
+        await bounded(worker.pause(true), url, timeoutMs, () => lastError).catch(() => undefined);
+        // First a drain: each segment lets its call in flight finish, commits that dispatch and
+        // hands back there, so the next worker runs nothing twice. Past timeoutMs the rest are cut
+        // (each stops at once, at a point the store can hold) and get CUT_GRACE_MS to let go.
+        for (const stops of running) stops.drain.abort(new Error('the worker is draining'));
+        const settled = async (until: number): Promise<void> => {
+          while (active.size > 0 && Date.now() < until) {
+            let timer: NodeJS.Timeout | undefined;
+            await Promise.race([
+              Promise.allSettled([...active]),
+              new Promise<void>((resolve) => {
+                timer = setTimeout(resolve, until - Date.now());
+              }),
+            ]);
+            clearTimeout(timer);
+          }
+        };
+        await settled(deadline);
+        if (active.size > 0) {
+          for (const stops of running) stops.cut.abort(new Error('the drain timed out'));
+          await settled(Date.now() + CUT_GRACE_MS);
         }
         await Promise.race([worker.close(active.size > 0).catch(() => undefined), delay(1_000)]);
         closed = true;
