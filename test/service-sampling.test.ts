@@ -1,4 +1,4 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { attrs, startOtlpReceiver } from './helpers/otlp-receiver.ts';
 import {
   type RunningService,
@@ -91,4 +91,35 @@ describe('the demo service samples its traces', () => {
     expect(r.status).toBe(2);
     expect(r.stderr).toContain('Expected --sample-ratio to be a number from 0 to 1, got `1.5`');
   });
+});
+
+describe('the demo service whose OTLP endpoint refuses every connection', () => {
+  it('puts no trace_id exemplar on /metrics: none of its traces could be opened', async () => {
+    // A port nothing listens on: every export fails with ECONNREFUSED.
+    const refused = await startService(
+      ['--rate', '60', '--concurrency', '16', '--latency-ms', '1', '--sample-ratio', '1'],
+      { OTEL_EXPORTER_OTLP_ENDPOINT: 'http://127.0.0.1:9', OTEL_BSP_SCHEDULE_DELAY: '100' },
+    );
+    try {
+      // Until the exporter has given up on a batch (its retries take a few seconds).
+      await vi.waitFor(
+        () =>
+          expect(refused.stdout() + refused.stderr()).toMatch(
+            /span export failing: .*ECONNREFUSED/,
+          ),
+        { timeout: 30_000, interval: 200 },
+      );
+      const text = await (
+        await fetch(`${refused.url}/metrics`, {
+          headers: { accept: 'application/openmetrics-text' },
+        })
+      ).text();
+      // It did record conversations (exemplars would have had somewhere to go) and fail exports.
+      expect(sumSamples(text, 'orchestrator_conversations_ended_total')).toBeGreaterThan(10);
+      expect(refused.stdout() + refused.stderr()).toMatch(/span export failing: .*ECONNREFUSED/);
+      expect([...text.matchAll(/trace_id="([0-9a-f]{32})"/g)]).toEqual([]);
+    } finally {
+      await stopService(refused);
+    }
+  }, 60_000);
 });
