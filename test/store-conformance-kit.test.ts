@@ -14,6 +14,7 @@ import type {
   StoredConversation,
   StoreStats,
 } from '../src/core/store.ts';
+import { createMemoryStore } from '../src/index.ts';
 import { conformanceCheckNames, verifyConversationStore } from '../src/testing/index.ts';
 
 type Defect =
@@ -299,6 +300,19 @@ describe('the conformance kit', () => {
       [stats, false, 'store.close() did not settle within 200 ms'],
     ]);
   });
+
+  it('says the factory did not apply retentionMs when its store keeps the default retention', async () => {
+    const retention = name('retention:');
+    // A factory that ignores what it is given, as the kit's doc allows: the store keeps 7 days.
+    const report = await verifyConversationStore(() => createMemoryStore(), { only: [retention] });
+    expect(report.checks.map((c) => [c.name, c.ok, c.error])).toEqual([
+      [
+        retention,
+        false,
+        'the store factory did not apply retentionMs (1000 ms): an ended conversation past it was not purged (purgeExpired said 0). A factory that cannot honour it may skip this check: verifyConversationStore(factory, { skip: [name of this check] })',
+      ],
+    ]);
+  }, 30_000);
 
   it('reports a factory that throws as a failed check', async () => {
     const report = await verifyConversationStore(
