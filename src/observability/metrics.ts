@@ -490,7 +490,7 @@ export class OrchestratorMetrics {
         this.registry,
         new CollectedCounter(
           METRIC_CONVERSATIONS_RESUMED,
-          'Conversations resumed, by cause (crash, suspend, handoff, cancel).',
+          'Conversations resumed, by cause (crash, suspend, handoff).',
           'counter',
           each((o) => o.resumed.values()),
         ),
@@ -530,7 +530,7 @@ export class OrchestratorMetrics {
     }
   }
 
-  /** A durable conversation resumed (`cause`: crash, suspend, handoff or cancel). */
+  /** A durable conversation resumed (`cause`: crash, suspend or handoff; a cancel is not one). */
   resumed(orchestrator: OrchestratorRecord, cause: string): void {
     let record = orchestrator.resumed.get(cause);
     if (record === undefined) {

@@ -457,7 +457,8 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       if (resumed === undefined) metrics.conversationStarted(this.#metricsRecord);
       else {
         metrics.segmentStarted(this.#metricsRecord);
-        metrics.resumed(this.#metricsRecord, resumed.cause);
+        // A cancel resumes nothing: it is counted where endings are (reason `aborted`).
+        if (resumed.cause !== 'cancel') metrics.resumed(this.#metricsRecord, resumed.cause);
       }
     } else {
       this.#slots = undefined;

@@ -170,7 +170,7 @@ export const METRIC_SAMPLER_PENDING_TRACES = 'orchestrator_sampler_pending_trace
  * died), by `orchestrator` and `responder`: counted here instead of `orchestrator_dispatches_total`.
  */
 export const METRIC_RESPONDER_REINVOCATIONS = 'orchestrator_responder_reinvocations_total';
-/** Counter of conversations resumed, by `orchestrator` and `cause` (`crash`, `suspend`, `handoff`, `cancel`). */
+/** Counter of conversations resumed, by `orchestrator` and `cause` (`crash`, `suspend`, `handoff`; a `cancel()` is counted as an `aborted` ending, not here). */
 export const METRIC_CONVERSATIONS_RESUMED = 'orchestrator_conversations_resumed_total';
 /** Histogram of one checkpoint commit's duration (seconds), by `orchestrator` and `store`. */
 export const METRIC_CHECKPOINT_DURATION = 'orchestrator_checkpoint_duration_seconds';
