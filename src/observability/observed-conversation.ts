@@ -18,12 +18,7 @@ import {
   TraceFlags,
   trace,
 } from '@opentelemetry/api';
-import {
-  CheckpointError,
-  ConversationLeaseError,
-  DispatchDeadlineError,
-  ResponderError,
-} from '../core/errors.ts';
+import { DispatchDeadlineError, ResponderError } from '../core/errors.ts';
 import type {
   ConversationEnd,
   ConversationObservation,
@@ -52,6 +47,7 @@ import {
   ATTR_CONVERSATION_END_OBSERVED,
   ATTR_CONVERSATION_END_POLICY,
   ATTR_CONVERSATION_END_REASON,
+  ATTR_CONVERSATION_ENDED,
   ATTR_CONVERSATION_EVENTS_DROPPED,
   ATTR_CONVERSATION_INPUT_CONTENT,
   ATTR_CONVERSATION_RESPONDERS,
@@ -732,21 +728,13 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
 
   onConversationEnd(end: ConversationEnd<S, C>): void {
     const ending = end.ok ? end.result.decision.reason : end.error.reason;
-    // A segment of a durable conversation that ends without ending it: suspended, or handed off
-    // (aborted: the lease released for another process; its store failed or another process
-    // holds it). The conversation goes on elsewhere: its ending is counted where it ends. The
-    // core says which (`ended`); a core that does not is read by the kind of failure.
+    // Whether this end is the conversation's, as the core decided it (`end.ended`, with a store):
+    // a durable segment that suspended or was handed off (its lease released, its store failed,
+    // another process holds it) ends without ending it, and its ending is counted where it ends.
+    // Without a store (`ended` undefined) every end is the conversation's but a suspension. The
+    // span says it (`conversation.ended`) for the sampler: the one decision, made in the core.
     const suspended = end.ok && end.result.suspended !== undefined;
-    const final =
-      !suspended &&
-      (this.#store === undefined ||
-        (end.ended ??
-          (end.ok ||
-            !(
-              ending === 'aborted' ||
-              end.error instanceof CheckpointError ||
-              end.error instanceof ConversationLeaseError
-            ))));
+    const final = end.ended ?? !suspended;
     const reason = suspended ? END_REASON_SUSPENDED : ending;
     const dispatches = end.ok ? end.result.dispatchCount : end.error.dispatchCount;
     const elapsedMs = end.ok ? end.result.elapsedMs : end.error.elapsedMs;
@@ -852,6 +840,9 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         // before it), those without an event.
         [ATTR_CONVERSATION_EVENTS_DROPPED]: Math.max(0, dispatches - this.#dispatchBase - written),
       });
+      // On a durable conversation's span, and on any that did not end its conversation: absent,
+      // the span's end is the conversation's.
+      if (this.#store !== undefined || !final) span.setAttribute(ATTR_CONVERSATION_ENDED, final);
       if (abortReason !== undefined) span.setAttribute(ATTR_CONVERSATION_ABORT_REASON, abortReason);
       if (end.ok) {
         // What ended it, explained: the deciding policy, what it measured, against what limit.

@@ -85,7 +85,18 @@ export const ATTR_CONVERSATION_ABORT_REASON = 'conversation.abort.reason';
  * `invoke_workflow {orchestrator}` span in the conversation's one trace, linked to the previous.
  */
 export const ATTR_CONVERSATION_SEGMENT = 'conversation.segment';
-/** On a resumed segment's span: why it resumed, `crash`, `suspend`, `handoff` or `cancel`. */
+/**
+ * On the conversation span of a durable conversation, set at its end: whether this segment's end
+ * is the conversation's (`true`: its ending was committed, count it here; `false`: it suspended or
+ * was handed off and ends in a later segment). The core decides it (`ConversationEnd.ended`); the
+ * sampler applies the `reason` rule only when it is not `false`. Without a store it is set only
+ * on a suspended span (`false`); absent, the span's end is the conversation's.
+ */
+export const ATTR_CONVERSATION_ENDED = 'conversation.ended';
+/**
+ * On a resumed segment's span: why the segment started, `crash`, `suspend`, `handoff` or `cancel`
+ * (`cancel()` ending it, running nothing; not counted in `orchestrator_conversations_resumed_total`).
+ */
 export const ATTR_CONVERSATION_RESUME_CAUSE = 'conversation.resume.cause';
 /**
  * On a segment resumed after a crash: the committed dispatches that no span event of an ended
@@ -237,7 +248,7 @@ export const EXEMPLAR_TRACE_ID = 'trace_id';
 
 /** The label of the durable metrics naming the store (`memory`, `sqlite`, `postgres`, `redis`, or the store's own name). */
 export const LABEL_STORE = 'store';
-/** Why a conversation resumed: `crash`, `suspend`, `handoff` or `cancel`. */
+/** Why a conversation resumed: `crash`, `suspend` or `handoff` (a `cancel()` is not a resume). */
 export const LABEL_CAUSE = 'cause';
 /** The BullMQ queue's name. */
 export const LABEL_QUEUE = 'queue';

@@ -18,11 +18,10 @@ import {
   ATTR_CONVERSATION_DISPATCH_COUNT,
   ATTR_CONVERSATION_ELAPSED_MS,
   ATTR_CONVERSATION_END_REASON,
+  ATTR_CONVERSATION_ENDED,
   ATTR_CONVERSATION_SAMPLER_RULE,
   ATTR_CONVERSATION_SAMPLER_SPANS_LOST,
-  ATTR_CONVERSATION_SEGMENT,
   ATTR_GEN_AI_OPERATION_NAME,
-  END_REASON_SUSPENDED,
   GEN_AI_OPERATION_INVOKE_WORKFLOW,
   SAMPLER_DECISION_DROP,
   SAMPLER_DECISION_KEEP,
@@ -370,12 +369,11 @@ export class ConversationSampler implements SpanProcessorLike {
       return SAMPLER_RULE_FAILED;
     }
     if (typeof reason !== 'string') return SAMPLER_RULE_UNCLASSIFIED;
-    // A segment that ended without ending its conversation (suspended, or aborted to hand it
-    // off: a durable conversation's abort) has no ending yet to judge: the other rules decide.
-    const segmentOnly =
-      reason === END_REASON_SUSPENDED ||
-      (reason === 'aborted' && attributes[ATTR_CONVERSATION_SEGMENT] !== undefined);
-    if (!segmentOnly && this.#keepReason(reason)) return SAMPLER_RULE_REASON;
+    // A segment that ended without ending its conversation (suspended, or handed off), as the
+    // telemetry wrote what the core decided: no ending yet to judge, the other rules decide.
+    // A `cancel()`'s aborted segment ends the conversation: the reason rule applies.
+    const ended = attributes[ATTR_CONVERSATION_ENDED] !== false;
+    if (ended && this.#keepReason(reason)) return SAMPLER_RULE_REASON;
     const elapsed = attributes[ATTR_CONVERSATION_ELAPSED_MS];
     if (this.#slowMs !== undefined && typeof elapsed === 'number' && elapsed > this.#slowMs) {
       return SAMPLER_RULE_SLOW;
