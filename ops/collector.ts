@@ -5,7 +5,7 @@
  * tier whose `tail_sampling` policies are the in-process sampler's rules (failed, unconverged,
  * slow, long, a share of the rest) on the attributes the telemetry writes.
  *
- * `npm run ops` writes them to otel-collector/; test/ops-collector.test.ts checks every key
+ * `npm run ops` writes them to otel-collector/; test/ops/collector.test.ts checks every key
  * against the Collector's documented configuration and the thresholds against this config.
  */
 import { BUILT_IN_REASONS } from '../src/observability/metrics.ts';

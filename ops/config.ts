@@ -378,7 +378,7 @@ export const DEFAULT_OPS_CONFIG: OpsConfig = {
     { severity: 'warning', burnRate: 1, longWindow: '3d', shortWindow: '6h', for: '3h' },
   ],
   // Written out rather than imported: this is what your service's telemetry uses, which may not
-  // be the library's default (test/ops-config.test.ts keeps the two defaults in step).
+  // be the library's default (test/ops/config.test.ts keeps the two defaults in step).
   conversationDurationBuckets: [
     0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
   ],

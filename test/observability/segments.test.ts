@@ -1,0 +1,357 @@
+/**
+ * Segments of a durable conversation in one process: a suspension resumed later, a handoff (an
+ * aborted durable run resumed), the sampler across segments, the durable metrics and the store's
+ * gauges. Spans go to a real OTLP/HTTP receiver.
+ */
+import { context, trace } from '@opentelemetry/api';
+import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
+import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
+import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
+import { Registry } from 'prom-client';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import {
+  type ConversationObserver,
+  ConversationOrchestrator,
+  type ConversationStore,
+  createMemoryStore,
+  type Message,
+  maxDispatches,
+  roundRobin,
+  suspend,
+} from '../../src/index.ts';
+import {
+  createConversationSampler,
+  createConversationTelemetry,
+  createStoreMetrics,
+} from '../../src/observability/index.ts';
+import { attrs, type OtlpSpan, startOtlpReceiver } from '../helpers/otlp-receiver.ts';
+import { restoreTracing } from '../helpers/tracing.ts';
+
+let receiver: Awaited<ReturnType<typeof startOtlpReceiver>>;
+beforeAll(async () => {
+  receiver = await startOtlpReceiver();
+  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+});
+afterAll(() => receiver.close());
+afterEach(restoreTracing);
+
+/** A conversation of `steps` dispatches whose responder `b` suspends on message 3 (once). */
+function orchestrator(
+  store: ConversationStore,
+  observers: ConversationObserver<number, number>[],
+  options: { steps?: number; onStep?: (n: number) => void; delayMs?: number } = {},
+) {
+  let asked = false;
+  const step = (m: Message<number>): Message<number> | Promise<Message<number>> => {
+    options.onStep?.(m.content + 1);
+    const answer = { sender: 'step', content: m.content + 1 };
+    const delay = options.delayMs;
+    return delay === undefined ? answer : new Promise((r) => setTimeout(() => r(answer), delay));
+  };
+  return new ConversationOrchestrator<number, number>({
+    name: 'segments',
+    store,
+    observers,
+    responders: [
+      { name: 'a', respond: step },
+      {
+        name: 'b',
+        respond: (m) => {
+          if (m.content === 3 && !asked) {
+            asked = true;
+            return suspend({ question: 'go on?' });
+          }
+          return step(m);
+        },
+      },
+    ],
+    turnPolicy: roundRobin(),
+    projection: { initial: () => 0, fold: (_n, m) => m.content },
+    termination: maxDispatches(options.steps ?? 8),
+  });
+}
+
+function tracing(sampler?: { ratio: number; maxDecisionDelayMs?: number; keepReasons?: string[] }) {
+  const exporter = new SimpleSpanProcessor({
+    exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
+  });
+  const provider = new TracerProvider({
+    spanProcessors: [
+      sampler === undefined ? exporter : createConversationSampler({ next: exporter, ...sampler }),
+    ],
+  });
+  return provider;
+}
+
+const segmentsOf = (id: string): OtlpSpan[] =>
+  receiver.spans
+    .filter(
+      (s) =>
+        s.name === 'invoke_workflow segments' &&
+        attrs(s.attributes)['gen_ai.conversation.id'] === id,
+    )
+    .sort(
+      (x, y) =>
+        (attrs(x.attributes)['conversation.segment'] as number) -
+        (attrs(y.attributes)['conversation.segment'] as number),
+    );
+const linksOf = (span: OtlpSpan | undefined) =>
+  (span as unknown as { links?: { spanId: string }[] } | undefined)?.links?.map((l) => l.spanId);
+
+describe('one trace per conversation, in one process', () => {
+  it('a suspension resumed later is one trace: both segments under the original parent, the second linked to the first', async () => {
+    const provider = tracing();
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry({ tracerProvider: provider, registry });
+    const store = createMemoryStore();
+    const o = orchestrator(store, [telemetry]);
+    const request = provider.getTracer('app').startSpan('request');
+    const waiting = await context.with(trace.setSpan(context.active(), request), () =>
+      o.run({ sender: 'user', content: 0 }, { conversationId: 'p1' }),
+    );
+    request.end();
+    expect(waiting.suspended).toEqual({ responder: 'b', payload: { question: 'go on?' } });
+    // Resumed from another context (a later HTTP request): still the conversation's trace.
+    const later = provider.getTracer('app').startSpan('later request');
+    await context.with(trace.setSpan(context.active(), later), () =>
+      o.resume('p1', { input: { sender: 'person', content: 2 } }),
+    );
+    later.end();
+    await provider.forceFlush();
+
+    const [first, second] = segmentsOf('p1');
+    const requestSpan = receiver.spans.find((s) => s.name === 'request');
+    expect(first?.traceId).toBe(requestSpan?.traceId);
+    expect(second?.traceId).toBe(requestSpan?.traceId);
+    expect(first?.parentSpanId).toBe(requestSpan?.spanId);
+    expect(second?.parentSpanId).toBe(requestSpan?.spanId);
+    expect(linksOf(second)).toEqual([first?.spanId]);
+    expect(attrs(first?.attributes)).toMatchObject({
+      'conversation.segment': 1,
+      'conversation.end.reason': 'suspended',
+      'conversation.dispatch_count': 4,
+      'conversation.dispatch_events.dropped': 0,
+    });
+    expect(attrs(second?.attributes)).toMatchObject({
+      'conversation.segment': 2,
+      'conversation.resume.cause': 'suspend',
+      'conversation.end.reason': 'max_dispatches',
+      'conversation.dispatch_count': 8,
+      'conversation.dispatch_events.dropped': 0,
+    });
+    // One conversation: started once, ended once, its histograms observed once, at its end.
+    const text = await registry.metrics();
+    expect(text).toContain('orchestrator_conversations_started_total{orchestrator="segments"} 1');
+    expect(text).toContain(
+      'orchestrator_conversations_ended_total{orchestrator="segments",reason="max_dispatches"} 1',
+    );
+    expect(text).toContain(
+      'orchestrator_conversation_dispatches_sum{orchestrator="segments",reason="max_dispatches"} 8',
+    );
+    expect(text).toContain(
+      'orchestrator_conversation_dispatches_count{orchestrator="segments",reason="max_dispatches"} 1',
+    );
+    expect(text).toContain('orchestrator_conversations_in_progress{orchestrator="segments"} 0');
+    expect(text).toContain(
+      'orchestrator_conversations_resumed_total{orchestrator="segments",cause="suspend"} 1',
+    );
+    expect(text).toContain(
+      'orchestrator_dispatches_total{orchestrator="segments",responder="a"} 4',
+    );
+    expect(text).toContain(
+      'orchestrator_dispatches_total{orchestrator="segments",responder="b"} 4',
+    );
+    // Every commit timed: the creation is the store's, then 4 + suspension, resume + 4 + end.
+    expect(text).toMatch(
+      /orchestrator_checkpoint_duration_seconds_count\{orchestrator="segments",store="memory"\} \d+/,
+    );
+    await provider.shutdown();
+  });
+
+  it('an aborted durable run resumed is a handoff: the first segment ends aborted, the second says cause handoff', async () => {
+    const provider = tracing();
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry({ tracerProvider: provider, registry });
+    const store = createMemoryStore();
+    const controller = new AbortController();
+    // Aborted while a responder's call (a promise) is open: a clean handoff.
+    const o = orchestrator(store, [telemetry], {
+      steps: 6,
+      delayMs: 5,
+      onStep: (n) => {
+        if (n === 12) setTimeout(() => controller.abort(), 0);
+      },
+    });
+    await expect(
+      o.run({ sender: 'user', content: 10 }, { conversationId: 'h1', signal: controller.signal }),
+    ).rejects.toMatchObject({ reason: 'aborted' });
+    const done = await o.resume('h1');
+    expect(done.dispatchCount).toBe(6);
+    await provider.forceFlush();
+    const [first, second] = segmentsOf('h1');
+    expect(second?.traceId).toBe(first?.traceId);
+    expect(linksOf(second)).toEqual([first?.spanId]);
+    expect(attrs(first?.attributes)).toMatchObject({
+      'conversation.segment': 1,
+      'conversation.end.reason': 'aborted',
+      'conversation.abort.reason': 'AbortError',
+    });
+    expect(attrs(second?.attributes)).toMatchObject({
+      'conversation.segment': 2,
+      'conversation.resume.cause': 'handoff',
+      'conversation.end.reason': 'max_dispatches',
+      'conversation.dispatch_count': 6,
+    });
+    // The segment with no parent is the trace's root: the next one nests under it.
+    expect(first?.parentSpanId ?? '').toBe('');
+    expect(second?.parentSpanId).toBe(first?.spanId);
+    // The handoff is not an ending: one conversation, ended once.
+    const text = await registry.metrics();
+    expect(text).toContain(
+      'orchestrator_conversations_ended_total{orchestrator="segments",reason="aborted"} 0',
+    );
+    expect(text).toContain(
+      'orchestrator_conversations_ended_total{orchestrator="segments",reason="max_dispatches"} 1',
+    );
+    expect(text).toContain(
+      'orchestrator_conversations_resumed_total{orchestrator="segments",cause="handoff"} 1',
+    );
+    await provider.shutdown();
+  });
+});
+
+describe('cancel()', () => {
+  it('ends an aborted durable run as aborted in a segment of its trace (cause cancel), counted once', async () => {
+    const provider = tracing();
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry({ tracerProvider: provider, registry });
+    const store = createMemoryStore();
+    const controller = new AbortController();
+    const o = orchestrator(store, [telemetry], {
+      steps: 6,
+      onStep: (n) => {
+        if (n === 12) controller.abort();
+      },
+    });
+    await expect(
+      o.run({ sender: 'user', content: 10 }, { conversationId: 'c1', signal: controller.signal }),
+    ).rejects.toMatchObject({ reason: 'aborted' });
+    expect(await o.cancel('c1', { reason: 'the trader left' })).toBe(true);
+    await provider.forceFlush();
+    const [first, second] = segmentsOf('c1');
+    expect(second?.traceId).toBe(first?.traceId);
+    expect(attrs(second?.attributes)).toMatchObject({
+      'conversation.segment': 2,
+      'conversation.resume.cause': 'cancel',
+      'conversation.end.reason': 'aborted',
+    });
+    const text = await registry.metrics();
+    // The abort handed it back (not an ending); cancel() ended it: one aborted ending.
+    expect(text).toContain(
+      'orchestrator_conversations_ended_total{orchestrator="segments",reason="aborted"} 1',
+    );
+    // A cancel is not a resume: counted as the ending above, not under resumed_total.
+    expect(text).not.toContain('cause="cancel"');
+    expect(text).toMatch(/^orchestrator_conversations_in_progress\{orchestrator="segments"\} 0$/m);
+    await provider.shutdown();
+  });
+});
+
+describe('the sampler across segments', () => {
+  it('decides a suspended segment without the reason rule, and the final segment by all rules', async () => {
+    const store = createMemoryStore();
+    const dropping = tracing({ ratio: 0 });
+    const o = orchestrator(store, [createConversationTelemetry({ tracerProvider: dropping })]);
+    await o.run({ sender: 'user', content: 0 }, { conversationId: 'k0' });
+    await o.resume('k0', { input: { sender: 'person', content: 2 } });
+    await dropping.forceFlush();
+    // `suspended` is no ending to keep: segment 1 fell to the ratio (0); segment 2 ended
+    // `max_dispatches`, which the default keepReasons keep.
+    const segments = segmentsOf('k0');
+    expect(segments.map((x) => attrs(x.attributes)['conversation.segment'])).toEqual([2]);
+    expect(attrs(segments[0]?.attributes)['conversation.sampler.rule']).toBe('reason');
+    await dropping.shutdown();
+  });
+
+  it('keeps every later segment of a conversation whose earlier segment was kept, in a process whose sampler would drop it', async () => {
+    const store = createMemoryStore();
+    // Process 1: segment 1 runs past maxDecisionDelayMs, so it is kept early (max_age), and its
+    // suspension checkpoint says so.
+    const first = tracing({ ratio: 0, maxDecisionDelayMs: 1 });
+    const o1 = orchestrator(store, [createConversationTelemetry({ tracerProvider: first })], {
+      delayMs: 10,
+    });
+    await o1.run({ sender: 'user', content: 0 }, { conversationId: 'k1' });
+    await first.forceFlush();
+    // Process 2: a sampler that drops by ratio, ends with a reason it does not keep.
+    const second = tracing({ ratio: 0, keepReasons: [] });
+    const o2 = orchestrator(store, [createConversationTelemetry({ tracerProvider: second })]);
+    await o2.resume('k1', { input: { sender: 'person', content: 2 } });
+    await second.forceFlush();
+    const segments = segmentsOf('k1');
+    expect(segments.map((x) => attrs(x.attributes)['conversation.sampler.rule'])).toEqual([
+      'max_age',
+      'segment',
+    ]);
+    expect(segments[1]?.traceId).toBe(segments[0]?.traceId);
+    await Promise.all([first.shutdown(), second.shutdown()]);
+  });
+
+  it('without the carried keep, the same later segment is dropped (the control)', async () => {
+    const store = createMemoryStore();
+    const first = tracing({ ratio: 0 });
+    const o1 = orchestrator(store, [createConversationTelemetry({ tracerProvider: first })], {
+      delayMs: 10,
+    });
+    await o1.run({ sender: 'user', content: 0 }, { conversationId: 'k2' });
+    const second = tracing({ ratio: 0, keepReasons: [] });
+    const o2 = orchestrator(store, [createConversationTelemetry({ tracerProvider: second })]);
+    await o2.resume('k2', { input: { sender: 'person', content: 2 } });
+    await Promise.all([first.forceFlush(), second.forceFlush()]);
+    expect(segmentsOf('k2')).toEqual([]);
+    await Promise.all([first.shutdown(), second.shutdown()]);
+  });
+});
+
+describe('the store gauges', () => {
+  it('reads suspended conversations, the oldest age and the recovery backlog from the store at scrape time', async () => {
+    const store = createMemoryStore();
+    const registry = new Registry();
+    // The scrape's clock, 7 s past the suspensions (stamped with Date.now() when committed).
+    createStoreMetrics({ store, registry, now: () => Date.now() + 7_000, minIntervalMs: 1 });
+    await orchestrator(store, []).run({ sender: 'user', content: 0 }, { conversationId: 'g1' });
+    await orchestrator(store, []).run({ sender: 'user', content: 0 }, { conversationId: 'g2' });
+    // A run aborted before it ended: released, running, held by nobody (the backlog).
+    const controller = new AbortController();
+    const aborted = orchestrator(store, [], { onStep: () => controller.abort() });
+    await aborted
+      .run({ sender: 'user', content: 0 }, { conversationId: 'g3', signal: controller.signal })
+      .catch(() => {});
+    const values = await registry.getMetricsAsJSON();
+    const value = (name: string) => values.find((m) => m.name === name)?.values[0]?.value;
+    expect(value('orchestrator_conversations_suspended')).toBe(2);
+    expect(value('orchestrator_oldest_suspended_seconds')).toBeGreaterThanOrEqual(7);
+    expect(value('orchestrator_oldest_suspended_seconds')).toBeLessThan(8);
+    expect(value('orchestrator_conversations_unleased')).toBe(1);
+    expect(value('orchestrator_store_read_failures_total')).toBe(0);
+  });
+
+  it('never hangs a scrape: a store that does not answer is counted as a failed read', async () => {
+    const store = createMemoryStore();
+    const registry = new Registry();
+    const hanging = {
+      name: 'memory',
+      list: store.list.bind(store),
+      stats: () => new Promise<never>(() => {}),
+    };
+    createStoreMetrics({
+      store: hanging as unknown as ConversationStore,
+      registry,
+      timeoutMs: 20,
+      minIntervalMs: 1,
+    });
+    const text = await registry.metrics();
+    expect(text).toContain('orchestrator_store_read_failures_total{store="memory"} 1');
+    expect(text).not.toMatch(/orchestrator_conversations_suspended\{/);
+  });
+});

@@ -1,0 +1,134 @@
+/**
+ * Dependencies point one way: the core defines the SPIs, `src/policies/` and the plugin implement
+ * them. Read from the source files' own import lines, so an upward import or a cycle fails here.
+ */
+import { readdirSync, readFileSync } from 'node:fs';
+import { dirname, join, relative, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { describe, expect, it } from 'vitest';
+
+const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
+
+function sourceFiles(dir: string): string[] {
+  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
+    const path = join(dir, entry.name);
+    if (entry.isDirectory()) return sourceFiles(path);
+    return entry.name.endsWith('.ts') ? [path] : [];
+  });
+}
+
+/** Every relative import (`import`, `import type`, `export … from`) of a file, as src-relative paths. */
+function importsOf(file: string): string[] {
+  const text = readFileSync(file, 'utf8');
+  const specifiers = [
+    ...text.matchAll(/(?:import|export)\s[^'";]*?from\s+'(\.{1,2}\/[^']+)'/g),
+  ].map((m) => m[1] as string);
+  return specifiers.map((s) => relative(SRC, resolve(dirname(file), s)));
+}
+
+const graph = new Map(sourceFiles(SRC).map((f) => [relative(SRC, f), importsOf(f)]));
+
+const DATABASE_CLIENTS = ['better-sqlite3', 'pg', 'ioredis', 'bullmq'];
+
+/** The database clients a file names in an import, an export or a `require`/`import()` string. */
+function clientsOf(file: string): string[] {
+  const text = readFileSync(join(SRC, file), 'utf8');
+  const specifiers = [
+    ...text.matchAll(/(?:from\s+|import\s*\(\s*|require\s*\(\s*|\)\s*\(\s*)'([^']+)'/g),
+  ].map((m) => m[1] as string);
+  return specifiers.filter((s) => DATABASE_CLIENTS.some((c) => s === c || s.startsWith(`${c}/`)));
+}
+
+function cyclesWithin(prefix: string): string[][] {
+  const cycles: string[][] = [];
+  const state = new Map<string, 'visiting' | 'done'>();
+  const visit = (node: string, path: string[]) => {
+    if (state.get(node) === 'done') return;
+    if (state.get(node) === 'visiting') {
+      cycles.push([...path.slice(path.indexOf(node)), node]);
+      return;
+    }
+    state.set(node, 'visiting');
+    for (const next of graph.get(node) ?? []) {
+      if (next.startsWith(prefix)) visit(next, [...path, node]);
+    }
+    state.set(node, 'done');
+  };
+  for (const node of graph.keys()) if (node.startsWith(prefix)) visit(node, []);
+  return cycles;
+}
+
+describe('layering of the source', () => {
+  it('reads the imports it checks (the graph is not empty)', () => {
+    expect(graph.get('core/run.ts')).toContain('core/policy.ts');
+    expect(graph.get('policies/termination.ts')).toContain('core/policy.ts');
+  });
+
+  it('has no import from src/core into src/policies or src/observability', () => {
+    const upward = [...graph]
+      .filter(([file]) => file.startsWith('core/'))
+      .flatMap(([file, imports]) =>
+        imports.filter((i) => !i.startsWith('core/')).map((i) => `${file} -> ${i}`),
+      );
+    expect(upward).toEqual([]);
+  });
+
+  it('has no import from src/policies into src/observability', () => {
+    const sideways = [...graph]
+      .filter(([file]) => file.startsWith('policies/'))
+      .flatMap(([file, imports]) =>
+        imports.filter((i) => i.startsWith('observability/')).map((i) => `${file} -> ${i}`),
+      );
+    expect(sideways).toEqual([]);
+  });
+
+  it('lets stores and the testing kit import the core (stores also their shared helpers), and nothing else outside their folder', () => {
+    const outside = [...graph]
+      .filter(([file]) => file.startsWith('stores/') || file.startsWith('testing/'))
+      .flatMap(([file, imports]) => {
+        const own = file.startsWith('stores/') ? file.split('/').slice(0, 2).join('/') : 'testing';
+        return imports
+          .filter(
+            (i) =>
+              !i.startsWith('core/') &&
+              !i.startsWith(`${own}/`) &&
+              !(own.startsWith('stores/') && i.startsWith('stores/shared/')),
+          )
+          .map((i) => `${file} -> ${i}`);
+      });
+    expect(outside).toEqual([]);
+    expect(graph.get('stores/sqlite/store.ts')).toContain('core/store.ts');
+    expect(graph.get('testing/kit.ts')).toContain('core/store.ts');
+  });
+
+  it('has no database client in the core, the policies or the root entry point; stores load theirs', () => {
+    const files = [...graph.keys()].filter(
+      (f) => f.startsWith('core/') || f.startsWith('policies/') || f === 'index.ts',
+    );
+    expect(files.flatMap((f) => clientsOf(f).map((c) => `${f} -> ${c}`))).toEqual([]);
+    expect(
+      [...graph.keys()]
+        .filter((f) => f === 'index.ts' || f.startsWith('core/'))
+        .flatMap((f) =>
+          (graph.get(f) ?? []).filter((i) => i.startsWith('stores/') || i.startsWith('testing/')),
+        ),
+    ).toEqual([]);
+    // The check reads what it means to: the SQLite store names its client.
+    expect(clientsOf('stores/sqlite/store.ts')).toContain('better-sqlite3');
+  });
+
+  it('has no import cycle inside src/core', () => {
+    expect(cyclesWithin('core/')).toEqual([]);
+  });
+
+  it('finds a cycle when there is one (the check can fail)', () => {
+    graph.set('core/__a.ts', ['core/__b.ts']);
+    graph.set('core/__b.ts', ['core/__a.ts']);
+    try {
+      expect(cyclesWithin('core/').length).toBeGreaterThan(0);
+    } finally {
+      graph.delete('core/__a.ts');
+      graph.delete('core/__b.ts');
+    }
+  });
+});
