@@ -12,7 +12,7 @@
 import { performance } from 'node:perf_hooks';
 import { Redis } from 'ioredis';
 import pg from 'pg';
-import type { Checkpoint, ConversationStore, Lease } from '../src/core/store.ts';
+import type { Checkpoint, ConversationStore, Lease } from '../src/core/spi/store.ts';
 import { createPostgresStore } from '../src/stores/postgres/index.ts';
 import { createRedisStore } from '../src/stores/redis/index.ts';
 import { hasPostgres, startPostgres } from '../test/helpers/postgres.ts';

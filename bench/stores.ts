@@ -11,7 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import Database from 'better-sqlite3';
-import type { Checkpoint, ConversationStore, Lease } from '../src/core/store.ts';
+import type { Checkpoint, ConversationStore, Lease } from '../src/core/spi/store.ts';
 import { ConversationOrchestrator, type Message, maxDispatches, roundRobin } from '../src/index.ts';
 import { createSqliteStore, type SqliteStoreOptions } from '../src/stores/sqlite/index.ts';
 

@@ -1,6 +1,6 @@
 /**
  * The config checks' shared vocabulary: every refusal says what was expected and what came, in
- * the p-queue style of `src/core/validate.ts`.
+ * the p-queue style of `src/core/shared/validate.ts`.
  */
 
 export class OpsConfigError extends Error {

@@ -38,5 +38,5 @@ export function humanDuration(duration: string): string {
   return `${n} ${UNITS[m[2] as string]}${n === 1 ? '' : 's'}`;
 }
 
-/** Responder and model names as the core accepts them (`src/core/validate.ts`). */
+/** Responder and model names as the core accepts them (`src/core/shared/validate.ts`). */
 export const boundedNamePattern = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$/;

@@ -4,7 +4,7 @@
  * A config that fails one would render rules that cannot mean what they say: it is refused
  * before anything is written.
  */
-import { isReasonName } from '../src/core/policy.ts';
+import { isReasonName } from '../src/core/spi/policy.ts';
 import { BUILT_IN_REASONS } from '../src/observability/metrics.ts';
 import { describe, duration, durationSeconds, expect, OpsConfigError, ratio } from './check.ts';
 import type { BurnRateAlertConfig, OpsConfig } from './config.ts';

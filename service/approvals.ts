@@ -23,7 +23,7 @@ export const MAX_BODY_BYTES = 1024;
 /** The path of the endpoint: `/conversations/{id}/resume`. */
 export const RESUME_PATH = /^\/conversations\/([^/]+)\/resume$/;
 /**
- * A conversation id as the core takes it. A copy of the core's rule (src/core/validate.ts): use
+ * A conversation id as the core takes it. A copy of the core's rule (src/core/shared/validate.ts): use
  * its `isConversationId` once the core exports one.
  */
 const ID = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;

@@ -1,12 +1,20 @@
-export { type AiSdkUsage, usageFromAiSdk } from './core/ai-sdk-usage.ts';
 export {
   type CheckpointCodec,
   jsonCodec,
   type Suspend,
   suspend,
   UnstorableValueError,
-} from './core/checkpoint.ts';
-export type { ResponderFailurePolicy } from './core/config.ts';
+} from './core/durable/checkpoint.ts';
+export {
+  isLeaseOwnerAlive,
+  type LeaseOwnerParts,
+  newLeaseOwner,
+  parseLeaseOwner,
+} from './core/durable/lease-owner.ts';
+export { type AiSdkUsage, usageFromAiSdk } from './core/loop/ai-sdk-usage.ts';
+export type { ResponderFailurePolicy } from './core/loop/config.ts';
+export { composeListeners } from './core/loop/listeners.ts';
+export { ConversationOrchestrator, type OrchestratorOptions } from './core/orchestrator.ts';
 export {
   CheckpointError,
   ConversationAbortedError,
@@ -19,19 +27,7 @@ export {
   PolicyError,
   QueueOverflowError,
   ResponderError,
-} from './core/errors.ts';
-export {
-  isLeaseOwnerAlive,
-  type LeaseOwnerParts,
-  newLeaseOwner,
-  parseLeaseOwner,
-} from './core/lease-owner.ts';
-export { composeListeners } from './core/listeners.ts';
-export {
-  createMemoryStore,
-  type MemoryStore,
-  type MemoryStoreOptions,
-} from './core/memory-store.ts';
+} from './core/spi/errors.ts';
 export type {
   ConversationEnd,
   ConversationObservation,
@@ -40,8 +36,7 @@ export type {
   ConversationStart,
   DispatchInfo,
   ResponderFailure,
-} from './core/observer.ts';
-export { ConversationOrchestrator, type OrchestratorOptions } from './core/orchestrator.ts';
+} from './core/spi/observer.ts';
 export {
   CONTINUE,
   type TerminationCheck,
@@ -50,7 +45,7 @@ export {
   type TurnFunction,
   type TurnPolicy,
   type TurnSelection,
-} from './core/policy.ts';
+} from './core/spi/policy.ts';
 export type {
   AcquireOutcome,
   Checkpoint,
@@ -63,7 +58,7 @@ export type {
   ListQuery,
   StoredConversation,
   StoreStats,
-} from './core/store.ts';
+} from './core/spi/store.ts';
 export type {
   CancelOptions,
   ConversationListener,
@@ -84,7 +79,7 @@ export type {
   TerminationDecision,
   Usage,
   UsageTotals,
-} from './core/types.ts';
+} from './core/spi/types.ts';
 export {
   allOf,
   anyOf,
@@ -97,3 +92,8 @@ export {
   tokenBudget,
 } from './policies/termination.ts';
 export { type AddressedOptions, addressed, broadcast, roundRobin } from './policies/turn.ts';
+export {
+  createMemoryStore,
+  type MemoryStore,
+  type MemoryStoreOptions,
+} from './stores/memory/store.ts';

@@ -11,39 +11,11 @@ import {
   checkedState,
   type FreshState,
   jsonCodec,
-} from './checkpoint.ts';
-import type { DurableConfig, ResponderFailurePolicy, RunConfig } from './config.ts';
-import {
-  CheckpointError,
-  ConversationAbortedError,
-  ConversationLeaseError,
-  ConversationNotFoundError,
-  describeValue as describe,
-  describeCause,
-  OrchestratorConfigError,
-  restoredFailure,
-  type StoredFailure,
-  settleUsage,
-} from './errors.ts';
-import { isCancelOwner, newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
-import type { ConversationObserver } from './observer.ts';
-import type { TerminationPolicy, TurnFunction, TurnPolicy } from './policy.ts';
-import { type CallOptions, ConversationRun, type Segment } from './run.ts';
-import type { AcquireOutcome, Checkpoint, ConversationStore, Durability } from './store.ts';
-import type {
-  CancelOptions,
-  ConversationListener,
-  ConversationResult,
-  ConversationState,
-  Message,
-  Projection,
-  RecoverOptions,
-  RecoverResult,
-  Responder,
-  ResumeOptions,
-  RunOptions,
-} from './types.ts';
-import { NO_USAGE } from './usage.ts';
+} from './durable/checkpoint.ts';
+import { isCancelOwner, newLeaseOwner, setLeaseOwnerLive } from './durable/lease-owner.ts';
+import type { DurableConfig, ResponderFailurePolicy, RunConfig } from './loop/config.ts';
+import { type CallOptions, ConversationRun, type Segment } from './loop/run.ts';
+import { NO_USAGE } from './loop/usage.ts';
 import {
   boundedName,
   conversationId,
@@ -56,8 +28,36 @@ import {
   positiveNumber,
   readList,
   readPart,
-} from './validate.ts';
-import { rateLimitedWarning } from './warnings.ts';
+} from './shared/validate.ts';
+import { rateLimitedWarning } from './shared/warnings.ts';
+import {
+  CheckpointError,
+  ConversationAbortedError,
+  ConversationLeaseError,
+  ConversationNotFoundError,
+  describeValue as describe,
+  describeCause,
+  OrchestratorConfigError,
+  restoredFailure,
+  type StoredFailure,
+  settleUsage,
+} from './spi/errors.ts';
+import type { ConversationObserver } from './spi/observer.ts';
+import type { TerminationPolicy, TurnFunction, TurnPolicy } from './spi/policy.ts';
+import type { AcquireOutcome, Checkpoint, ConversationStore, Durability } from './spi/store.ts';
+import type {
+  CancelOptions,
+  ConversationListener,
+  ConversationResult,
+  ConversationState,
+  Message,
+  Projection,
+  RecoverOptions,
+  RecoverResult,
+  Responder,
+  ResumeOptions,
+  RunOptions,
+} from './spi/types.ts';
 
 /**
  * What `new ConversationOrchestrator(options)` takes. `S` is the projection's state, `C` the

@@ -3,7 +3,11 @@
  * a job that does not parse is not ours (another app sharing the queue, a hand-made job, a newer
  * version) and is refused without touching any conversation.
  */
-import { CONVERSATION_ID_EXPECTED, isBoundedName, isConversationId } from '../core/validate.ts';
+import {
+  CONVERSATION_ID_EXPECTED,
+  isBoundedName,
+  isConversationId,
+} from '../core/shared/validate.ts';
 
 /** Marks a job as ours, with the payload's format version. */
 export const PAYLOAD_FORMAT = 'conversation-orchestrator/segment@1';

@@ -6,9 +6,13 @@
  */
 import { Queue } from 'bullmq';
 import type { Redis } from 'ioredis';
-import { ConversationExistsError, describeValue } from '../core/errors.ts';
-import type { ConversationStore } from '../core/store.ts';
-import { CONVERSATION_ID_EXPECTED, isBoundedName, isConversationId } from '../core/validate.ts';
+import {
+  CONVERSATION_ID_EXPECTED,
+  isBoundedName,
+  isConversationId,
+} from '../core/shared/validate.ts';
+import { ConversationExistsError, describeValue } from '../core/spi/errors.ts';
+import type { ConversationStore } from '../core/spi/store.ts';
 import {
   bounded,
   describeConnection,

@@ -6,9 +6,10 @@
  * a Restate handler) calls `runSegment` the same way. The engine promises to deliver a payload at
  * least once; the store's fencing makes running it more than once harmless.
  */
-import { ConversationLeaseError } from '../core/errors.ts';
-import { newLeaseOwner } from '../core/lease-owner.ts';
-import type { ConversationStore, StoredConversation } from '../core/store.ts';
+
+import { newLeaseOwner } from '../core/durable/lease-owner.ts';
+import { ConversationLeaseError } from '../core/spi/errors.ts';
+import type { ConversationStore, StoredConversation } from '../core/spi/store.ts';
 import { UnknownOrchestratorError } from './errors.ts';
 import { ForeignPayloadError, type SegmentPayload } from './payload.ts';
 import { withTrace } from './trace.ts';

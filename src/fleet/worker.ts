@@ -9,7 +9,7 @@
 import { randomUUID } from 'node:crypto';
 import { DelayedError, type Job, Queue, UnrecoverableError, WaitingError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { ConversationStore } from '../core/store.ts';
+import type { ConversationStore } from '../core/spi/store.ts';
 import { asRegistry, type PrometheusRegistry } from '../observability/registry.ts';
 import {
   bounded,

@@ -6,8 +6,8 @@
  * storage that a telemetry reuses from one conversation to the next.
  */
 import type { Attributes } from '@opentelemetry/api';
-import type { DispatchInfo } from '../core/observer.ts';
-import type { TerminationDecision, UsageTotals } from '../core/types.ts';
+import type { DispatchInfo } from '../core/spi/observer.ts';
+import type { TerminationDecision, UsageTotals } from '../core/spi/types.ts';
 
 /** Numbers kept per dispatch: count, elapsed, duration, responder index. */
 const STRIDE = 4;

@@ -7,8 +7,8 @@
  * dropped = the dispatches even when the listener never learns how the conversation ended.
  */
 import { type Attributes, type Span, trace } from '@opentelemetry/api';
-import type { ConversationListener } from '../core/types.ts';
-import { boundedName } from '../core/validate.ts';
+import { boundedName } from '../core/shared/validate.ts';
+import type { ConversationListener } from '../core/spi/types.ts';
 import { addExplanation, stateAttributeRoom } from './guard.ts';
 import { countDispatch, type DispatchRecord } from './metrics.ts';
 import {

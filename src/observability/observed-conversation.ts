@@ -18,14 +18,14 @@ import {
   TraceFlags,
   trace,
 } from '@opentelemetry/api';
-import { DispatchDeadlineError, ResponderError } from '../core/errors.ts';
+import { DispatchDeadlineError, ResponderError } from '../core/spi/errors.ts';
 import type {
   ConversationEnd,
   ConversationObservation,
   ConversationStart,
   DispatchInfo,
-} from '../core/observer.ts';
-import type { ConversationState, Message, Usage } from '../core/types.ts';
+} from '../core/spi/observer.ts';
+import type { ConversationState, Message, Usage } from '../core/spi/types.ts';
 import { DispatchEvents } from './dispatch-events.ts';
 import type { HistogramSeries } from './dispatch-histogram.ts';
 import { type ExemplarFilter, exemplarDeferOf, exemplarFilterOf } from './exemplar-filter.ts';

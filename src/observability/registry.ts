@@ -5,7 +5,7 @@
  * traces-only user needs no prom-client, and a registry from a second copy of prom-client (a
  * nested node_modules, a bundled copy) works like any other.
  */
-import { fail } from '../core/validate.ts';
+import { fail } from '../core/shared/validate.ts';
 
 /**
  * What the plugin needs of a prom-client `Registry` (any 15.x copy, either content type).

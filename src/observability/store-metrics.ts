@@ -4,8 +4,9 @@
  * worker holds). Every worker reading one store reports the same values; the ops rules take
  * their `max` over workers. A scrape never waits on the store for longer than `timeoutMs`.
  */
-import type { ConversationStore, StoreStats } from '../core/store.ts';
-import { fail, positiveInteger, positiveNumber } from '../core/validate.ts';
+
+import { fail, positiveInteger, positiveNumber } from '../core/shared/validate.ts';
+import type { ConversationStore, StoreStats } from '../core/spi/store.ts';
 import type { Series } from './collected-counter.ts';
 import {
   asRegistry,

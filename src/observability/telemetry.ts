@@ -8,13 +8,13 @@
  * and counters reach prom-client at scrape time. That keeps a fast agent's dispatch cheap.
  */
 import { diag, trace } from '@opentelemetry/api';
+import { boundedName, fail, positiveInteger } from '../core/shared/validate.ts';
 import type {
   ConversationObservation,
   ConversationObserver,
   ConversationStart,
-} from '../core/observer.ts';
-import type { ConversationListener } from '../core/types.ts';
-import { boundedName, fail, positiveInteger } from '../core/validate.ts';
+} from '../core/spi/observer.ts';
+import type { ConversationListener } from '../core/spi/types.ts';
 import { StoragePool } from './dispatch-events.ts';
 import { failureReports } from './guard.ts';
 import { telemetryListener } from './listener.ts';

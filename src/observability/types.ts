@@ -1,6 +1,6 @@
 /** Options of `createConversationTelemetry()`. */
 import type { Attributes, DiagLogger, Tracer, TracerProvider } from '@opentelemetry/api';
-import type { ConversationState } from '../core/types.ts';
+import type { ConversationState } from '../core/spi/types.ts';
 import type { PrometheusRegistry } from './registry.ts';
 
 /**

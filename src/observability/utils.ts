@@ -1,8 +1,8 @@
 /** Helpers of the observability plugin: resolved settings, state attributes, bucket lists. */
 import type { Attributes, DiagLogger, Tracer } from '@opentelemetry/api';
-import { describeValue } from '../core/errors.ts';
-import type { ConversationState } from '../core/types.ts';
-import { fail } from '../core/validate.ts';
+import { fail } from '../core/shared/validate.ts';
+import { describeValue } from '../core/spi/errors.ts';
+import type { ConversationState } from '../core/spi/types.ts';
 import type { StoragePool } from './dispatch-events.ts';
 import { copyAttributes, DISPATCH_EVENT_OWN_ATTRIBUTES, type FailureReports } from './guard.ts';
 import type { OrchestratorMetrics } from './metrics.ts';

@@ -3,7 +3,15 @@
  * once per conversation, so counters and streaks never leak from one run into the next.
  */
 
-import { describeValue } from '../core/errors.ts';
+import {
+  fail,
+  guardedOptions,
+  nonNegativeNumber,
+  positiveInteger,
+  positiveNumber,
+} from '../core/shared/validate.ts';
+import { warnUnsaved } from '../core/shared/warnings.ts';
+import { describeValue } from '../core/spi/errors.ts';
 import {
   CONTINUE,
   decisionExpected,
@@ -12,16 +20,8 @@ import {
   REASON_EXPECTED,
   type TerminationCheck,
   type TerminationPolicy,
-} from '../core/policy.ts';
-import type { ConversationState, TerminationDecision } from '../core/types.ts';
-import {
-  fail,
-  guardedOptions,
-  nonNegativeNumber,
-  positiveInteger,
-  positiveNumber,
-} from '../core/validate.ts';
-import { warnUnsaved } from '../core/warnings.ts';
+} from '../core/spi/policy.ts';
+import type { ConversationState, TerminationDecision } from '../core/spi/types.ts';
 
 /**
  * Ends the conversation after `n` dispatches, with reason `max_dispatches`; the decision's

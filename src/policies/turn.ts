@@ -3,8 +3,8 @@
  * A policy's `start()` is called once per conversation, so rotation state never leaks between
  * conversations. A plain function is accepted too: it is a stateless policy.
  */
-import type { TurnFunction, TurnPolicy, TurnSelection } from '../core/policy.ts';
-import type { Responder } from '../core/types.ts';
+import type { TurnFunction, TurnPolicy, TurnSelection } from '../core/spi/policy.ts';
+import type { Responder } from '../core/spi/types.ts';
 
 /**
  * Each message is answered by the next responder in construction order, cycling.

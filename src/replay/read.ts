@@ -5,7 +5,7 @@
  * is counted and skipped (`skipBad`).
  */
 import { createReadStream } from 'node:fs';
-import { isFunction, positiveInteger } from '../core/validate.ts';
+import { isFunction, positiveInteger } from '../core/shared/validate.ts';
 import type { RecordedConversation } from './format.ts';
 import { recordingSchemaCheck } from './schema.ts';
 

@@ -4,15 +4,16 @@
  * joins them into a line and hands it to the bounded sink queue. Nothing it does can throw into
  * the loop or wait for the sink.
  */
+
+import { fail, isFunction, positiveInteger } from '../core/shared/validate.ts';
 import type {
   ConversationEnd,
   ConversationObservation,
   ConversationObserver,
   ConversationStart,
   DispatchInfo,
-} from '../core/observer.ts';
-import type { ConversationState } from '../core/types.ts';
-import { fail, isFunction, positiveInteger } from '../core/validate.ts';
+} from '../core/spi/observer.ts';
+import type { ConversationState } from '../core/spi/types.ts';
 import { RECORDING_FORMAT_VERSION, type RecordedUsage } from './format.ts';
 import { describeThrown, serializeBounded } from './serialize.ts';
 import {

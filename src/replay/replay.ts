@@ -3,10 +3,11 @@
  * the recording, handed to a candidate policy; no responder, no model call. One conversation is
  * `replayConversation()`; `replay()` streams any number of them into a summary of bounded size.
  */
-import type { TerminationPolicy } from '../core/policy.ts';
-import { isDecision, isReasonName } from '../core/policy.ts';
-import type { ConversationState, Message } from '../core/types.ts';
-import { fail, isFunction, positiveInteger } from '../core/validate.ts';
+
+import { fail, isFunction, positiveInteger } from '../core/shared/validate.ts';
+import type { TerminationPolicy } from '../core/spi/policy.ts';
+import { isDecision, isReasonName } from '../core/spi/policy.ts';
+import type { ConversationState, Message } from '../core/spi/types.ts';
 import type { RecordedConversation, RecordedUsage } from './format.ts';
 import { type ReadOptions, type RecordingSource, readRecordings } from './read.ts';
 import { describeThrown } from './serialize.ts';

@@ -7,7 +7,7 @@
 import { mkdirSync, readdirSync } from 'node:fs';
 import { type FileHandle, open, rm } from 'node:fs/promises';
 import { join } from 'node:path';
-import { fail, positiveInteger } from '../core/validate.ts';
+import { fail, positiveInteger } from '../core/shared/validate.ts';
 
 /** Options of `createRotatingFileSink()`. */
 export interface RotatingFileSinkOptions {

@@ -7,7 +7,7 @@
  * atomic stores per decision.
  */
 import { parentPort, workerData } from 'node:worker_threads';
-import type { TerminationPolicy } from '../core/policy.ts';
+import type { TerminationPolicy } from '../core/spi/policy.ts';
 import { loadPolicy, UsageError } from './load-policy.ts';
 import { RecordingFormatError, readRecordingFiles } from './read.ts';
 import { isTerminationPolicy, replay } from './replay.ts';

@@ -4,7 +4,7 @@
  * and replays, renew, release and expiry.
  */
 import assert from 'node:assert/strict';
-import type { AcquireOutcome, Checkpoint, Lease } from '../core/store.ts';
+import type { AcquireOutcome, Checkpoint, Lease } from '../core/spi/store.ts';
 import { committed, created } from './checks-records.ts';
 import { type Check, checkpoint, defined, LONG_LEASE_MS, sleep } from './kit.ts';
 

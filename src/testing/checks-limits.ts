@@ -1,6 +1,6 @@
 /** Checks of a store's bounds: retention, many conversations at once, the size limit, close. */
 import assert from 'node:assert/strict';
-import type { Checkpoint, ConversationStore, Lease } from '../core/store.ts';
+import type { Checkpoint, ConversationStore, Lease } from '../core/spi/store.ts';
 import { committed, created } from './checks-records.ts';
 import { type Check, checkpoint, jsonOfBytes, LONG_LEASE_MS, sleep } from './kit.ts';
 

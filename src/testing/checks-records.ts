@@ -4,7 +4,7 @@
  * put/getTuple round trips, list filters and paging, deleteThread).
  */
 import assert from 'node:assert/strict';
-import type { Checkpoint, Lease } from '../core/store.ts';
+import type { Checkpoint, Lease } from '../core/spi/store.ts';
 import { type Check, checkpoint, defined, LONG_LEASE_MS } from './kit.ts';
 
 async function created(

@@ -3,7 +3,7 @@
  * for checkpoints, owners and ids. Independent of any test framework (node:assert only).
  */
 import { randomBytes } from 'node:crypto';
-import type { Checkpoint, ConversationStore } from '../core/store.ts';
+import type { Checkpoint, ConversationStore } from '../core/spi/store.ts';
 
 /** What a check's store is made with (the factory may ignore what it cannot honour). */
 export interface StoreFactoryOptions {

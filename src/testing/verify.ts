@@ -3,7 +3,7 @@
  * reports each by name. Independent of any test framework: it never throws for a failed check,
  * it reports it.
  */
-import type { ConversationStore } from '../core/store.ts';
+import type { ConversationStore } from '../core/spi/store.ts';
 import { fencingChecks } from './checks-fencing.ts';
 import { limitChecks } from './checks-limits.ts';
 import { recordChecks } from './checks-records.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { History, MessageQueue } from '../../src/core/queue.ts';
+import { History, MessageQueue } from '../../src/core/loop/queue.ts';
 
 describe('MessageQueue', () => {
   it('is FIFO across growth and wrap-around', () => {

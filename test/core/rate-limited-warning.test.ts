@@ -1,5 +1,5 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { rateLimitedWarning } from '../../src/core/warnings.ts';
+import { rateLimitedWarning } from '../../src/core/shared/warnings.ts';
 
 describe('rateLimitedWarning', () => {
   afterEach(() => {

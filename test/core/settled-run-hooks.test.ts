@@ -2,7 +2,7 @@
 // letting go of its observations and its resolve/reject: observers hear of exactly the
 // dispatches the result reports, nothing after the end, and the promise settles once.
 import { describe, expect, it } from 'vitest';
-import type { ConversationObservation, ConversationObserver } from '../../src/core/observer.ts';
+import type { ConversationObservation, ConversationObserver } from '../../src/core/spi/observer.ts';
 import {
   ConversationOrchestrator,
   maxDispatches,

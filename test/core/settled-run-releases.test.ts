@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
-import type { RunConfig } from '../../src/core/config.ts';
-import type { ConversationObserver } from '../../src/core/observer.ts';
-import { ConversationRun } from '../../src/core/run.ts';
+import type { RunConfig } from '../../src/core/loop/config.ts';
+import { ConversationRun } from '../../src/core/loop/run.ts';
+import type { ConversationObserver } from '../../src/core/spi/observer.ts';
 import { maxDispatches, type Responder, roundRobin } from '../../src/index.ts';
 
 const gc = (globalThis as { gc?: () => void }).gc as () => void;

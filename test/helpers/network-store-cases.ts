@@ -5,8 +5,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
-import { newLeaseOwner } from '../../src/core/lease-owner.ts';
-import type { Checkpoint, ConversationStore, Lease } from '../../src/core/store.ts';
+import { newLeaseOwner } from '../../src/core/durable/lease-owner.ts';
+import type { Checkpoint, ConversationStore, Lease } from '../../src/core/spi/store.ts';
 
 export function checkpoint(
   conversationId: string,

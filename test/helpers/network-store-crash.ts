@@ -11,8 +11,8 @@
 import { spawn } from 'node:child_process';
 import { resolve } from 'node:path';
 import { expect } from 'vitest';
-import { newLeaseOwner } from '../../src/core/lease-owner.ts';
-import type { Checkpoint, ConversationStore, Lease } from '../../src/core/store.ts';
+import { newLeaseOwner } from '../../src/core/durable/lease-owner.ts';
+import type { Checkpoint, ConversationStore, Lease } from '../../src/core/spi/store.ts';
 import { readCrashState } from './crash-state.ts';
 
 const WRITER = resolve(import.meta.dirname, 'store-crash-writer.ts');

@@ -7,8 +7,8 @@
  * argv: `sqlite <path> <count>`, `postgres <connectionString> <table> <count>` or
  * `redis <url> <prefix> <count>`.
  */
-import { newLeaseOwner, setLeaseOwnerLive } from '../../src/core/lease-owner.ts';
-import type { Checkpoint, ConversationStore, Lease } from '../../src/core/store.ts';
+import { newLeaseOwner, setLeaseOwnerLive } from '../../src/core/durable/lease-owner.ts';
+import type { Checkpoint, ConversationStore, Lease } from '../../src/core/spi/store.ts';
 import { createPostgresStore } from '../../src/stores/postgres/index.ts';
 import { createRedisStore } from '../../src/stores/redis/index.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';

@@ -6,7 +6,7 @@ import type {
   ConversationObservation,
   ConversationObserver,
   ConversationStart,
-} from '../../src/core/observer.ts';
+} from '../../src/core/spi/observer.ts';
 import { ConversationOrchestrator, maxDispatches, roundRobin } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
 import { memoryTracing, restoreTracing, spansNamed } from '../helpers/tracing.ts';

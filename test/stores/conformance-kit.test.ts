@@ -13,7 +13,7 @@ import type {
   ListQuery,
   StoredConversation,
   StoreStats,
-} from '../../src/core/store.ts';
+} from '../../src/core/spi/store.ts';
 import { createMemoryStore } from '../../src/index.ts';
 import { conformanceCheckNames, verifyConversationStore } from '../../src/testing/index.ts';
 

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Lease } from '../../src/core/store.ts';
+import type { Lease } from '../../src/core/spi/store.ts';
 import { createPostgresStore, SCHEMA_VERSION } from '../../src/stores/postgres/index.ts';
 import { checkpoint, remoteOwner, storeCases } from '../helpers/network-store-cases.ts';
 import { hasPostgres, type RunningPostgres, startPostgres } from '../helpers/postgres.ts';

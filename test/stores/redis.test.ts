@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { createServer, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { Lease } from '../../src/core/store.ts';
+import type { Lease } from '../../src/core/spi/store.ts';
 import { createRedisStore } from '../../src/stores/redis/index.ts';
 import { checkpoint, remoteOwner, storeCases } from '../helpers/network-store-cases.ts';
 import { freePort } from '../helpers/prometheus.ts';

@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
-import type { Checkpoint, Lease } from '../../src/core/store.ts';
+import type { Checkpoint, Lease } from '../../src/core/spi/store.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
 
 const ROOT = process.getuid?.() === 0;

@@ -10,8 +10,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, describe, expect, it } from 'vitest';
-import { newLeaseOwner, setLeaseOwnerLive } from '../../src/core/lease-owner.ts';
-import type { Checkpoint, Lease } from '../../src/core/store.ts';
+import { newLeaseOwner, setLeaseOwnerLive } from '../../src/core/durable/lease-owner.ts';
+import type { Checkpoint, Lease } from '../../src/core/spi/store.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
 
 const dir = mkdtempSync(join(tmpdir(), 'store-sqlite-'));

@@ -7,7 +7,7 @@
  * delivered, and are let go when the batch fails.
  */
 import type { SpanContext } from '@opentelemetry/api';
-import { fail, positiveInteger } from '../../core/validate.ts';
+import { fail, positiveInteger } from '../../core/shared/validate.ts';
 import { addExemplarFilter } from '../exemplar-filter.ts';
 import { asRegistry, type PrometheusRegistry } from '../registry.ts';
 

@@ -10,7 +10,7 @@
  * the decision; spans of traces without a conversation pass straight through.
  */
 import { type Context, diag, SpanStatusCode } from '@opentelemetry/api';
-import { fail, positiveInteger, positiveNumber } from '../../core/validate.ts';
+import { fail, positiveInteger, positiveNumber } from '../../core/shared/validate.ts';
 import { addExemplarFilter } from '../exemplar-filter.ts';
 import { rateLimited } from '../guard.ts';
 import { asRegistry } from '../registry.ts';

@@ -5,7 +5,7 @@
  */
 import { createRequire } from 'node:module';
 import type pg from 'pg';
-import { isLeaseOwnerAlive } from '../../core/lease-owner.ts';
+import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
 import type {
   AcquireOutcome,
   Checkpoint,
@@ -16,7 +16,7 @@ import type {
   ListQuery,
   StoredConversation,
   StoreStats,
-} from '../../core/store.ts';
+} from '../../core/spi/store.ts';
 import {
   checkInteger,
   checkTable,

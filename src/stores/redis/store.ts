@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import { createRequire } from 'node:module';
 import type { Redis } from 'ioredis';
-import { isLeaseOwnerAlive } from '../../core/lease-owner.ts';
+import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
 import type {
   AcquireOutcome,
   Checkpoint,
@@ -18,7 +18,7 @@ import type {
   ListQuery,
   StoredConversation,
   StoreStats,
-} from '../../core/store.ts';
+} from '../../core/spi/store.ts';
 import {
   checkInteger,
   checkPrefix,

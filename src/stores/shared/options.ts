@@ -2,7 +2,7 @@
  * Option checks the network stores share. Values are shown by the core's `describeValue`, which
  * bounds what it prints and survives hostile values (a revoked Proxy, a 5 MB string).
  */
-import { describeValue } from '../../core/errors.ts';
+import { describeValue } from '../../core/spi/errors.ts';
 
 /** `value` as an integer of at least `min`, or a TypeError naming the option and the factory. */
 export function checkInteger(factory: string, name: string, value: unknown, min: number): number {

@@ -2,7 +2,7 @@
  * `conversation-orchestrator/sqlite`: the embedded conversation store on better-sqlite3 (an
  * optional peer, `^12`), loaded when a store is created.
  */
-import type { ConversationStore } from '../../core/store.ts';
+import type { ConversationStore } from '../../core/spi/store.ts';
 import type { SqliteStoreOptions } from './options.ts';
 import { SqliteConversationStore } from './store.ts';
 

@@ -1,5 +1,5 @@
 /** The options of `createSqliteStore`, their defaults and their validation. */
-import { describeValue } from '../../core/errors.ts';
+import { describeValue } from '../../core/spi/errors.ts';
 
 /** Options of `createSqliteStore(options)`. */
 export interface SqliteStoreOptions {

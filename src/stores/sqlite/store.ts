@@ -16,7 +16,7 @@
  */
 import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
-import { isLeaseOwnerAlive } from '../../core/lease-owner.ts';
+import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
 import type {
   AcquireOutcome,
   Checkpoint,
@@ -27,7 +27,7 @@ import type {
   ListQuery,
   StoredConversation,
   StoreStats,
-} from '../../core/store.ts';
+} from '../../core/spi/store.ts';
 import {
   LIST_CAP,
   PURGE_BATCH,

@@ -30,9 +30,9 @@ import {
   type FreshState,
   isSuspend,
   UnstorableValueError,
-} from './checkpoint.ts';
-import type { DurableConfig, RunConfig } from './config.ts';
-import { type ContextHost, InvocationContext } from './context.ts';
+} from '../durable/checkpoint.ts';
+import { newLeaseOwner, setLeaseOwnerLive } from '../durable/lease-owner.ts';
+import { rateLimitedWarning, warnUnsaved } from '../shared/warnings.ts';
 import {
   badPolicyAnswer,
   badResponderOutput,
@@ -52,10 +52,8 @@ import {
   storedFailure,
   unexpectedFailure,
   unknownResponder,
-} from './errors.ts';
-import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
-import { lateListenerFailure, Observations } from './observations.ts';
-import type { ConversationEnd, ConversationResume, DispatchInfo } from './observer.ts';
+} from '../spi/errors.ts';
+import type { ConversationEnd, ConversationResume, DispatchInfo } from '../spi/observer.ts';
 import {
   CONTINUE,
   decisionExpected,
@@ -65,10 +63,8 @@ import {
   type TerminationCheck,
   type TurnFunction,
   type TurnSelection,
-} from './policy.ts';
-import { History, MessageQueue } from './queue.ts';
-import { onAbort } from './signals.ts';
-import type { Checkpoint, ConversationStatus, Lease } from './store.ts';
+} from '../spi/policy.ts';
+import type { Checkpoint, ConversationStatus, Lease } from '../spi/store.ts';
 import type {
   ConversationListener,
   ConversationResult,
@@ -80,9 +76,13 @@ import type {
   ResponderContext,
   TerminationDecision,
   UsageTotals,
-} from './types.ts';
+} from '../spi/types.ts';
+import type { DurableConfig, RunConfig } from './config.ts';
+import { type ContextHost, InvocationContext } from './context.ts';
+import { lateListenerFailure, Observations } from './observations.ts';
+import { History, MessageQueue } from './queue.ts';
+import { onAbort } from './signals.ts';
 import { NO_CONVERSATION_USAGE, NO_USAGE, readUsage, UsageLedger } from './usage.ts';
-import { rateLimitedWarning, warnUnsaved } from './warnings.ts';
 
 const QUEUE_EXHAUSTED: TerminationDecision = Object.freeze({
   terminate: true,

@@ -5,8 +5,8 @@
  * responder that never reads `signal` or `reportUsage` costs no AbortController and no closure,
  * and both still work destructured (`respond(m, s, { signal, reportUsage })`).
  */
-import type { TurnContext } from './policy.ts';
-import type { ResponderContext, Usage } from './types.ts';
+import type { TurnContext } from '../spi/policy.ts';
+import type { ResponderContext, Usage } from '../spi/types.ts';
 
 /** What a context needs from its run. */
 export interface ContextHost {

@@ -2,7 +2,7 @@
  * Checkpoints of durable conversations: what the core stores of a conversation (its current
  * state only, replaced on each commit), the codec that turns it into text, and `suspend()`.
  */
-import { describeValue } from './errors.ts';
+import { describeValue } from '../spi/errors.ts';
 import type {
   AcquireOutcome,
   CommitOutcome,
@@ -11,11 +11,11 @@ import type {
   CreateOutcome,
   Lease,
   StoredConversation,
-} from './store.ts';
+} from '../spi/store.ts';
 
-export { isSuspend, type Suspend, suspend } from './suspend.ts';
+export { isSuspend, type Suspend, suspend } from '../spi/suspend.ts';
 
-import type { Message, UsageTotals } from './types.ts';
+import type { Message, UsageTotals } from '../spi/types.ts';
 
 /**
  * Turns a checkpoint's values into the text a store keeps, and back. The default is JSON, checked

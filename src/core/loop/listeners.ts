@@ -1,5 +1,5 @@
 /** Helpers for the single-function ConversationListener SPI. */
-import type { ConversationListener } from './types.ts';
+import type { ConversationListener } from '../spi/types.ts';
 
 /** One failure as itself, several as an AggregateError. */
 function failure(errors: readonly unknown[]): unknown {

@@ -3,10 +3,10 @@
  * context, checked, then added to the totals. Nothing here runs unless something reports: a
  * conversation where nobody does shares one frozen zero totals object and one empty final usage.
  */
-import type { StoredUsage } from './checkpoint.ts';
-import { describeCause, describeValue } from './errors.ts';
-import type { ConversationUsage, Usage, UsageTotals } from './types.ts';
-import { isBoundedName, NAME_EXPECTED } from './validate.ts';
+import type { StoredUsage } from '../durable/checkpoint.ts';
+import { isBoundedName, NAME_EXPECTED } from '../shared/validate.ts';
+import { describeCause, describeValue } from '../spi/errors.ts';
+import type { ConversationUsage, Usage, UsageTotals } from '../spi/types.ts';
 
 /** The totals of a conversation (or a responder) that reported nothing. */
 export const NO_USAGE: UsageTotals = Object.freeze({ inputTokens: 0, outputTokens: 0 });

@@ -1,9 +1,14 @@
 /** The orchestrator's validated configuration, shared read-only by its runs. */
-import type { CheckpointCodec } from './checkpoint.ts';
-import type { ConversationObserver } from './observer.ts';
-import type { TerminationPolicy, TurnFunction, TurnPolicy } from './policy.ts';
-import type { ConversationStore, Durability } from './store.ts';
-import type { ConversationListener, ConversationState, Projection, Responder } from './types.ts';
+import type { CheckpointCodec } from '../durable/checkpoint.ts';
+import type { ConversationObserver } from '../spi/observer.ts';
+import type { TerminationPolicy, TurnFunction, TurnPolicy } from '../spi/policy.ts';
+import type { ConversationStore, Durability } from '../spi/store.ts';
+import type {
+  ConversationListener,
+  ConversationState,
+  Projection,
+  Responder,
+} from '../spi/types.ts';
 
 /** A durable orchestrator's store and how it commits (undefined without a store). */
 export interface DurableConfig {

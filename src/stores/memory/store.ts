@@ -3,8 +3,10 @@
  * only want suspend/resume within one process (nothing survives the process). Fenced exactly as
  * store.ts says; every method answers on a later microtask, as a real store would.
  */
-import { describeValue } from './errors.ts';
-import { isLeaseOwnerAlive } from './lease-owner.ts';
+
+import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
+import { fail, positiveInteger, positiveNumber } from '../../core/shared/validate.ts';
+import { describeValue } from '../../core/spi/errors.ts';
 import type {
   AcquireOutcome,
   Checkpoint,
@@ -14,8 +16,7 @@ import type {
   ListQuery,
   StoredConversation,
   StoreStats,
-} from './store.ts';
-import { fail, positiveInteger, positiveNumber } from './validate.ts';
+} from '../../core/spi/store.ts';
 
 /** What `createMemoryStore(options)` takes. */
 export interface MemoryStoreOptions {

@@ -3,7 +3,7 @@
  * nothing of `ai`, so this costs an app that does not use the AI SDK nothing, and works with
  * whichever copy of `ai` (5.x or 6.x) the app has.
  */
-import type { Usage } from './types.ts';
+import type { Usage } from '../spi/types.ts';
 
 /**
  * The fields of the AI SDK's `LanguageModelUsage` (`result.usage` of `generateText`,

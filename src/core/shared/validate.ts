@@ -1,5 +1,5 @@
 /** Construction-time validation: every failure names the option, what was expected and what came. */
-import { describeCause, describeValue, OrchestratorConfigError } from './errors.ts';
+import { describeCause, describeValue, OrchestratorConfigError } from '../spi/errors.ts';
 
 export function fail(option: string, expected: string, value: unknown): never {
   throw new OrchestratorConfigError(

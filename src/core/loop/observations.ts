@@ -5,7 +5,9 @@
  * the run: it is reported as a rate-limited process warning and the run goes on as if the hook
  * were not there.
  */
-import { describeCause } from './errors.ts';
+
+import { rateLimitedWarning } from '../shared/warnings.ts';
+import { describeCause } from '../spi/errors.ts';
 import type {
   ConversationEnd,
   ConversationObservation,
@@ -14,9 +16,8 @@ import type {
   ConversationStart,
   DispatchInfo,
   ResponderFailure,
-} from './observer.ts';
-import type { Message, Usage } from './types.ts';
-import { rateLimitedWarning } from './warnings.ts';
+} from '../spi/observer.ts';
+import type { Message, Usage } from '../spi/types.ts';
 
 // Rate-limited per process, not muted after the first: a hook that fails on every dispatch is
 // reported once a minute with the count of failures held back.
