@@ -8,6 +8,8 @@
  * `npm run ops` writes them to otel-collector/; test/ops/collector.test.ts checks every key
  * against the Collector's documented configuration and the thresholds against this config.
  */
+
+import { endReasons } from '../src/core/spi/end-reasons.ts';
 import { BUILT_IN_REASONS } from '../src/observability/metrics.ts';
 import {
   ATTR_CONVERSATION_DISPATCH_COUNT,
@@ -186,9 +188,8 @@ export function slowThresholdMs(ops: OpsConfig, collector: CollectorConfig): num
  * (every reason but `converged` and `queue_exhausted`), the library's and `customReasons`.
  */
 export function keptReasons(ops: OpsConfig): string[] {
-  return [...BUILT_IN_REASONS, ...ops.customReasons].filter(
-    (r) => r !== 'converged' && r !== 'queue_exhausted',
-  );
+  const unremarkable = new Set(endReasons((r) => r.unremarkable));
+  return [...BUILT_IN_REASONS, ...ops.customReasons].filter((r) => !unremarkable.has(r));
 }
 
 /** The OTLP receiver both tiers run: gRPC on 4317, HTTP on 4318, on every interface. */

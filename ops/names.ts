@@ -3,6 +3,7 @@
  * the operations say what was done (and over which window). The rules and the dashboards both
  * take their names from here.
  */
+import { NAME_PATTERN } from '../src/core/shared/names.ts';
 import type { OpsConfig } from './config.ts';
 
 /** The labels a rule aggregated by orchestrator keeps: the config's group labels, then `orchestrator`. */
@@ -39,4 +40,4 @@ export function humanDuration(duration: string): string {
 }
 
 /** Responder and model names as the core accepts them (`src/core/shared/validate.ts`). */
-export const boundedNamePattern = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$/;
+export const boundedNamePattern = NAME_PATTERN;

@@ -3,6 +3,7 @@
  * (ops/slo.ts) and the threshold alerts that add signal beside them, from the config. The same groups go into prometheus/rules/orchestrator.rules.yml and into the
  * Kubernetes PrometheusRule.
  */
+import { endReasons } from '../src/core/spi/end-reasons.ts';
 import {
   METRIC_CONVERSATION_DISPATCHES,
   METRIC_CONVERSATION_DURATION,
@@ -50,9 +51,9 @@ export interface Rules {
 }
 
 /** Reasons that mean the agents did not agree: gave up or failed. */
-const UNCONVERGED = 'max_dispatches|timeout|token_budget|error|deadline|queue_overflow';
+const UNCONVERGED = endReasons((r) => r.unconverged).join('|');
 /** Reasons that mean the conversation failed. */
-const FAILED = 'error|deadline|queue_overflow';
+const FAILED = endReasons((r) => r.failed).join('|');
 
 /** The recording rules' names, for the alerts here and the dashboards. */
 export function recordedNames(config: OpsConfig) {

@@ -7,7 +7,9 @@
  * start (`store.list({ status: 'suspended' })`), so waiting conversations survive restarts;
  * one unanswered for `--approval-timeout-s` since it suspended is rejected.
  */
+
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import { CONVERSATION_ID_PATTERN } from '../src/core/shared/names.ts';
 import type { ConversationOrchestrator, ConversationStore } from '../src/index.ts';
 import type { HostAllowlist } from './hosts.ts';
 import {
@@ -22,11 +24,8 @@ import {
 export const MAX_BODY_BYTES = 1024;
 /** The path of the endpoint: `/conversations/{id}/resume`. */
 export const RESUME_PATH = /^\/conversations\/([^/]+)\/resume$/;
-/**
- * A conversation id as the core takes it. A copy of the core's rule (src/core/shared/validate.ts): use
- * its `isConversationId` once the core exports one.
- */
-const ID = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;
+/** A conversation id as the core takes it (the rule is the core's: src/core/shared/names.ts). */
+const ID = CONVERSATION_ID_PATTERN;
 /** How long an answer waits for the store to say whether a conversation waits (then `503`). */
 export const STORE_TIMEOUT_MS = 5_000;
 /** Most waiting conversations sent to a page (the oldest first; the count says how many). */

@@ -24,6 +24,7 @@ export {
   ConversationNotFoundError,
   DispatchDeadlineError,
   OrchestratorConfigError,
+  OrchestratorError,
   PolicyError,
   QueueOverflowError,
   ResponderError,

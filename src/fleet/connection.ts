@@ -4,7 +4,10 @@
  * an outage instead of failing), and a bounded check that names the server when it cannot be
  * reached.
  */
+
 import { Redis, type RedisOptions } from 'ioredis';
+import { bounded as boundedCall } from '../core/shared/bounded.ts';
+import { OrchestratorError } from '../core/spi/errors.ts';
 
 /**
  * Where the queue lives: a `redis://` URL, ioredis options, or an ioredis client (which is
@@ -13,9 +16,10 @@ import { Redis, type RedisOptions } from 'ioredis';
 export type FleetConnection = string | RedisOptions | Redis;
 
 /** Redis could not be reached (or answered an error) within the bound: names the server. */
-export class RedisUnreachableError extends Error {
+export class RedisUnreachableError extends OrchestratorError {
   /** The class's name, for logs. */
   override readonly name = 'RedisUnreachableError';
+  override readonly code: string = 'ERR_REDIS_UNREACHABLE';
   /** `redis://host:port/db`, without the password. */
   readonly url: string;
   constructor(url: string, timeoutMs: number, cause: unknown) {
@@ -75,18 +79,9 @@ export async function bounded<T>(
   timeoutMs: number,
   lastError: () => unknown,
 ): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      operation,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(
-          () => reject(new RedisUnreachableError(url, timeoutMs, lastError() ?? 'no answer')),
-          timeoutMs,
-        );
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
+  return boundedCall(
+    () => operation,
+    timeoutMs,
+    () => new RedisUnreachableError(url, timeoutMs, lastError() ?? 'no answer'),
+  );
 }

@@ -1,5 +1,7 @@
 /** Job options shared by producers and workers, and the defaults they document. */
+
 import type { JobsOptions } from 'bullmq';
+import { QUEUE_NAME_PATTERN } from '../core/shared/names.ts';
 
 /** The default BullMQ queue name. */
 export const DEFAULT_QUEUE_NAME = 'conversations';
@@ -27,7 +29,7 @@ export const SEGMENT_JOB_OPTIONS: JobsOptions = {
 
 /** Queue names: BullMQ refuses `:`. */
 export function checkQueueName(queueName: unknown): string {
-  if (typeof queueName !== 'string' || !/^[A-Za-z0-9_][A-Za-z0-9_.-]{0,63}$/.test(queueName)) {
+  if (typeof queueName !== 'string' || !QUEUE_NAME_PATTERN.test(queueName)) {
     throw new TypeError(
       `Expected \`queueName\` to be 1-64 characters (ASCII letters, digits, \`_\`, \`.\` or \`-\`), got ${JSON.stringify(queueName)}`,
     );

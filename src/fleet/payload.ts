@@ -3,11 +3,13 @@
  * a job that does not parse is not ours (another app sharing the queue, a hand-made job, a newer
  * version) and is refused without touching any conversation.
  */
+
 import {
   CONVERSATION_ID_EXPECTED,
   isBoundedName,
   isConversationId,
 } from '../core/shared/validate.ts';
+import { OrchestratorError } from '../core/spi/errors.ts';
 
 /** Marks a job as ours, with the payload's format version. */
 export const PAYLOAD_FORMAT = 'conversation-orchestrator/segment@1';
@@ -41,9 +43,10 @@ export interface SegmentPayload {
 const KINDS = new Set(['start', 'resume', 'continue']);
 
 /** A payload the worker refuses, with what was wrong. */
-export class ForeignPayloadError extends Error {
+export class ForeignPayloadError extends OrchestratorError {
   /** The class's name, for logs. */
   override readonly name = 'ForeignPayloadError';
+  override readonly code: string = 'ERR_FOREIGN_PAYLOAD';
 }
 
 /** Checks a job's data; throws a `ForeignPayloadError` saying what is wrong when it is not ours. */

@@ -6,6 +6,8 @@
  * its place), and it is reported through the logger, rate-limited per kind of failure.
  */
 import type { Attributes, AttributeValue, DiagLogger } from '@opentelemetry/api';
+import { RateLimit } from '../core/shared/rate-limit.ts';
+import { OrchestratorError } from '../core/spi/errors.ts';
 import {
   ATTR_DECISION_LIMIT,
   ATTR_DECISION_OBSERVED,
@@ -47,17 +49,11 @@ export function rateLimited(
   intervalMs = 10_000,
   now: () => number = Date.now,
 ): (error: unknown) => void {
-  let last = Number.NEGATIVE_INFINITY;
-  let unsaid = 0;
+  const limit = new RateLimit(intervalMs, now);
   return (error) => {
-    const t = now();
-    if (t - last < intervalMs) {
-      unsaid++;
-      return;
-    }
-    last = t;
+    const unsaid = limit.pass();
+    if (unsaid === undefined) return;
     const more = unsaid > 0 ? ` (${unsaid} more since the last report)` : '';
-    unsaid = 0;
     try {
       logger.warn(`${message}${more}`, error);
     } catch {
@@ -207,9 +203,19 @@ export function exceptionRecord(error: unknown, report: (error: unknown) => void
   if (name !== undefined) record.name = clip(name, 200);
   record.message = clip(message ?? '', MAX_EXCEPTION_MESSAGE);
   if (stack !== undefined) record.stack = clip(stack, MAX_EXCEPTION_STACK);
-  if (code !== undefined && code !== '') record.code = code;
+  // The library's own errors keep their class as `exception.type` (their `code` is for callers to
+  // branch on); another error's code (`ECONNREFUSED`) is what the SDK records, as it always did.
+  if (code !== undefined && code !== '' && !isLibraryError(error)) record.code = code;
   if (name === undefined && code === undefined) record.name = ERROR_TYPE_OTHER;
   return record;
+}
+
+function isLibraryError(error: unknown): boolean {
+  try {
+    return error instanceof OrchestratorError;
+  } catch {
+    return false;
+  }
 }
 
 /** The status message of a thrown value; never throws. */

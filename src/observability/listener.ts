@@ -6,7 +6,9 @@
  * `conversation.dispatch_events.dropped` always says how many are not on the span, so kept +
  * dropped = the dispatches even when the listener never learns how the conversation ended.
  */
+
 import { type Attributes, type Span, trace } from '@opentelemetry/api';
+import { NAME_PATTERN } from '../core/shared/names.ts';
 import { boundedName } from '../core/shared/validate.ts';
 import type { ConversationListener } from '../core/spi/types.ts';
 import { addExplanation, stateAttributeRoom } from './guard.ts';
@@ -33,7 +35,7 @@ const MAX_SENDERS = 64;
  * core's, 1-64 characters) may become a label value; any other shares the overflow value, so a
  * 9 MB sender costs one series, not a 9 MB label on every bucket line.
  */
-const LABELLABLE_SENDER = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$/;
+const LABELLABLE_SENDER = NAME_PATTERN;
 
 /** At most this many characters of a sender go on a dispatch event's `gen_ai.agent.name`. */
 const MAX_SENDER_ATTRIBUTE = 128;

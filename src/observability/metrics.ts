@@ -6,6 +6,7 @@
  * import (see registry.ts).
  */
 import type { DiagLogger } from '@opentelemetry/api';
+import { endReasons } from '../core/spi/end-reasons.ts';
 import { CollectedCounter, type Kept, type Series } from './collected-counter.ts';
 import { CollectedHistogram, type HistogramSeries } from './dispatch-histogram.ts';
 import { assertFree, type PrometheusRegistry, registerCollector } from './registry.ts';
@@ -72,32 +73,10 @@ export const DEFAULT_CHECKPOINT_DURATION_BUCKETS = [
 ] as const;
 
 /** Reasons the library itself produces: always their own label value. */
-export const BUILT_IN_REASONS: ReadonlySet<string> = new Set([
-  'converged',
-  'consensus',
-  'max_dispatches',
-  'timeout',
-  'stopped',
-  'queue_exhausted',
-  'aborted',
-  'deadline',
-  'error',
-  'queue_overflow',
-  // tokenBudget()'s: a library reason, never folded into `other` past maxReasons.
-  'token_budget',
-]);
+export const BUILT_IN_REASONS: ReadonlySet<string> = new Set(endReasons(() => true));
 
 /** Reasons whose `orchestrator_conversations_ended_total` series start at 0. */
-const INITIALIZED_REASONS = [
-  'converged',
-  'max_dispatches',
-  'timeout',
-  'queue_exhausted',
-  'aborted',
-  'deadline',
-  'error',
-  'queue_overflow',
-] as const;
+const INITIALIZED_REASONS = endReasons((r) => r.initialized);
 
 export interface MetricBuckets {
   readonly dispatchDuration: readonly number[];

@@ -142,6 +142,7 @@ async function run(args: readonly string[], io: CommandIo): Promise<number> {
 /** A candidate that took too long: the command stops its worker and exits 2 (see `Timeouts`). */
 export class CandidateTimeoutError extends UsageError {
   override name = 'CandidateTimeoutError';
+  override readonly code: string = 'ERR_CANDIDATE_TIMEOUT';
 }
 
 /** How long the candidate may take, per decision and to load. */

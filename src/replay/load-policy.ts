@@ -4,16 +4,19 @@
  * itself (`process.features.typescript`: Node >= 22.18 or 23.6), else through `tsx` found from
  * the working directory (the user's project), else the error says what to install.
  */
+
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import { dirname, extname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { OrchestratorError } from '../core/spi/errors.ts';
 import { type Candidate, isCandidatesByOrchestrator, isTerminationPolicy } from './replay.ts';
 import { describeThrown } from './serialize.ts';
 
 /** A mistake in what the command was given: printed as it is, exit code 2. */
-export class UsageError extends Error {
+export class UsageError extends OrchestratorError {
   override name = 'UsageError';
+  override readonly code: string = 'ERR_REPLAY_USAGE';
 }
 
 const TYPESCRIPT = new Set(['.ts', '.mts', '.cts']);

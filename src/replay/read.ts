@@ -4,15 +4,18 @@
  * against the format before replay sees it; a bad one is an error naming its file and line, or
  * is counted and skipped (`skipBad`).
  */
+
 import { createReadStream } from 'node:fs';
 import { isFunction, positiveInteger } from '../core/shared/validate.ts';
+import { OrchestratorError } from '../core/spi/errors.ts';
 import type { RecordedConversation } from './format.ts';
 import { recordingSchemaCheck } from './schema.ts';
 
 /** A line of a recording that is not a recorded conversation: where, and why. */
-export class RecordingFormatError extends Error {
+export class RecordingFormatError extends OrchestratorError {
   /** The class's name. */
   override name = 'RecordingFormatError';
+  override readonly code: string = 'ERR_RECORDING_FORMAT';
   /** The file, or `<input>` for an array or iterable. */
   readonly file: string;
   /** 1-based line number (or position in an array or iterable). */

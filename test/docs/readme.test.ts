@@ -52,7 +52,7 @@ const diagnostics = new Map<string, string[]>();
 function source(block: Block): string {
   // The docs save their files at the repository root (`my-ops.ts` beside `ops/`): relative
   // imports resolve from there, two levels above these copies.
-  const code = block.code.replace(/from '\.\//g, "from '../../../");
+  const code = block.code.replace(/from '\.\//g, "from '../../");
   return block.context === undefined ? code : `${block.context.trim()}\n${code}`;
 }
 
@@ -62,21 +62,21 @@ beforeAll(async () => {
   writeFileSync(
     join(DIR, 'tsconfig.json'),
     JSON.stringify({
-      extends: '../../../tsconfig.json',
+      extends: '../../tsconfig.json',
       compilerOptions: {
         noEmit: true,
         // TypeScript 7's rootDir defaults to this folder; the blocks import the sources above it.
-        rootDir: '../../..',
+        rootDir: '../..',
         moduleDetection: 'force',
         paths: {
-          'conversation-orchestrator': ['../../../src/index.ts'],
-          'conversation-orchestrator/observability': ['../../../src/observability/index.ts'],
-          'conversation-orchestrator/replay': ['../../../src/replay/index.ts'],
-          'conversation-orchestrator/sqlite': ['../../../src/stores/sqlite/index.ts'],
-          'conversation-orchestrator/testing': ['../../../src/testing/index.ts'],
-          'conversation-orchestrator/bullmq': ['../../../src/fleet/index.ts'],
-          'conversation-orchestrator/redis': ['../../../src/stores/redis/index.ts'],
-          'conversation-orchestrator/postgres': ['../../../src/stores/postgres/index.ts'],
+          'conversation-orchestrator': ['../../src/index.ts'],
+          'conversation-orchestrator/observability': ['../../src/observability/index.ts'],
+          'conversation-orchestrator/replay': ['../../src/replay/index.ts'],
+          'conversation-orchestrator/sqlite': ['../../src/stores/sqlite/index.ts'],
+          'conversation-orchestrator/testing': ['../../src/testing/index.ts'],
+          'conversation-orchestrator/bullmq': ['../../src/fleet/index.ts'],
+          'conversation-orchestrator/redis': ['../../src/stores/redis/index.ts'],
+          'conversation-orchestrator/postgres': ['../../src/stores/postgres/index.ts'],
         },
       },
       include: ['*.ts'],

@@ -199,7 +199,7 @@ describe('the responder’s own error on the conversation span', () => {
     expect(exception?.attributes?.['exception.type']).toBe('RangeError');
     expect(exception?.attributes?.['exception.message']).toBe('a failed');
     expect(String(exception?.attributes?.['exception.stacktrace'])).toMatch(
-      /^RangeError: a failed\n\s+at [^\n]*observability-endings\.test\.ts/,
+      /^RangeError: a failed\n\s+at [^\n]*observability\/endings\.test\.ts/,
     );
   });
 });

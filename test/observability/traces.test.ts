@@ -135,7 +135,7 @@ describe('the conversation span', () => {
     expect(exception?.attributes?.['exception.type']).toBe('RangeError');
     expect(exception?.attributes?.['exception.message']).toBe('model down');
     expect(String(exception?.attributes?.['exception.stacktrace'])).toMatch(
-      /^RangeError: model down\n\s+at [^\n]*observability-traces\.test\.ts/,
+      /^RangeError: model down\n\s+at [^\n]*observability\/traces\.test\.ts/,
     );
   });
 

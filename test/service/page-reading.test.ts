@@ -531,7 +531,7 @@ describe('the live page and a lying service', () => {
         good.toUpperCase(),
         '0'.repeat(32),
         '"><img src=x onerror=alert(1)>',
-        '../../../admin',
+        '../../admin',
       ];
       for (const [i, traceId] of traceIds.entries())
         send({

@@ -2,7 +2,8 @@
  * Checkpoints of durable conversations: what the core stores of a conversation (its current
  * state only, replaced on each commit), the codec that turns it into text, and `suspend()`.
  */
-import { describeValue } from '../spi/errors.ts';
+import { bounded as boundedCall } from '../shared/bounded.ts';
+import { describeValue, markLibraryError } from '../spi/errors.ts';
 import type {
   AcquireOutcome,
   CommitOutcome,
@@ -33,6 +34,8 @@ export interface CheckpointCodec {
 export class UnstorableValueError extends TypeError {
   /** The class's name, for logs and `error.type`. */
   override name = 'UnstorableValueError';
+  /** Stable: see `OrchestratorError`. */
+  readonly code: string = 'ERR_UNSTORABLE_VALUE';
   constructor(
     /** Where: `projection.quotes[2]`, `queue[0].content`. */
     readonly path: string,
@@ -41,6 +44,7 @@ export class UnstorableValueError extends TypeError {
     super(`${path} is ${what}, which JSON cannot store (give the orchestrator a \`codec\`)`);
   }
 }
+markLibraryError(UnstorableValueError);
 
 function kindOf(value: object): string | undefined {
   const prototype: unknown = Object.getPrototypeOf(value);
@@ -531,28 +535,11 @@ export function checkedOutcome<M extends keyof Outcomes>(
  * a synchronous throw into a rejection.
  */
 export function bounded<T>(call: () => Promise<T>, ms: number, what: string): Promise<T> {
-  let promise: Promise<T>;
-  try {
-    promise = Promise.resolve(call());
-  } catch (error) {
-    return Promise.reject(error);
-  }
-  return new Promise<T>((resolve, reject) => {
-    const timer = setTimeout(
-      () => reject(new Error(`The store did not answer ${what} within ${ms} ms (storeTimeoutMs)`)),
-      ms,
-    );
-    promise.then(
-      (value) => {
-        clearTimeout(timer);
-        resolve(value);
-      },
-      (error: unknown) => {
-        clearTimeout(timer);
-        reject(error);
-      },
-    );
-  });
+  return boundedCall(
+    call,
+    ms,
+    () => new Error(`The store did not answer ${what} within ${ms} ms (storeTimeoutMs)`),
+  );
 }
 
 export type { ConversationStatus };

@@ -1,5 +1,7 @@
 /** Construction-time validation: every failure names the option, what was expected and what came. */
+
 import { describeCause, describeValue, OrchestratorConfigError } from '../spi/errors.ts';
+import { CONVERSATION_ID_PATTERN, NAME_PATTERN } from './names.ts';
 
 export function fail(option: string, expected: string, value: unknown): never {
   throw new OrchestratorConfigError(
@@ -40,7 +42,7 @@ export function isFunction(option: string, value: unknown): void {
 }
 
 /** Names that become metric label values or span names: short, printable, bounded. */
-const NAME = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,63}$/;
+const NAME = NAME_PATTERN;
 
 /** The name rule as error messages and the README state it (the first character included). */
 export const NAME_EXPECTED =
@@ -55,8 +57,7 @@ export function boundedName(option: string, value: unknown): string {
   return value;
 }
 
-/** Conversation ids go onto every span and event: the name rule, up to 128 characters. */
-const CONVERSATION_ID = /^[A-Za-z0-9_][A-Za-z0-9_.:-]{0,127}$/;
+const CONVERSATION_ID = CONVERSATION_ID_PATTERN;
 
 export const CONVERSATION_ID_EXPECTED =
   'an id of 1-128 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`';

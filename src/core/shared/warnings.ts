@@ -3,22 +3,18 @@
  * flood the log nor go silent after its first failure. Each report says how many were held back.
  */
 
+import { RateLimit } from './rate-limit.ts';
+
 /** Returns a reporter that emits at most one warning of `type` per `intervalMs`. */
 export function rateLimitedWarning(type: string, intervalMs = 60_000): (message: string) => void {
-  let lastReport = Number.NEGATIVE_INFINITY;
-  let held = 0;
+  const limit = new RateLimit(intervalMs);
   return (message) => {
-    const now = Date.now();
-    if (now - lastReport < intervalMs) {
-      held++;
-      return;
-    }
+    const held = limit.pass();
+    if (held === undefined) return;
     const note =
       held > 0
         ? ` (${held} more since the last report)`
         : ` (at most one report per ${intervalMs / 1000} s)`;
-    lastReport = now;
-    held = 0;
     process.emitWarning(`${message}${note}`, type);
   };
 }

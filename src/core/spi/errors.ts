@@ -5,16 +5,53 @@
  */
 import type { ConversationState, ConversationUsage } from './types.ts';
 
-/** Thrown at construction for an invalid option: names it, says what was expected and what came. */
+/** Marks the library's errors, also those of a second copy of the package in the same process. */
+const LIBRARY_ERROR: unique symbol = Symbol.for('conversation-orchestrator.error');
+
+/**
+ * The base of every error the library throws (core, stores, fleet, replay): a stable `code` to
+ * branch on (`ERR_RESPONDER`, `ERR_CONVERSATION_NOT_FOUND` …) where messages may change, and a
+ * `name` for logs and `error.type`. `instanceof OrchestratorError` also holds for the two that
+ * extend `TypeError` to stay what they were (`OrchestratorConfigError`, `UnstorableValueError`),
+ * and for errors of another copy of the package.
+ */
+export class OrchestratorError extends Error {
+  override name = 'OrchestratorError';
+  /** Stable: the same for the class's whole life, unlike its message. */
+  readonly code: string = 'ERR_ORCHESTRATOR';
+
+  static override [Symbol.hasInstance](value: unknown): boolean {
+    if (this !== OrchestratorError) return Function.prototype[Symbol.hasInstance].call(this, value);
+    return typeof value === 'object' && value !== null && LIBRARY_ERROR in value;
+  }
+}
+Object.defineProperty(OrchestratorError.prototype, LIBRARY_ERROR, { value: true });
+
+/**
+ * Marks a class that cannot extend `OrchestratorError` (it is a `TypeError`) as one of the
+ * library's errors: `instanceof OrchestratorError` holds for its instances.
+ */
+export function markLibraryError(type: { prototype: object }): void {
+  Object.defineProperty(type.prototype, LIBRARY_ERROR, { value: true });
+}
+
+/**
+ * Thrown at construction for an invalid option: names it, says what was expected and what came.
+ * A `TypeError` (as it always was) and an `OrchestratorError` (`code` `ERR_ORCHESTRATOR_CONFIG`).
+ */
 export class OrchestratorConfigError extends TypeError {
   /** The class's name, so that logs and `error.type` show which error it is. */
   override name = 'OrchestratorConfigError';
+  /** Stable: see `OrchestratorError`. */
+  readonly code: string = 'ERR_ORCHESTRATOR_CONFIG';
 }
+markLibraryError(OrchestratorConfigError);
 
 /** Base class of every failure of a running conversation. */
-export class ConversationError<S = unknown, C = unknown> extends Error {
+export class ConversationError<S = unknown, C = unknown> extends OrchestratorError {
   /** The class's name (`ResponderError`, `PolicyError` …): what the telemetry records as `error.type`. */
   override name = 'ConversationError';
+  override readonly code: string = 'ERR_CONVERSATION';
   /** The ending's reason: `error`, `aborted`, `deadline` or `queue_overflow`. */
   readonly reason: string;
   /** The id of the conversation that failed (the one `run()` was given, or the generated one). */
@@ -72,6 +109,7 @@ export function settleUsage<S, C>(error: ConversationError<S, C>, usage: Convers
 /** A responder threw, rejected or returned something that is not a message. */
 export class ResponderError<S = unknown, C = unknown> extends ConversationError<S, C> {
   override name = 'ResponderError';
+  override readonly code: string = 'ERR_RESPONDER';
   /** The name of the responder that failed. */
   readonly responder: string;
   constructor(
@@ -91,6 +129,7 @@ export class ResponderError<S = unknown, C = unknown> extends ConversationError<
 /** The turn policy, the projection's fold or the termination policy threw. */
 export class PolicyError<S = unknown, C = unknown> extends ConversationError<S, C> {
   override name = 'PolicyError';
+  override readonly code: string = 'ERR_POLICY';
   /** Which part failed. */
   readonly stage: 'turn' | 'projection' | 'termination';
   constructor(
@@ -109,6 +148,7 @@ export class PolicyError<S = unknown, C = unknown> extends ConversationError<S, 
 /** The caller's signal aborted the run. */
 export class ConversationAbortedError<S = unknown, C = unknown> extends ConversationError<S, C> {
   override name = 'ConversationAbortedError';
+  override readonly code: string = 'ERR_CONVERSATION_ABORTED';
   constructor(state: ConversationState<S, C>, elapsedMs: number, cause?: unknown) {
     super(
       `Conversation ${state.conversationId} was aborted after ${state.dispatchCount} dispatches`,
@@ -123,6 +163,7 @@ export class ConversationAbortedError<S = unknown, C = unknown> extends Conversa
 /** A responder (or an async turn policy) ran past the per-dispatch deadline. */
 export class DispatchDeadlineError<S = unknown, C = unknown> extends ConversationError<S, C> {
   override name = 'DispatchDeadlineError';
+  override readonly code: string = 'ERR_DISPATCH_DEADLINE';
   constructor(
     /** The responder that did not answer; undefined when it was the turn policy. */
     readonly responder: string | undefined,
@@ -143,6 +184,7 @@ export class DispatchDeadlineError<S = unknown, C = unknown> extends Conversatio
 /** The queue would have grown past `maxQueueLength`. */
 export class QueueOverflowError<S = unknown, C = unknown> extends ConversationError<S, C> {
   override name = 'QueueOverflowError';
+  override readonly code: string = 'ERR_QUEUE_OVERFLOW';
   constructor(maxQueueLength: number, state: ConversationState<S, C>, elapsedMs: number) {
     super(
       `The queue of conversation ${state.conversationId} grew past maxQueueLength (${maxQueueLength})`,
@@ -343,9 +385,10 @@ function safeTag(value: object): string {
 // Durable conversations (docs/durability.md).
 
 /** `run(input, { conversationId })` with a store: that id is already stored. Never a second start. */
-export class ConversationExistsError extends Error {
+export class ConversationExistsError extends OrchestratorError {
   /** The class's name, for logs and `error.type`. */
   override name = 'ConversationExistsError';
+  override readonly code: string = 'ERR_CONVERSATION_EXISTS';
   constructor(
     /** The id that is taken. */
     readonly conversationId: string,
@@ -357,9 +400,10 @@ export class ConversationExistsError extends Error {
 }
 
 /** `resume(conversationId)`: the store holds no such conversation (never stored, or deleted). */
-export class ConversationNotFoundError extends Error {
+export class ConversationNotFoundError extends OrchestratorError {
   /** The class's name, for logs and `error.type`. */
   override name = 'ConversationNotFoundError';
+  override readonly code: string = 'ERR_CONVERSATION_NOT_FOUND';
   constructor(
     /** The id that was asked for. */
     readonly conversationId: string,
@@ -382,6 +426,7 @@ export class ConversationNotFoundError extends Error {
  */
 export class ConversationLeaseError<S = unknown, C = unknown> extends ConversationError<S, C> {
   override name = 'ConversationLeaseError';
+  override readonly code: string = 'ERR_CONVERSATION_LEASE';
   constructor(
     message: string,
     state: ConversationState<S, C>,
@@ -404,6 +449,7 @@ export class ConversationLeaseError<S = unknown, C = unknown> extends Conversati
  */
 export class CheckpointError<S = unknown, C = unknown> extends ConversationError<S, C> {
   override name = 'CheckpointError';
+  override readonly code: string = 'ERR_CHECKPOINT';
   constructor(
     message: string,
     state: ConversationState<S, C>,

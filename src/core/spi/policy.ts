@@ -3,6 +3,7 @@
  * policy). The core defines them; `src/policies/` implements the built-in ones, and a plain
  * function or object of yours works the same way.
  */
+import { endReasons } from './end-reasons.ts';
 import type { ConversationState, Message, Responder, TerminationDecision, Usage } from './types.ts';
 
 /** Responders (or their names) selected to answer, in order. Empty: nobody answers. */
@@ -97,11 +98,7 @@ export const CONTINUE: TerminationDecision = Object.freeze({
 /** Reasons the loop itself gives to the endings it decides; a termination policy may not use them. */
 export const RESERVED_REASONS: readonly string[] = Object.freeze([
   'continue',
-  'queue_exhausted',
-  'aborted',
-  'deadline',
-  'error',
-  'queue_overflow',
+  ...endReasons((r) => r.decidedBy === 'loop'),
 ]);
 
 const REASON = /^[a-z][a-z0-9_]{0,39}$/;

@@ -11,6 +11,7 @@
  */
 import { type Context, diag, SpanStatusCode } from '@opentelemetry/api';
 import { fail, positiveInteger, positiveNumber } from '../../core/shared/validate.ts';
+import { endReasons } from '../../core/spi/end-reasons.ts';
 import { addExemplarFilter } from '../exemplar-filter.ts';
 import { rateLimited } from '../guard.ts';
 import { asRegistry } from '../registry.ts';
@@ -50,9 +51,9 @@ import type {
 } from './types.ts';
 
 /** Reasons of a failed conversation: always kept, whatever `keepReasons` says. */
-const FAILED_REASONS: ReadonlySet<string> = new Set(['error', 'deadline', 'queue_overflow']);
+const FAILED_REASONS: ReadonlySet<string> = new Set(endReasons((r) => r.failed));
 /** What `keepReasons` leaves out by default: the endings of a conversation that went well. */
-const UNREMARKABLE_REASONS: ReadonlySet<string> = new Set(['converged', 'queue_exhausted']);
+const UNREMARKABLE_REASONS: ReadonlySet<string> = new Set(endReasons((r) => r.unremarkable));
 
 /** One trace whose conversation has not ended yet. */
 interface PendingTrace {
