@@ -52,10 +52,18 @@ describe('the demo service’s process metrics', () => {
 
   it('exposes the store’s gauges of the default SQLite store: waiting for approval, the oldest wait, the unleased', async () => {
     // Read from the store at scrape time: once both orchestrators have stored conversations.
+    // A scrape whose store read did not answer in time leaves the gauges out (and counts the
+    // failure): wait for one where every gauge of both orchestrators is there.
+    const all = (t: string) =>
+      ['fx_desks', 'rates_desks'].every((o) =>
+        ['conversations_suspended', 'oldest_suspended_seconds', 'conversations_unleased'].every(
+          (g) => new RegExp(`^orchestrator_${g}\\{orchestrator="${o}"\\} `, 'm').test(t),
+        ),
+      );
     let text = '';
-    for (let i = 0; i < 100; i++) {
+    for (let i = 0; i < 150; i++) {
       text = await scrape();
-      if (/^orchestrator_conversations_suspended\{orchestrator="rates_desks"\}/m.test(text)) break;
+      if (all(text)) break;
       await new Promise((r) => setTimeout(r, 200));
     }
     for (const orchestrator of ['fx_desks', 'rates_desks']) {
