@@ -602,7 +602,12 @@ async function resumeStored<S, C>(
     outcome.checkpoint.orchestrator !== config.name
   ) {
     if (outcome.status === 'acquired') {
-      await durable.store.release(id, outcome.lease).catch(() => {});
+      // Bounded like every store call: a store that never answers must not hang resume().
+      await bounded(
+        () => durable.store.release(id, outcome.lease),
+        durable.storeTimeoutMs,
+        'release',
+      ).catch(() => {});
       setLeaseOwnerLive(owner, false);
     }
     if (quiet) return undefined;
