@@ -16,6 +16,29 @@ export function expect(ok: boolean, what: string, expected: string, value: unkno
     throw new OpsConfigError(`Expected \`${what}\` to be ${expected}, got ${describe(value)}`);
 }
 
+/** An object that is neither `null` nor an array: what every nested option must be. */
+export function plainObject(what: string, value: unknown): asserts value is object {
+  expect(
+    typeof value === 'object' && value !== null && !Array.isArray(value),
+    what,
+    'an object',
+    value,
+  );
+}
+
+/** Refuses a key `known` lacks: a misspelt option would otherwise be ignored in silence. */
+export function unknownKeys(prefix: string, given: object, known: readonly string[]): void {
+  for (const key of Object.keys(given)) {
+    if (!known.includes(key)) {
+      throw new OpsConfigError(
+        `Unknown option \`${prefix}${key}\`; expected one of ${known
+          .map((k) => `\`${prefix}${k}\``)
+          .join(', ')}`,
+      );
+    }
+  }
+}
+
 // Prometheus' own duration grammar (model.ParseDuration): each unit once, largest first.
 const DURATION = /^(\d+y)?(\d+w)?(\d+d)?(\d+h)?(\d+m)?(\d+s)?(\d+ms)?$/;
 

@@ -16,7 +16,7 @@ import {
   ATTR_CONVERSATION_END_REASON,
 } from '../src/observability/semconv.ts';
 import { expect } from './check.ts';
-import type { OpsConfig } from './config.ts';
+import type { OpsConfig } from './config-types.ts';
 import { yaml } from './render.ts';
 
 /** A Go duration as the Collector parses it (`time.ParseDuration`): `30s`, `1m30s`, `500ms`. */

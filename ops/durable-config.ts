@@ -4,7 +4,7 @@
  * rates that are not negative.
  */
 import { duration, expect, ratio } from './check.ts';
-import type { OpsConfig } from './config.ts';
+import type { OpsConfig } from './config-types.ts';
 
 /** Throws an `OpsConfigError` for the first of these options that is wrong. */
 export function checkDurable(config: OpsConfig): void {

@@ -15,49 +15,42 @@ import {
   METRIC_QUEUE_OLDEST_WAITING,
 } from '../src/observability/semconv.ts';
 import { durationSeconds } from './check.ts';
-import type { OpsConfig } from './config.ts';
+import type { OpsConfig } from './config-types.ts';
 import { byOrchestrator, humanDuration } from './names.ts';
-import type { AlertingRule } from './rules.ts';
+import { type AlertingRule, alertRule } from './rule-model.ts';
 
 export function durableAlerts(config: OpsConfig): AlertingRule[] {
   const S = config.selector;
   const W = config.rateWindow;
   const O = byOrchestrator(config).join(', ');
   const Q = [...config.groupLabels, 'queue'].join(', ');
-  const runbook = (alert: string) => `${config.runbookUrl}#${alert.toLowerCase()}`;
   const c = config;
   // The count for the description, asked of Prometheus for the alert's own labels.
   const by = byOrchestrator(config);
   const suspendedMatchers = by.map((l) => `${l}=%q`).join(',');
   const suspendedArgs = by.map((l) => `$labels.${l}`).join(' ');
   return [
-    {
+    alertRule(config, {
       alert: 'OrchestratorRecoveryBacklog',
       expr: `max by (${O}) (${METRIC_CONVERSATIONS_UNLEASED}{${S}}) > 0\n`,
       for: c.recoveryBacklog.for,
-      labels: { severity: 'critical' },
-      annotations: {
-        summary: 'Conversations are running in the store but no worker holds them.',
-        description:
-          'The store of orchestrator {{ $labels.orchestrator }} has {{ $value }} running conversations ' +
-          `whose lease no worker holds, for ${humanDuration(c.recoveryBacklog.for)}: nobody recovers them.`,
-        runbook_url: runbook('OrchestratorRecoveryBacklog'),
-      },
-    },
-    {
+      severity: 'critical',
+      summary: 'Conversations are running in the store but no worker holds them.',
+      description:
+        'The store of orchestrator {{ $labels.orchestrator }} has {{ $value }} running conversations ' +
+        `whose lease no worker holds, for ${humanDuration(c.recoveryBacklog.for)}: nobody recovers them.`,
+    }),
+    alertRule(config, {
       alert: 'OrchestratorCheckpointFailures',
       expr: `sum by (${O}, store) (rate(${METRIC_CHECKPOINT_FAILURES}{${S}}[${W}])) > 0\n`,
       for: c.checkpointFailures.for,
-      labels: { severity: 'critical' },
-      annotations: {
-        summary: 'Checkpoint commits to the conversation store are failing.',
-        description:
-          'Orchestrator {{ $labels.orchestrator }} fails {{ $value | printf `%.3g` }} checkpoint commits a second ' +
-          `to its {{ $labels.store }} store over the last ${humanDuration(W)}: the conversations cannot be made durable.`,
-        runbook_url: runbook('OrchestratorCheckpointFailures'),
-      },
-    },
-    {
+      severity: 'critical',
+      summary: 'Checkpoint commits to the conversation store are failing.',
+      description:
+        'Orchestrator {{ $labels.orchestrator }} fails {{ $value | printf `%.3g` }} checkpoint commits a second ' +
+        `to its {{ $labels.store }} store over the last ${humanDuration(W)}: the conversations cannot be made durable.`,
+    }),
+    alertRule(config, {
       alert: 'OrchestratorLeaseConflicts',
       expr: [
         `sum by (${O}) (rate(${METRIC_LEASE_CONFLICTS}{${S}}[${W}]))`,
@@ -65,17 +58,14 @@ export function durableAlerts(config: OpsConfig): AlertingRule[] {
         '',
       ].join('\n'),
       for: c.leaseConflicts.for,
-      labels: { severity: 'warning' },
-      annotations: {
-        summary: 'Workers keep contesting the leases of conversations.',
-        description:
-          'Orchestrator {{ $labels.orchestrator }} meets {{ $value | printf `%.3g` }} lease conflicts a second ' +
-          `over the last ${humanDuration(W)} (threshold ${c.leaseConflicts.perSecond}): commits of a worker ` +
-          'that lost its lease are refused.',
-        runbook_url: runbook('OrchestratorLeaseConflicts'),
-      },
-    },
-    {
+      severity: 'warning',
+      summary: 'Workers keep contesting the leases of conversations.',
+      description:
+        'Orchestrator {{ $labels.orchestrator }} meets {{ $value | printf `%.3g` }} lease conflicts a second ' +
+        `over the last ${humanDuration(W)} (threshold ${c.leaseConflicts.perSecond}): commits of a worker ` +
+        'that lost its lease are refused.',
+    }),
+    alertRule(config, {
       alert: 'OrchestratorSuspendedTooLong',
       expr: [
         `max by (${O}) (${METRIC_OLDEST_SUSPENDED}{${S}})`,
@@ -83,30 +73,24 @@ export function durableAlerts(config: OpsConfig): AlertingRule[] {
         '',
       ].join('\n'),
       for: c.suspendedConversations.for,
-      labels: { severity: 'warning' },
-      annotations: {
-        summary: 'A suspended conversation has waited longer than it should.',
-        description:
-          'The oldest suspended conversation of orchestrator {{ $labels.orchestrator }} has waited ' +
-          `{{ $value | humanizeDuration }} (more than ${humanDuration(c.suspendedConversations.maxAge)}); ` +
-          `{{ with printf \`max(${METRIC_CONVERSATIONS_SUSPENDED}{${suspendedMatchers}})\` ${suspendedArgs} | query }}{{ . | first | value }}{{ else }}an unknown number of{{ end }} conversations are suspended.`,
-        runbook_url: runbook('OrchestratorSuspendedTooLong'),
-      },
-    },
-    {
+      severity: 'warning',
+      summary: 'A suspended conversation has waited longer than it should.',
+      description:
+        'The oldest suspended conversation of orchestrator {{ $labels.orchestrator }} has waited ' +
+        `{{ $value | humanizeDuration }} (more than ${humanDuration(c.suspendedConversations.maxAge)}); ` +
+        `{{ with printf \`max(${METRIC_CONVERSATIONS_SUSPENDED}{${suspendedMatchers}})\` ${suspendedArgs} | query }}{{ . | first | value }}{{ else }}an unknown number of{{ end }} conversations are suspended.`,
+    }),
+    alertRule(config, {
       alert: 'OrchestratorQueueJobsStalled',
       expr: `sum by (${Q}) (increase(${METRIC_QUEUE_JOBS_STALLED}{${S}}[${W}])) > 0\n`,
       for: c.queueStalledJobs.for,
-      labels: { severity: 'warning' },
-      annotations: {
-        summary: 'BullMQ keeps finding jobs stalled.',
-        description:
-          `BullMQ found {{ $value | printf \`%.3g\` }} jobs of queue {{ $labels.queue }} stalled over the last ${humanDuration(W)}: ` +
-          'their worker died or blocked its event loop past the lock, and another worker resumes them.',
-        runbook_url: runbook('OrchestratorQueueJobsStalled'),
-      },
-    },
-    {
+      severity: 'warning',
+      summary: 'BullMQ keeps finding jobs stalled.',
+      description:
+        `BullMQ found {{ $value | printf \`%.3g\` }} jobs of queue {{ $labels.queue }} stalled over the last ${humanDuration(W)}: ` +
+        'their worker died or blocked its event loop past the lock, and another worker resumes them.',
+    }),
+    alertRule(config, {
       alert: 'OrchestratorQueueWaitTooLong',
       expr: [
         `max by (${Q}) (${METRIC_QUEUE_OLDEST_WAITING}{${S}})`,
@@ -114,14 +98,11 @@ export function durableAlerts(config: OpsConfig): AlertingRule[] {
         '',
       ].join('\n'),
       for: c.queueWait.for,
-      labels: { severity: 'warning' },
-      annotations: {
-        summary: 'Jobs wait too long in a BullMQ queue before a worker takes them.',
-        description:
-          'The oldest waiting job of queue {{ $labels.queue }} has waited {{ $value | humanizeDuration }} ' +
-          `(more than ${humanDuration(c.queueWait.maxWait)}): the workers are too few, busy or gone.`,
-        runbook_url: runbook('OrchestratorQueueWaitTooLong'),
-      },
-    },
+      severity: 'warning',
+      summary: 'Jobs wait too long in a BullMQ queue before a worker takes them.',
+      description:
+        'The oldest waiting job of queue {{ $labels.queue }} has waited {{ $value | humanizeDuration }} ' +
+        `(more than ${humanDuration(c.queueWait.maxWait)}): the workers are too few, busy or gone.`,
+    }),
   ];
 }

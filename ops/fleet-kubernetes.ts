@@ -12,9 +12,17 @@ import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { Service } from 'kubernetes-models/v1/Service';
 import { DEMO_QUEUE, WORKER_DRAIN_MS } from '../service/worker-names.ts';
-import type { OpsConfig } from './config.ts';
+import type { OpsConfig } from './config-types.ts';
 import { ScaledObject } from './keda.ts';
 import type { Manifest } from './kubernetes.ts';
+import {
+  containerResources,
+  NODE_MEMORY_LIMIT,
+  nodePodSecurity,
+  restrictedContainer,
+  tmpMount,
+  tmpVolume,
+} from './kubernetes-pod.ts';
 import { PORT_NAME, parseSelector, SERVICE_NAME, scrapeLabels } from './selector.ts';
 
 export const WORKER_NAME = `${SERVICE_NAME}-worker`;
@@ -61,15 +69,8 @@ export function fleetManifests(config: OpsConfig): Map<string, Manifest> {
               ports: [{ name: 'redis', containerPort: REDIS_PORT }],
               readinessProbe: { ...redisCli, periodSeconds: 5, timeoutSeconds: 3 },
               livenessProbe: { ...redisCli, periodSeconds: 10, timeoutSeconds: 5 },
-              resources: {
-                requests: { cpu: '100m', memory: '128Mi' },
-                limits: { cpu: '1', memory: '512Mi' },
-              },
-              securityContext: {
-                allowPrivilegeEscalation: false,
-                readOnlyRootFilesystem: true,
-                capabilities: { drop: ['ALL'] },
-              },
+              resources: containerResources('512Mi'),
+              securityContext: restrictedContainer(),
               volumeMounts: [{ name: 'data', mountPath: '/data' }],
             },
           ],
@@ -103,13 +104,7 @@ export function fleetManifests(config: OpsConfig): Map<string, Manifest> {
           // SIGTERM drains: running segments stop at a commit point and go back to the queue.
           terminationGracePeriodSeconds: WORKER_GRACE_SECONDS,
           automountServiceAccountToken: false,
-          securityContext: {
-            runAsNonRoot: true,
-            runAsUser: 1000,
-            runAsGroup: 1000,
-            fsGroup: 1000,
-            seccompProfile: { type: 'RuntimeDefault' },
-          },
+          securityContext: nodePodSecurity(),
           containers: [
             {
               name: 'worker',
@@ -125,19 +120,12 @@ export function fleetManifests(config: OpsConfig): Map<string, Manifest> {
                 { name: 'WORKER_METRICS_PORT', value: String(WORKER_METRICS_PORT) },
               ],
               ports: [{ name: PORT_NAME, containerPort: WORKER_METRICS_PORT }],
-              resources: {
-                requests: { cpu: '100m', memory: '128Mi' },
-                limits: { cpu: '1', memory: '384Mi' },
-              },
-              securityContext: {
-                allowPrivilegeEscalation: false,
-                readOnlyRootFilesystem: true,
-                capabilities: { drop: ['ALL'] },
-              },
-              volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+              resources: containerResources(NODE_MEMORY_LIMIT),
+              securityContext: restrictedContainer(),
+              volumeMounts: tmpMount(),
             },
           ],
-          volumes: [{ name: 'tmp', emptyDir: { sizeLimit: '64Mi' } }],
+          volumes: tmpVolume(),
         },
       },
     },

@@ -13,8 +13,16 @@ import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBu
 import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { Service } from 'kubernetes-models/v1/Service';
-import type { OpsConfig } from './config.ts';
-import type { Rules } from './rules.ts';
+import type { OpsConfig } from './config-types.ts';
+import {
+  containerResources,
+  NODE_MEMORY_LIMIT,
+  nodePodSecurity,
+  restrictedContainer,
+  tmpMount,
+  tmpVolume,
+} from './kubernetes-pod.ts';
+import type { Rules } from './rule-model.ts';
 import {
   CONTAINER_NAME,
   PORT_NAME,
@@ -85,14 +93,7 @@ export function kubernetesManifests(
           terminationGracePeriodSeconds: 15,
           // The service never talks to the Kubernetes API: no token in the pod.
           automountServiceAccountToken: false,
-          securityContext: {
-            runAsNonRoot: true,
-            // The image's `node` user.
-            runAsUser: 1000,
-            runAsGroup: 1000,
-            fsGroup: 1000,
-            seccompProfile: { type: 'RuntimeDefault' },
-          },
+          securityContext: nodePodSecurity(),
           // Replicas on different nodes where the cluster allows it.
           topologySpreadConstraints: [
             {
@@ -159,20 +160,12 @@ export function kubernetesManifests(
                 timeoutSeconds: 5,
                 failureThreshold: 3,
               },
-              resources: {
-                requests: { cpu: '100m', memory: '128Mi' },
-                limits: { cpu: '1', memory: '384Mi' },
-              },
-              securityContext: {
-                allowPrivilegeEscalation: false,
-                readOnlyRootFilesystem: true,
-                capabilities: { drop: ['ALL'] },
-              },
-              // The only writable path: tsx's transform cache and Node's temp files.
-              volumeMounts: [{ name: 'tmp', mountPath: '/tmp' }],
+              resources: containerResources(NODE_MEMORY_LIMIT),
+              securityContext: restrictedContainer(),
+              volumeMounts: tmpMount(),
             },
           ],
-          volumes: [{ name: 'tmp', emptyDir: { sizeLimit: '64Mi' } }],
+          volumes: tmpVolume(),
         },
       },
     },

@@ -1,10 +1,10 @@
 /**
  * Names of the recording rules, `level:metric:operations`: the level is the labels a rule keeps,
  * the operations say what was done (and over which window). The rules and the dashboards both
- * take their names from here.
+ * take their names from here, and the words their descriptions write durations and shares in.
  */
 import { NAME_PATTERN } from '../src/core/shared/names.ts';
-import type { OpsConfig } from './config.ts';
+import type { OpsConfig } from './config-types.ts';
 
 /** The labels a rule aggregated by orchestrator keeps: the config's group labels, then `orchestrator`. */
 export function byOrchestrator(config: OpsConfig): readonly string[] {
@@ -37,6 +37,11 @@ export function humanDuration(duration: string): string {
   if (!m) return duration;
   const n = Number(m[1]);
   return `${n} ${UNITS[m[2] as string]}${n === 1 ? '' : 's'}`;
+}
+
+/** A share as the descriptions write it: `0.95` → `95%`, at most four decimals. */
+export function percent(share: number): string {
+  return `${Number((share * 100).toFixed(4))}%`;
 }
 
 /** Responder and model names as the core accepts them (`src/core/shared/validate.ts`). */

@@ -4,7 +4,7 @@
  * committed files.
  */
 import { stringify } from 'yaml';
-import type { OpsConfig } from './config.ts';
+import type { OpsConfig } from './config-types.ts';
 import { durabilityDashboard } from './dashboards/durability.ts';
 import { overviewDashboard } from './dashboards/overview.ts';
 import { respondersDashboard } from './dashboards/responders.ts';

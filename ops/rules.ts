@@ -14,41 +14,16 @@ import {
   METRIC_LISTENER_ERRORS,
   METRIC_RESPONDER_ERRORS,
 } from '../src/observability/semconv.ts';
-import type { Duration, OpsConfig } from './config.ts';
+import type { OpsConfig } from './config-types.ts';
 import { durableAlerts } from './durable.ts';
 import { endingAlerts } from './endings.ts';
 import { byOrchestrator, byResponder, humanDuration, recordName } from './names.ts';
+import { type AlertingRule, alertRule, type RecordingRule, type Rules } from './rule-model.ts';
 import { sloAlerts, sloRecordingRules } from './slo.ts';
 import { usageAlerts, usageRecordingRules } from './usage.ts';
 
+export type { AlertingRule, RecordingRule, RuleGroup, Rules } from './rule-model.ts';
 export { humanDuration };
-
-export interface RecordingRule {
-  readonly record: string;
-  readonly expr: string;
-  readonly labels?: Readonly<Record<string, string>>;
-}
-
-export interface AlertingRule {
-  readonly alert: string;
-  readonly expr: string;
-  readonly for: Duration;
-  readonly labels: { readonly severity: 'warning' | 'critical'; readonly [label: string]: string };
-  readonly annotations: {
-    readonly summary: string;
-    readonly description: string;
-    readonly runbook_url: string;
-  };
-}
-
-export interface RuleGroup<R> {
-  readonly name: string;
-  readonly rules: readonly R[];
-}
-
-export interface Rules {
-  readonly groups: readonly RuleGroup<RecordingRule | AlertingRule>[];
-}
 
 /** Reasons that mean the agents did not agree: gave up or failed. */
 const UNCONVERGED = endReasons((r) => r.unconverged).join('|');
@@ -105,7 +80,6 @@ export function rules(config: OpsConfig): Rules {
     ].join('\n');
   const quantile = (q: string, metric: string, by: string, extra = '') =>
     `histogram_quantile(${q}, sum by (${by}, le) (rate(${metric}_bucket{${S}${extra}}[${W}])))`;
-  const runbook = (alert: string) => `${config.runbookUrl}#${alert.toLowerCase()}`;
   const recording: RecordingRule[] = [
     {
       record: names.dispatchRate,
@@ -158,7 +132,7 @@ export function rules(config: OpsConfig): Rules {
   ];
 
   const alerts: AlertingRule[] = [
-    {
+    alertRule(config, {
       alert: 'OrchestratorStalledConversations',
       // Per instance: conversations live in one process, so one stuck replica is stalled even
       // while the others dispatch (a sum over the job would hide it).
@@ -170,60 +144,48 @@ export function rules(config: OpsConfig): Rules {
       ].join('\n'),
       // stalledConversations.for: how long conversations may sit without a single dispatch.
       for: config.stalledConversations.for,
-      labels: { severity: 'critical' },
-      annotations: {
-        summary: 'Conversations are in progress but nothing is being dispatched.',
-        description:
-          'Orchestrator {{ $labels.orchestrator }} on {{ $labels.instance }} has {{ $value }} ' +
-          `conversations in progress and has dispatched nothing for ${humanDuration(config.stalledConversations.for)}.`,
-        runbook_url: runbook('OrchestratorStalledConversations'),
-      },
-    },
-    {
+      severity: 'critical',
+      summary: 'Conversations are in progress but nothing is being dispatched.',
+      description:
+        'Orchestrator {{ $labels.orchestrator }} on {{ $labels.instance }} has {{ $value }} ' +
+        `conversations in progress and has dispatched nothing for ${humanDuration(config.stalledConversations.for)}.`,
+    }),
+    alertRule(config, {
       alert: 'OrchestratorListenerErrors',
       expr: `${names.listenerErrors} > 0\n`,
       for: config.listenerErrors.for,
-      labels: { severity: 'warning' },
-      annotations: {
-        summary: 'A conversation listener keeps failing.',
-        description:
-          'Listeners of orchestrator {{ $labels.orchestrator }} fail {{ $value | humanize }} times ' +
-          'a second; their updates are lost (the conversations themselves are unaffected).',
-        runbook_url: runbook('OrchestratorListenerErrors'),
-      },
-    },
-    {
+      severity: 'warning',
+      summary: 'A conversation listener keeps failing.',
+      description:
+        'Listeners of orchestrator {{ $labels.orchestrator }} fail {{ $value | humanize }} times ' +
+        'a second; their updates are lost (the conversations themselves are unaffected).',
+    }),
+    alertRule(config, {
       alert: 'OrchestratorTargetDown',
       expr: `up{${S}} == 0 # selector: the service's scrape targets\n`,
       for: config.targetDown.for,
       // One replica of several: the others still serve. It inhibits nothing (OrchestratorJobDown
       // does, when every replica is gone).
-      labels: { severity: 'warning' },
-      annotations: {
-        summary: 'Prometheus cannot scrape an instance of the conversation service.',
-        description:
-          'The scrape of {{ $labels.instance }} (job {{ $labels.job }}) has failed for ' +
-          `${humanDuration(config.targetDown.for)}: the instance is down or unreachable, and its ` +
-          'conversations are unobserved.',
-        runbook_url: runbook('OrchestratorTargetDown'),
-      },
-    },
-    {
+      severity: 'warning',
+      summary: 'Prometheus cannot scrape an instance of the conversation service.',
+      description:
+        'The scrape of {{ $labels.instance }} (job {{ $labels.job }}) has failed for ' +
+        `${humanDuration(config.targetDown.for)}: the instance is down or unreachable, and its ` +
+        'conversations are unobserved.',
+    }),
+    alertRule(config, {
       alert: 'OrchestratorJobDown',
       // Every target of the job fails, or discovery finds none at all (absent() carries the
       // selector's equality matchers, `job` among them, so the inhibition can match it).
       expr: [`sum by (job) (up{${S}}) == 0`, 'or', `absent(up{${S}})`, ''].join('\n'),
       for: config.jobDown.for,
-      labels: { severity: 'critical' },
-      annotations: {
-        summary: 'No instance of the conversation service can be scraped.',
-        description:
-          'Prometheus has scraped no instance of job {{ $labels.job }} for ' +
-          `${humanDuration(config.jobDown.for)}: every instance is down or unreachable, or service ` +
-          "discovery finds none. The job's other alerts are inhibited meanwhile.",
-        runbook_url: runbook('OrchestratorJobDown'),
-      },
-    },
+      severity: 'critical',
+      summary: 'No instance of the conversation service can be scraped.',
+      description:
+        'Prometheus has scraped no instance of job {{ $labels.job }} for ' +
+        `${humanDuration(config.jobDown.for)}: every instance is down or unreachable, or service ` +
+        "discovery finds none. The job's other alerts are inhibited meanwhile.",
+    }),
   ];
 
   return {

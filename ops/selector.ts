@@ -85,9 +85,11 @@ export function matches(m: Matcher, labels: Readonly<Record<string, string>>): b
   }
 }
 
-/** Labels only a metric can carry, never `up`: a selector naming them would select no target. */
-export const METRIC_ONLY_LABELS = [
-  '__name__',
+/**
+ * Labels the service's metrics carry and the rules set or aggregate by themselves: a group label
+ * cannot be one of them.
+ */
+export const RULE_LABELS = [
   'orchestrator',
   'responder',
   'reason',
@@ -98,6 +100,9 @@ export const METRIC_ONLY_LABELS = [
   'queue',
   'state',
 ];
+
+/** Labels only a metric can carry, never `up`: a selector naming them would select no target. */
+export const METRIC_ONLY_LABELS = ['__name__', ...RULE_LABELS];
 
 /** Labels that differ per replica: the manifests cannot set them to a constant. */
 export const PER_REPLICA_LABELS = ['instance', 'pod'];

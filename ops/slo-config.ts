@@ -6,8 +6,17 @@
  */
 import { isReasonName } from '../src/core/spi/policy.ts';
 import { BUILT_IN_REASONS } from '../src/observability/metrics.ts';
-import { describe, duration, durationSeconds, expect, OpsConfigError, ratio } from './check.ts';
-import type { BurnRateAlertConfig, OpsConfig } from './config.ts';
+import {
+  describe,
+  duration,
+  durationSeconds,
+  expect,
+  OpsConfigError,
+  plainObject,
+  ratio,
+  unknownKeys,
+} from './check.ts';
+import type { BurnRateAlertConfig, OpsConfig } from './config-types.ts';
 
 const SEVERITIES = ['critical', 'warning'];
 const BURN_RATE_KEYS = ['severity', 'burnRate', 'longWindow', 'shortWindow', 'for'];
@@ -36,20 +45,9 @@ function reasons(what: string, value: unknown, known: ReadonlySet<string>, empty
 }
 
 function burnRateAlert(what: string, value: unknown, config: OpsConfig): void {
-  expect(
-    typeof value === 'object' && value !== null && !Array.isArray(value),
-    what,
-    'an object',
-    value,
-  );
+  plainObject(what, value);
   const a = value as BurnRateAlertConfig;
-  for (const key of Object.keys(a)) {
-    if (!BURN_RATE_KEYS.includes(key)) {
-      throw new OpsConfigError(
-        `Unknown option \`${what}.${key}\`; expected one of ${BURN_RATE_KEYS.map((k) => `\`${what}.${k}\``).join(', ')}`,
-      );
-    }
-  }
+  unknownKeys(`${what}.`, a, BURN_RATE_KEYS);
   expect(
     SEVERITIES.includes(a.severity),
     `${what}.severity`,

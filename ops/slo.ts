@@ -8,9 +8,9 @@ import {
   METRIC_CONVERSATIONS_ENDED,
 } from '../src/observability/semconv.ts';
 import { durationSeconds } from './check.ts';
-import type { Duration, OpsConfig, SloConfig } from './config.ts';
-import { byOrchestrator, humanDuration, recordName } from './names.ts';
-import type { AlertingRule, RecordingRule } from './rules.ts';
+import type { Duration, OpsConfig, SloConfig } from './config-types.ts';
+import { byOrchestrator, humanDuration, percent, recordName } from './names.ts';
+import { type AlertingRule, alertRule, type RecordingRule } from './rule-model.ts';
 import { errorBudget } from './slo-config.ts';
 
 /** What an SLO is called in labels (`slo`), alert names and prose. */
@@ -38,10 +38,6 @@ function alternatives(values: readonly string[]): string {
  */
 export function leMatcher(boundary: number): string {
   return Number.isInteger(boundary) ? `le=~"${boundary}(\\\\.0)?"` : `le="${boundary}"`;
-}
-
-function percent(ratio: number): string {
-  return `${Number((ratio * 100).toFixed(4))}%`;
 }
 
 export function slos(config: OpsConfig): readonly Slo[] {
@@ -127,7 +123,6 @@ export function sloAlerts(config: OpsConfig): AlertingRule[] {
   const by = byOrchestrator(config);
   const on = by.join(', ');
   const names = sloRecordNames(config);
-  const runbook = (alert: string) => `${config.runbookUrl}#${alert.toLowerCase()}`;
   return slos(config).flatMap((slo) => {
     const budget = errorBudget(slo.objective);
     const selectSlo = `{slo="${slo.name}"}`;
@@ -136,7 +131,7 @@ export function sloAlerts(config: OpsConfig): AlertingRule[] {
     const spentArgs = [`\`${slo.name}\``, ...by.map((l) => `$labels.${l}`)].join(' ');
     return config.burnRateAlerts.map((a, i) => {
       const share = (a.burnRate * durationSeconds(a.longWindow)) / durationSeconds(slo.period);
-      return {
+      return alertRule(config, {
         alert: slo.alert,
         expr: [
           `${names.errorRatio(a.longWindow)}${selectSlo} / ${budget}`,
@@ -150,24 +145,21 @@ export function sloAlerts(config: OpsConfig): AlertingRule[] {
           '',
         ].join('\n'),
         for: a.for,
+        severity: a.severity,
         labels: {
-          severity: a.severity,
           slo: slo.name,
           long_window: a.longWindow,
           short_window: a.shortWindow,
         },
-        annotations: {
-          summary: `The ${slo.name.replace('_', ' ')} SLO's error budget is burning too fast.`,
-          description:
-            `Orchestrator {{ $labels.orchestrator }} spends the error budget of its ${slo.name.replace('_', ' ')} SLO ` +
-            `(objective: ${slo.promise}, over ${humanDuration(slo.period)}) {{ $value | humanize }} times as fast as the ` +
-            `objective allows over the last ${humanDuration(a.longWindow)}, and still over the last ` +
-            `${humanDuration(a.shortWindow)} (threshold ${a.burnRate}x: at that rate ${percent(share)} of the budget goes in ` +
-            `${humanDuration(a.longWindow)}). Budget consumed over the last ${humanDuration(slo.period)}: ` +
-            `{{ with printf \`${spent}\` ${spentArgs} | query }}{{ . | first | value | humanizePercentage }}{{ else }}unknown{{ end }}.`,
-          runbook_url: runbook(slo.alert),
-        },
-      };
+        summary: `The ${slo.name.replace('_', ' ')} SLO's error budget is burning too fast.`,
+        description:
+          `Orchestrator {{ $labels.orchestrator }} spends the error budget of its ${slo.name.replace('_', ' ')} SLO ` +
+          `(objective: ${slo.promise}, over ${humanDuration(slo.period)}) {{ $value | humanize }} times as fast as the ` +
+          `objective allows over the last ${humanDuration(a.longWindow)}, and still over the last ` +
+          `${humanDuration(a.shortWindow)} (threshold ${a.burnRate}x: at that rate ${percent(share)} of the budget goes in ` +
+          `${humanDuration(a.longWindow)}). Budget consumed over the last ${humanDuration(slo.period)}: ` +
+          `{{ with printf \`${spent}\` ${spentArgs} | query }}{{ . | first | value | humanizePercentage }}{{ else }}unknown{{ end }}.`,
+      });
     });
   });
 }

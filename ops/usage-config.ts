@@ -3,8 +3,8 @@
  * whose every model is a name the telemetry can report and whose every price is a number.
  */
 
-import { describe, expect, OpsConfigError } from './check.ts';
-import type { OpsConfig } from './config.ts';
+import { describe, expect, OpsConfigError, plainObject } from './check.ts';
+import type { OpsConfig } from './config-types.ts';
 import { boundedNamePattern } from './names.ts';
 
 const PRICE_KEYS = ['inputPerMillion', 'outputPerMillion'];
@@ -65,12 +65,7 @@ export function checkUsage(config: OpsConfig): void {
       model,
     );
     const what = `prices.models[${JSON.stringify(model)}]`;
-    expect(
-      typeof price === 'object' && price !== null && !Array.isArray(price),
-      what,
-      'an object',
-      price,
-    );
+    plainObject(what, price);
     keys(what, price, PRICE_KEYS);
     for (const key of PRICE_KEYS) {
       const v = (price as Record<string, unknown>)[key];

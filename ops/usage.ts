@@ -5,9 +5,9 @@
  * not in the app: changing one is a new rule file, not a deployment.
  */
 import { METRIC_CONVERSATION_TOKENS, METRIC_TOKENS } from '../src/observability/semconv.ts';
-import type { OpsConfig, PriceTable } from './config.ts';
+import type { OpsConfig, PriceTable } from './config-types.ts';
 import { byOrchestrator, byResponder, humanDuration, recordName } from './names.ts';
-import type { AlertingRule, RecordingRule } from './rules.ts';
+import { type AlertingRule, alertRule, type RecordingRule } from './rule-model.ts';
 
 export { METRIC_CONVERSATION_TOKENS, METRIC_TOKENS };
 
@@ -99,11 +99,10 @@ export function usageRecordingRules(config: OpsConfig): RecordingRule[] {
 export function usageAlerts(config: OpsConfig): AlertingRule[] {
   const O = byOrchestrator(config).join(', ');
   const names = usageRecordNames(config);
-  const runbook = (alert: string) => `${config.runbookUrl}#${alert.toLowerCase()}`;
   const over = humanDuration(config.rateWindow);
   const { tokenBurn, runawayConversations } = config;
   return [
-    {
+    alertRule(config, {
       alert: 'OrchestratorTokenBurn',
       expr: [
         names.tokens,
@@ -111,17 +110,14 @@ export function usageAlerts(config: OpsConfig): AlertingRule[] {
         '',
       ].join('\n'),
       for: tokenBurn.for,
-      labels: { severity: 'warning' },
-      annotations: {
-        summary: 'An orchestrator spends tokens faster than its budget allows.',
-        description:
-          'The responders of orchestrator {{ $labels.orchestrator }} spend {{ $value | humanize }} ' +
-          `tokens a second (input and output) over the last ${over} (threshold ` +
-          `${tokenBurn.tokensPerSecond} a second, for ${humanDuration(tokenBurn.for)}).`,
-        runbook_url: runbook('OrchestratorTokenBurn'),
-      },
-    },
-    {
+      severity: 'warning',
+      summary: 'An orchestrator spends tokens faster than its budget allows.',
+      description:
+        'The responders of orchestrator {{ $labels.orchestrator }} spend {{ $value | humanize }} ' +
+        `tokens a second (input and output) over the last ${over} (threshold ` +
+        `${tokenBurn.tokensPerSecond} a second, for ${humanDuration(tokenBurn.for)}).`,
+    }),
+    alertRule(config, {
       alert: 'OrchestratorRunawayConversations',
       expr: [
         `${names.conversationTokensQuantile}{quantile="0.95"}`,
@@ -132,15 +128,12 @@ export function usageAlerts(config: OpsConfig): AlertingRule[] {
         '',
       ].join('\n'),
       for: runawayConversations.for,
-      labels: { severity: 'warning' },
-      annotations: {
-        summary: 'Conversations spend far more tokens each than they should.',
-        description:
-          '95% of the conversations of orchestrator {{ $labels.orchestrator }} that ended over ' +
-          `the last ${over} spent up to {{ $value | humanize }} tokens each (threshold ` +
-          `${runawayConversations.p95Tokens}).`,
-        runbook_url: runbook('OrchestratorRunawayConversations'),
-      },
-    },
+      severity: 'warning',
+      summary: 'Conversations spend far more tokens each than they should.',
+      description:
+        '95% of the conversations of orchestrator {{ $labels.orchestrator }} that ended over ' +
+        `the last ${over} spent up to {{ $value | humanize }} tokens each (threshold ` +
+        `${runawayConversations.p95Tokens}).`,
+    }),
   ];
 }

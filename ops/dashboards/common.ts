@@ -1,6 +1,6 @@
 /**
- * What both dashboards share: the datasource variable every query goes through, the selectors
- * built from the config, the units, the query and variable builders.
+ * What the dashboards share: the datasource variable every query goes through, the selectors
+ * built from the config, the units, the query and variable builders, the links between them.
  */
 
 import {
@@ -34,7 +34,9 @@ import {
 import { DataqueryBuilder, PromQueryFormat } from '@grafana/grafana-foundation-sdk/prometheus';
 import { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
 import { PanelBuilder as TimeseriesPanel } from '@grafana/grafana-foundation-sdk/timeseries';
-import type { OpsConfig } from '../config.ts';
+import type { OpsConfig } from '../config-types.ts';
+import { parseSelector } from '../selector.ts';
+import { DASHBOARD_LINKS } from './uids.ts';
 
 /** Every panel and query goes to the dashboard's datasource variable. */
 // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana interpolates it, not JavaScript.
@@ -67,6 +69,13 @@ export const UNIT = {
 /** Label matchers of the dashboard's variables, after the config's own selector. */
 export function selector(config: OpsConfig, variables: readonly string[]): string {
   return [config.selector, ...variables.map((v) => `${v}=~"$${v}"`)].join(',');
+}
+
+/** The config selector's matchers on group labels: the ones recorded series and alerts keep. */
+export function groupLabelMatchers(config: OpsConfig): string[] {
+  return parseSelector(config.selector)
+    .filter((m) => config.groupLabels.includes(m.label))
+    .map((m) => m.text);
 }
 
 export interface QueryOptions {
@@ -124,16 +133,25 @@ export function stat(
     .withTarget(query(expr, options.legend === undefined ? {} : { legend: options.legend }));
 }
 
-/** A multi-value variable filled from `label_values(...)`, "All" by default. */
-export function labelVariable(
-  name: string,
-  label: string,
-  definition: string,
-): QueryVariableBuilder {
+/** A stat with its help text. */
+export function described(
+  title: string,
+  unit: string,
+  expr: string,
+  description: string,
+): StatPanel {
+  return stat(title, unit, expr, { description });
+}
+
+/**
+ * A multi-value variable of label `name` filled from `label_values(series, name)`, "All" by
+ * default, labelled with its name capitalised.
+ */
+export function labelVariable(name: string, series: string): QueryVariableBuilder {
   return new QueryVariableBuilder(name)
-    .label(label)
+    .label(`${name.charAt(0).toUpperCase()}${name.slice(1)}`)
     .datasource(DATASOURCE)
-    .query({ query: definition, refId: `${name}-query` })
+    .query({ query: `label_values(${series}, ${name})`, refId: `${name}-query` })
     .refresh(VariableRefresh.OnTimeRangeChanged)
     .sort(VariableSort.AlphabeticalAsc)
     .multi(true)
@@ -149,9 +167,16 @@ function datasourceVariable(): DatasourceVariableBuilder {
     .current({ selected: true, text: 'Prometheus', value: 'prometheus' });
 }
 
-/** A dashboard with the bundle's settings: fixed uid, the datasource variable first, shared crosshair. */
-export function dashboard(uid: string, title: string): DashboardBuilder {
-  return new DashboardBuilder(title)
+/**
+ * A dashboard with the bundle's settings: fixed uid, shared crosshair, the datasource variable
+ * first, then `variables`, then links to every other dashboard.
+ */
+export function dashboard(
+  uid: string,
+  title: string,
+  variables: readonly QueryVariableBuilder[],
+): DashboardBuilder {
+  const builder = new DashboardBuilder(title)
     .uid(uid)
     .tags(['conversation-orchestrator'])
     .timezone('browser')
@@ -160,10 +185,15 @@ export function dashboard(uid: string, title: string): DashboardBuilder {
     .refresh('10s')
     .time({ from: 'now-30m', to: 'now' })
     .withVariable(datasourceVariable());
+  for (const variable of variables) builder.withVariable(variable);
+  for (const [linkTitle, linkUid] of DASHBOARD_LINKS) {
+    if (linkUid !== uid) builder.link(linkTo(linkTitle, linkUid));
+  }
+  return builder;
 }
 
-/** A link to the other dashboard that keeps the time range and the variables. */
-export function linkTo(title: string, uid: string): DashboardLinkBuilder {
+/** A link to another dashboard that keeps the time range and the variables. */
+function linkTo(title: string, uid: string): DashboardLinkBuilder {
   return new DashboardLinkBuilder(title)
     .type(DashboardLinkType.Link)
     .url(`/d/${uid}`)

@@ -7,7 +7,6 @@
  * `max`, never a sum.
  */
 import type { Dashboard } from '@grafana/grafana-foundation-sdk/dashboard';
-import type { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
 import {
   BULLMQ_METRIC_JOB_COUNT,
   METRIC_CHECKPOINT_DURATION,
@@ -21,25 +20,19 @@ import {
   METRIC_QUEUE_OLDEST_WAITING,
   METRIC_RESPONDER_REINVOCATIONS,
 } from '../../src/observability/semconv.ts';
-import type { OpsConfig } from '../config.ts';
+import type { OpsConfig } from '../config-types.ts';
 import {
   build,
   dashboard,
+  described,
   labelVariable,
-  linkTo,
   query,
   RATE,
   selector,
-  stat,
   timeseries,
   UNIT,
 } from './common.ts';
-import { DURABILITY_UID, OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
-
-/** A stat with its help text. */
-function described(title: string, unit: string, expr: string, description: string): StatPanel {
-  return stat(title, unit, expr, { description });
-}
+import { DURABILITY_UID } from './uids.ts';
 
 export function durabilityDashboard(config: OpsConfig): Dashboard {
   const OI = selector(config, ['orchestrator', 'instance']);
@@ -49,28 +42,11 @@ export function durabilityDashboard(config: OpsConfig): Dashboard {
   const wait = (q: string) =>
     `histogram_quantile(${q}, sum by (queue, instance, le) (rate(${METRIC_QUEUE_JOB_WAIT}_bucket{${QI}}[${RATE}])))`;
   return build(
-    dashboard(DURABILITY_UID, 'Conversation orchestrator / Durability')
-      .withVariable(
-        labelVariable(
-          'orchestrator',
-          'Orchestrator',
-          `label_values(${METRIC_CHECKPOINT_DURATION}_count{${config.selector}}, orchestrator)`,
-        ),
-      )
-      .withVariable(
-        labelVariable(
-          'queue',
-          'Queue',
-          `label_values(${BULLMQ_METRIC_JOB_COUNT}{${config.selector}}, queue)`,
-        ),
-      )
-      .withVariable(
-        labelVariable('instance', 'Instance', `label_values(up{${config.selector}}, instance)`),
-      )
-      .link(linkTo('Overview', OVERVIEW_UID))
-      .link(linkTo('Responders', RESPONDERS_UID))
-      .link(linkTo('SLOs', SLO_UID))
-      .link(linkTo('Usage', USAGE_UID))
+    dashboard(DURABILITY_UID, 'Conversation orchestrator / Durability', [
+      labelVariable('orchestrator', `${METRIC_CHECKPOINT_DURATION}_count{${config.selector}}`),
+      labelVariable('queue', `${BULLMQ_METRIC_JOB_COUNT}{${config.selector}}`),
+      labelVariable('instance', `up{${config.selector}}`),
+    ])
       .withPanel(
         described(
           'Recovery backlog',

@@ -20,15 +20,14 @@ import {
   METRIC_RESPONDER_DEADLINES,
   METRIC_SAMPLER_DECISIONS,
 } from '../../src/observability/semconv.ts';
-import type { OpsConfig } from '../config.ts';
-import { parseSelector } from '../selector.ts';
+import type { OpsConfig } from '../config-types.ts';
 import {
   build,
   DATASOURCE,
   dashboard,
+  groupLabelMatchers,
   heatmapColor,
   labelVariable,
-  linkTo,
   PromQueryFormat,
   query,
   RATE,
@@ -37,12 +36,10 @@ import {
   timeseries,
   UNIT,
 } from './common.ts';
-import { DURABILITY_UID, OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
+import { OVERVIEW_UID } from './uids.ts';
 
 function alertSelector(config: OpsConfig): string {
-  const onGroupLabels = parseSelector(config.selector)
-    .filter((m) => config.groupLabels.includes(m.label))
-    .map((m) => m.text);
+  const onGroupLabels = groupLabelMatchers(config);
   return [
     'alertname=~"Orchestrator.*"',
     ...onGroupLabels,
@@ -60,25 +57,10 @@ export function overviewDashboard(config: OpsConfig): Dashboard {
   const quantile = (q: string) =>
     `histogram_quantile(${q}, sum by (le) (rate(${METRIC_CONVERSATION_DURATION}_bucket{${OI},reason="converged"}[${RATE}])))`;
   return build(
-    dashboard(OVERVIEW_UID, 'Conversation orchestrator / Overview')
-      .withVariable(
-        labelVariable(
-          'orchestrator',
-          'Orchestrator',
-          `label_values(${METRIC_CONVERSATIONS_STARTED}{${config.selector}}, orchestrator)`,
-        ),
-      )
-      .withVariable(
-        labelVariable(
-          'instance',
-          'Instance',
-          `label_values(${METRIC_CONVERSATIONS_STARTED}{${O}}, instance)`,
-        ),
-      )
-      .link(linkTo('Responders', RESPONDERS_UID))
-      .link(linkTo('SLOs', SLO_UID))
-      .link(linkTo('Usage', USAGE_UID))
-      .link(linkTo('Durability', DURABILITY_UID))
+    dashboard(OVERVIEW_UID, 'Conversation orchestrator / Overview', [
+      labelVariable('orchestrator', `${METRIC_CONVERSATIONS_STARTED}{${config.selector}}`),
+      labelVariable('instance', `${METRIC_CONVERSATIONS_STARTED}{${O}}`),
+    ])
       .withPanel(
         stat(
           'Conversations ended / s',

@@ -10,14 +10,13 @@ import {
   METRIC_DISPATCHES,
   METRIC_RESPONDER_ERRORS,
 } from '../../src/observability/semconv.ts';
-import type { OpsConfig } from '../config.ts';
+import type { OpsConfig } from '../config-types.ts';
 import {
   build,
   DATASOURCE,
   dashboard,
   heatmapColor,
   labelVariable,
-  linkTo,
   PromQueryFormat,
   query,
   RATE,
@@ -25,7 +24,7 @@ import {
   timeseries,
   UNIT,
 } from './common.ts';
-import { DURABILITY_UID, OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
+import { RESPONDERS_UID } from './uids.ts';
 
 export function respondersDashboard(config: OpsConfig): Dashboard {
   const O = selector(config, ['orchestrator']);
@@ -34,28 +33,11 @@ export function respondersDashboard(config: OpsConfig): Dashboard {
     `histogram_quantile(${q}, sum by (orchestrator, responder, le) (rate(${METRIC_DISPATCH_DURATION}_bucket{${ORI}}[${RATE}])))`;
   const legend = '{{orchestrator}} / {{responder}}';
   return build(
-    dashboard(RESPONDERS_UID, 'Conversation orchestrator / Responders')
-      .withVariable(
-        labelVariable(
-          'orchestrator',
-          'Orchestrator',
-          `label_values(${METRIC_DISPATCHES}{${config.selector}}, orchestrator)`,
-        ),
-      )
-      .withVariable(
-        labelVariable(
-          'responder',
-          'Responder',
-          `label_values(${METRIC_DISPATCHES}{${O}}, responder)`,
-        ),
-      )
-      .withVariable(
-        labelVariable('instance', 'Instance', `label_values(${METRIC_DISPATCHES}{${O}}, instance)`),
-      )
-      .link(linkTo('Overview', OVERVIEW_UID))
-      .link(linkTo('SLOs', SLO_UID))
-      .link(linkTo('Usage', USAGE_UID))
-      .link(linkTo('Durability', DURABILITY_UID))
+    dashboard(RESPONDERS_UID, 'Conversation orchestrator / Responders', [
+      labelVariable('orchestrator', `${METRIC_DISPATCHES}{${config.selector}}`),
+      labelVariable('responder', `${METRIC_DISPATCHES}{${O}}`),
+      labelVariable('instance', `${METRIC_DISPATCHES}{${O}}`),
+    ])
       .withPanel(
         timeseries('Dispatch rate by responder', UNIT.dispatchesPerSecond, 12).withTarget(
           query(`sum by (orchestrator, responder) (rate(${METRIC_DISPATCHES}{${ORI}}[${RATE}]))`, {

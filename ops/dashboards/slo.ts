@@ -15,22 +15,21 @@ import {
 } from '@grafana/grafana-foundation-sdk/dashboard';
 import type { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
 import { durationSeconds } from '../check.ts';
-import type { BurnRateAlertConfig, OpsConfig } from '../config.ts';
+import type { BurnRateAlertConfig, OpsConfig } from '../config-types.ts';
 import { humanDuration } from '../names.ts';
-import { parseSelector } from '../selector.ts';
 import { type Slo, sloRecordNames, slos, sloWindows } from '../slo.ts';
 import { errorBudget } from '../slo-config.ts';
 import {
   build,
   dashboard,
+  groupLabelMatchers,
   labelVariable,
-  linkTo,
   query,
   stat,
   timeseries,
   UNIT,
 } from './common.ts';
-import { DURABILITY_UID, OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
+import { SLO_UID } from './uids.ts';
 
 function thresholds(steps: readonly [number | null, string][]): ThresholdsConfigBuilder {
   return new ThresholdsConfigBuilder()
@@ -40,9 +39,7 @@ function thresholds(steps: readonly [number | null, string][]): ThresholdsConfig
 
 /** The selector's matchers that recorded series keep (those on group labels), and the variable. */
 function recordedSelector(config: OpsConfig, slo: Slo): string {
-  const onGroupLabels = parseSelector(config.selector)
-    .filter((m) => config.groupLabels.includes(m.label))
-    .map((m) => m.text);
+  const onGroupLabels = groupLabelMatchers(config);
   return [`slo="${slo.name}"`, ...onGroupLabels, 'orchestrator=~"$orchestrator"'].join(',');
 }
 
@@ -131,24 +128,12 @@ export function sloDashboard(config: OpsConfig): Dashboard {
   const names = sloRecordNames(config);
   const all = slos(config);
   const first = all[0] as Slo;
-  const onGroupLabels = parseSelector(config.selector)
-    .filter((m) => config.groupLabels.includes(m.label))
-    .map((m) => m.text)
-    .join(',');
-  const builder = dashboard(SLO_UID, 'Conversation orchestrator / SLOs')
+  const onGroupLabels = groupLabelMatchers(config).join(',');
+  const builder = dashboard(SLO_UID, 'Conversation orchestrator / SLOs', [
+    labelVariable('orchestrator', `${names.events(first.period)}{${onGroupLabels}}`),
+  ])
     .time({ from: 'now-7d', to: 'now' })
-    .refresh('1m')
-    .withVariable(
-      labelVariable(
-        'orchestrator',
-        'Orchestrator',
-        `label_values(${names.events(first.period)}{${onGroupLabels}}, orchestrator)`,
-      ),
-    )
-    .link(linkTo('Overview', OVERVIEW_UID))
-    .link(linkTo('Responders', RESPONDERS_UID))
-    .link(linkTo('Usage', USAGE_UID))
-    .link(linkTo('Durability', DURABILITY_UID));
+    .refresh('1m');
   for (const slo of all) for (const panel of sloPanels(config, slo)) builder.withPanel(panel);
   return build(builder);
 }

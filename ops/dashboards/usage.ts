@@ -4,28 +4,21 @@
  * that did not converge and, when the config has a price table, cost per hour.
  */
 import type { Dashboard } from '@grafana/grafana-foundation-sdk/dashboard';
-import type { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
 import { METRIC_CONVERSATIONS_STARTED } from '../../src/observability/semconv.ts';
-import type { OpsConfig } from '../config.ts';
+import type { OpsConfig } from '../config-types.ts';
 import { METRIC_CONVERSATION_TOKENS, METRIC_TOKENS, usageRecordNames } from '../usage.ts';
 import {
   build,
   dashboard,
+  described,
   labelVariable,
-  linkTo,
   query,
   RATE,
   selector,
-  stat,
   timeseries,
   UNIT,
 } from './common.ts';
-import { DURABILITY_UID, OVERVIEW_UID, RESPONDERS_UID, SLO_UID, USAGE_UID } from './uids.ts';
-
-/** A stat with its help text. */
-function described(title: string, unit: string, expr: string, description: string): StatPanel {
-  return stat(title, unit, expr, { description });
-}
+import { USAGE_UID } from './uids.ts';
 
 export function usageDashboard(config: OpsConfig): Dashboard {
   const O = selector(config, ['orchestrator']);
@@ -41,25 +34,10 @@ export function usageDashboard(config: OpsConfig): Dashboard {
   const cost = (by: string) =>
     `sum by (${by}) (${tokens} * on (model, type) group_left ${usageRecordNames(config).price}) * 3600`;
   const costUnit = prices === null ? '' : `suffix: ${prices.currency}/h`;
-  const builder = dashboard(USAGE_UID, 'Conversation orchestrator / Usage')
-    .withVariable(
-      labelVariable(
-        'orchestrator',
-        'Orchestrator',
-        `label_values(${METRIC_CONVERSATIONS_STARTED}{${config.selector}}, orchestrator)`,
-      ),
-    )
-    .withVariable(
-      labelVariable(
-        'instance',
-        'Instance',
-        `label_values(${METRIC_CONVERSATIONS_STARTED}{${O}}, instance)`,
-      ),
-    )
-    .link(linkTo('Overview', OVERVIEW_UID))
-    .link(linkTo('Responders', RESPONDERS_UID))
-    .link(linkTo('SLOs', SLO_UID))
-    .link(linkTo('Durability', DURABILITY_UID))
+  const builder = dashboard(USAGE_UID, 'Conversation orchestrator / Usage', [
+    labelVariable('orchestrator', `${METRIC_CONVERSATIONS_STARTED}{${config.selector}}`),
+    labelVariable('instance', `${METRIC_CONVERSATIONS_STARTED}{${O}}`),
+  ])
     .withPanel(
       described(
         'Tokens / s',
