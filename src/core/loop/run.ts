@@ -31,6 +31,7 @@ import {
   isSuspend,
   UnstorableValueError,
 } from '../durable/checkpoint.ts';
+import { type CutPoint, planFailure } from '../durable/failure-plan.ts';
 import { newLeaseOwner, setLeaseOwnerLive } from '../durable/lease-owner.ts';
 import { rateLimitedWarning, warnUnsaved } from '../shared/warnings.ts';
 import {
@@ -112,8 +113,10 @@ function ignoreLate(answer: unknown, pending: boolean): typeof ENDED {
   return ENDED;
 }
 
-/** Where a failing run was cut (see #fail). */
-type CutPoint = 'call' | 'between' | 'inside';
+/** What `#waitingFor` holds while the awaited promise is the turn policy's selection. */
+const WAITING_FOR_TURN = -1;
+/** What `#waitingFor` holds while the awaited promise is a commit (a point the store can hold). */
+const WAITING_FOR_COMMIT = -2;
 /** Go on with the next step. */
 const NEXT = 0;
 /** A promise will resume the loop. */
@@ -209,8 +212,11 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   #message!: Message<C>;
   #selection: TurnSelection<S, C> | undefined;
   #nextSelected = 0;
-  /** Set while a promise is awaited: the responder's index, or -1 for the turn policy. */
-  #waitingFor = -1;
+  /**
+   * Set while a promise is awaited: the responder's index (>= 0), WAITING_FOR_TURN (the turn
+   * policy's selection) or WAITING_FOR_COMMIT (a commit before the next step).
+   */
+  #waitingFor = WAITING_FOR_TURN;
   #waiting = false;
 
   // One clock read per dispatch (performance.now() costs ~55 ns here): a dispatch's duration
@@ -646,7 +652,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       throw policyFailed('turn', error, this);
     }
     if (this.#settled) return ignoreLate(selected, pending);
-    if (pending) return this.#wait(selected as PromiseLike<unknown>, -1);
+    if (pending) return this.#wait(selected as PromiseLike<unknown>, WAITING_FOR_TURN);
     this.#useSelection(selected);
     return NEXT;
   }
@@ -806,7 +812,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   /** Waits for a commit before the next step (sync durability, a resumed segment's first commit). */
   #waitCommit(commit: Promise<void>): Step {
     this.#waiting = true;
-    this.#waitingFor = -2;
+    this.#waitingFor = WAITING_FOR_COMMIT;
     commit.then(
       () => {
         if (this.#settled || !this.#waiting) return;
@@ -1343,7 +1349,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     const cutAt: CutPoint =
       this.#waiting && this.#waitingFor >= 0
         ? 'call'
-        : (this.#waiting && this.#waitingFor === -2) ||
+        : (this.#waiting && this.#waitingFor === WAITING_FOR_COMMIT) ||
             this.#immediate !== undefined ||
             this.#cutAfterDispatch
           ? 'between'
@@ -1371,47 +1377,47 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         durable.storeTimeoutMs,
         'release',
       );
-    if (error instanceof ConversationLeaseError) {
-      // Another process holds it, or took it over: a release is refused unless the lease is ours.
-      this.#afterInflight(release).then(kept, kept);
-      return;
-    }
-    if (
-      cancel === undefined &&
-      !unstorable &&
-      (error instanceof ConversationAbortedError || error instanceof CheckpointError)
-    ) {
-      // The conversation stays resumable as last committed: released, for recover() or resume().
-      // Work the store does not hold (a responder's call open, or dispatches 'async' has not
-      // committed yet) must not be hidden by a clean release, or it would run again with attempt 1.
-      // After an abort at a point the store can hold, that point is committed first (cut while
-      // waiting for a call: the point before the call, its attempt raised), then released. Where
-      // it cannot be (the store failed, or the run was cut inside a step) the lease is left to
-      // lapse, and the next holder takes it over as after a crash, which raises the attempt.
-      // ('exit' durability commits only endings and suspensions: a handoff re-runs it all.)
-      // A segment that took over a dead holder's lease has not stored its raised attempt until
-      // its first commit lands: a release before that would erase the crash mark too.
-      const segment = this.#segment;
-      const markUnsaved = (): boolean =>
-        segment?.takenOver === true && this.#seq === segment.checkpoint.seq;
-      const unsaved = (): boolean =>
-        this.#invocations > this.#committedInvocations || markUnsaved();
+    const segment = this.#segment;
+    const crashMarkUnsaved = (): boolean =>
+      segment?.takenOver === true && this.#seq === segment.checkpoint.seq;
+    const unsaved = (): boolean =>
+      this.#invocations > this.#committedInvocations || crashMarkUnsaved();
+    const plan = planFailure({
+      leaseLost: error instanceof ConversationLeaseError,
+      cancel: cancel !== undefined,
+      unstorable,
+      aborted: error instanceof ConversationAbortedError,
+      storeFailed: error instanceof CheckpointError,
+      cutAt,
       // A drain hands back at a commit point in every mode: with 'exit', what ran is committed
       // there too (the process leaves; another goes on from there, running nothing twice).
-      const exit = durable.durability === 'exit' && !this.#draining;
-      if (exit ? markUnsaved() : cutAt === 'call' || unsaved()) {
-        if (error instanceof ConversationAbortedError && cutAt !== 'inside' && !exit) {
-          const reopen = cutAt === 'call';
-          this.#afterInflight(() =>
-            reopen || unsaved()
-              ? this.#commit('running', undefined, reopen).then(release)
-              : release(),
-          ).then(kept, kept);
-        } else this.#afterInflight(() => Promise.resolve()).then(kept, kept);
+      exit: durable.durability === 'exit' && !this.#draining,
+      unsaved: this.#invocations > this.#committedInvocations,
+      crashMarkUnsaved: crashMarkUnsaved(),
+      resumedUncommitted: segment !== undefined && this.#seq === segment.checkpoint.seq,
+      takenOver: segment?.takenOver === true,
+    });
+    switch (plan) {
+      case 'release':
+        this.#afterInflight(release).then(kept, kept);
         return;
-      }
-      this.#afterInflight(release).then(kept, kept);
-      return;
+      case 'lapse':
+        this.#afterInflight(() => Promise.resolve()).then(kept, kept);
+        return;
+      case 'reopen_then_release':
+        this.#afterInflight(() => this.#commit('running', undefined, true).then(release)).then(
+          kept,
+          kept,
+        );
+        return;
+      case 'commit_unsaved_then_release':
+        // Read once the commit in flight has landed: it may hold what ran.
+        this.#afterInflight(() =>
+          unsaved() ? this.#commit('running', undefined, false).then(release) : release(),
+        ).then(kept, kept);
+        return;
+      case 'commit_ended':
+        break;
     }
     // A failure is an ending: committed as ended with what failed, so resume() tells it again.
     // An unstorable state is not stored with its failure either (it is what could not be).
@@ -1433,20 +1439,6 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         elapsedMs: error.elapsedMs,
         error: storedFailure(error),
       });
-    }
-    // A resumed segment that failed before its first commit landed (the person's answer would not
-    // fold, a policy's start(saved) threw) changed nothing stored: released, it stays as it was
-    // (suspended, or running for recover()), and a corrected resume can go on from there.
-    // One that took over a dead holder's lease is left to lapse instead: its crash mark stays.
-    const segment = this.#segment;
-    if (
-      cancel === undefined &&
-      !unstorable &&
-      segment !== undefined &&
-      this.#seq === segment.checkpoint.seq
-    ) {
-      this.#afterInflight(segment.takenOver ? () => Promise.resolve() : release).then(kept, kept);
-      return;
     }
     this.#afterInflight(() => this.#commit('ended', text)).then(ended, (failed: unknown) => {
       // Not stored as ended: it stays running for recover(), which will end it again. cancel()
