@@ -12,7 +12,7 @@ import { NAME_PATTERN } from '../core/shared/names.ts';
 import { boundedName } from '../core/shared/validate.ts';
 import type { ConversationListener } from '../core/spi/types.ts';
 import { addExplanation, stateAttributeRoom } from './guard.ts';
-import { countDispatch, type DispatchRecord } from './metrics.ts';
+import { countDispatch, type DispatchRecord } from './metric-records.ts';
 import {
   ATTR_CONVERSATION_EVENTS_DROPPED,
   ATTR_DECISION_LIMIT,

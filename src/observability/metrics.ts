@@ -3,15 +3,28 @@
  * the same registry share the set (prom-client throws when a name is registered twice).
  * Everything is counted in plain numbers and handed to prom-client at scrape time, through
  * collectors of prom-client's metric shape: exact, nearly free per dispatch, and no prom-client
- * import (see registry.ts).
+ * import (see registry.ts). The families (names, help, labels) are defined in metric-families.ts,
+ * the records counted into in metric-records.ts; this file records.
  */
 import type { DiagLogger } from '@opentelemetry/api';
 import { endReasons } from '../core/spi/end-reasons.ts';
-import { CollectedCounter, type Kept, type Series } from './collected-counter.ts';
-import { CollectedHistogram, type HistogramSeries } from './dispatch-histogram.ts';
-import { assertFree, type PrometheusRegistry, registerCollector } from './registry.ts';
+import type { CollectedHistogram } from './dispatch-histogram.ts';
 import {
-  EXEMPLAR_TRACE_ID,
+  type MetricBuckets,
+  registerDurableFamilies,
+  registerOrchestratorFamilies,
+} from './metric-families.ts';
+import {
+  type DispatchRecord,
+  dispatchRecord,
+  type EndRecord,
+  type OrchestratorRecord,
+  orchestratorRecord,
+  type ResponderSlots,
+  series,
+} from './metric-records.ts';
+import type { PrometheusRegistry } from './registry.ts';
+import {
   LABEL_CAUSE,
   LABEL_MODEL,
   LABEL_ORCHESTRATOR,
@@ -19,23 +32,7 @@ import {
   LABEL_RESPONDER,
   LABEL_STORE,
   LABEL_TOKEN_TYPE,
-  METRIC_CHECKPOINT_DURATION,
-  METRIC_CHECKPOINT_FAILURES,
-  METRIC_CONVERSATION_DISPATCHES,
-  METRIC_CONVERSATION_DURATION,
-  METRIC_CONVERSATION_TOKENS,
-  METRIC_CONVERSATIONS_ENDED,
-  METRIC_CONVERSATIONS_IN_PROGRESS,
-  METRIC_CONVERSATIONS_RESUMED,
-  METRIC_CONVERSATIONS_STARTED,
   METRIC_DISPATCH_DURATION,
-  METRIC_DISPATCHES,
-  METRIC_LEASE_CONFLICTS,
-  METRIC_LISTENER_ERRORS,
-  METRIC_RESPONDER_DEADLINES,
-  METRIC_RESPONDER_ERRORS,
-  METRIC_RESPONDER_REINVOCATIONS,
-  METRIC_TOKENS,
   MODEL_NONE,
   OVERFLOW_LABEL_VALUE,
   REASON_OTHER,
@@ -78,123 +75,6 @@ export const BUILT_IN_REASONS: ReadonlySet<string> = new Set(endReasons(() => tr
 /** Reasons whose `orchestrator_conversations_ended_total` series start at 0. */
 const INITIALIZED_REASONS = endReasons((r) => r.initialized);
 
-export interface MetricBuckets {
-  readonly dispatchDuration: readonly number[];
-  readonly conversationDuration: readonly number[];
-  readonly conversationDispatches: readonly number[];
-  readonly conversationTokens: readonly number[];
-}
-
-function series(labels: Readonly<Record<string, string>>): Series {
-  return { labels, count: 0 };
-}
-
-/**
- * One (orchestrator, responder). Its dispatches are counted beside the duration histogram, in
- * the same array (`duration.tallyAt`): the hot path touches one object per dispatch.
- */
-export interface DispatchRecord extends Kept {
-  readonly duration: HistogramSeries;
-  /** Failed invocations; created at the first (a zero series per responder is not worth a scrape). */
-  errors: Series | undefined;
-  /** Conversations the dispatch deadline ended while this responder ran; created at the first. */
-  deadlines: Series | undefined;
-  /** Invocations run again after a crash (attempt > 1); created at the first. */
-  reinvocations: Series | undefined;
-}
-
-function dispatchRecord(
-  labels: Readonly<Record<string, string>>,
-  duration: HistogramSeries,
-): DispatchRecord {
-  return {
-    labels,
-    duration,
-    errors: undefined,
-    deadlines: undefined,
-    reinvocations: undefined,
-    read: () => duration.tally,
-    zero: () => {
-      duration.counts[duration.tallyAt] = 0;
-    },
-  };
-}
-
-/** Counts one dispatch of `record` (for callers without a duration). */
-export function countDispatch(record: DispatchRecord): void {
-  const counts = record.duration.counts;
-  const at = record.duration.tallyAt;
-  counts[at] = (counts[at] as number) + 1;
-}
-
-/** Conversations of one (orchestrator, reason label) that ended: `count` is the conversations. */
-interface EndRecord extends Series {
-  /** Created at the first conversation that ends with this reason. */
-  duration: HistogramSeries | undefined;
-  dispatches: HistogramSeries | undefined;
-  /** Created at the first conversation with this reason that reported tokens. */
-  tokens: HistogramSeries | undefined;
-}
-
-/** Tokens of one (orchestrator, responder, model): the two `type` series. */
-interface TokenRecord {
-  readonly input: Series;
-  readonly output: Series;
-}
-
-/** Everything counted for one orchestrator; looked up once per conversation. */
-export interface OrchestratorRecord {
-  readonly name: string;
-  readonly labels: Readonly<Record<string, string>>;
-  readonly started: Series;
-  /** The gauge: `count` is the conversations running now. */
-  readonly inProgress: Series;
-  readonly listenerErrors: Series;
-  /** By reason label: at most the built-in reasons, `maxReasons` user reasons and `other`. */
-  readonly ends: Map<string, EndRecord>;
-  /** By responder label: at most `maxResponders` of them and the overflow value. */
-  readonly responders: Map<string, DispatchRecord>;
-  /** The slots of a responder-name array (an orchestrator's), by array identity. */
-  readonly byNames: WeakMap<readonly string[], ResponderSlots>;
-  /** By `responder\u0000model` label values: created at the first report. */
-  readonly tokens: Map<string, TokenRecord>;
-  /** Set by `release`: the record no longer reaches the registry. */
-  released: boolean;
-  /** Durable conversations: resumes by cause (created at the first). */
-  readonly resumed: Map<string, Series>;
-  /** Durable conversations: commits by store label (created at the first). */
-  readonly checkpoints: Map<string, CheckpointRecord>;
-  /** Durable conversations: refused commits and renewals (created at the first). */
-  leaseConflicts: Series | undefined;
-}
-
-/** The commits of one (orchestrator, store). */
-export interface CheckpointRecord {
-  readonly duration: HistogramSeries;
-  readonly failures: Series;
-}
-
-/** The metrics of durable conversations: registered at the first conversation with a store. */
-const DURABLE_METRIC_NAMES = [
-  METRIC_RESPONDER_REINVOCATIONS,
-  METRIC_CONVERSATIONS_RESUMED,
-  METRIC_CHECKPOINT_DURATION,
-  METRIC_CHECKPOINT_FAILURES,
-  METRIC_LEASE_CONFLICTS,
-] as const;
-
-/**
- * The records of an orchestrator's responders, by index, filled when a responder first
- * dispatches (or fails): a responder that never dispatches has no series. Shared by every
- * conversation of the orchestrator, so the first dispatch fills the slot for all of them.
- */
-export interface ResponderSlots {
-  readonly names: readonly string[];
-  readonly records: (DispatchRecord | undefined)[];
-  /** `records[i].duration`: what the hot path indexes. */
-  readonly durations: (HistogramSeries | undefined)[];
-}
-
 /** The settings a metric set was made with; a second telemetry on the registry is compared. */
 interface MetricSettings {
   readonly buckets: MetricBuckets;
@@ -204,21 +84,6 @@ interface MetricSettings {
   readonly maxResponders: number;
   readonly maxModels: number;
 }
-
-const METRIC_NAMES = [
-  METRIC_CONVERSATIONS_STARTED,
-  METRIC_CONVERSATIONS_ENDED,
-  METRIC_CONVERSATIONS_IN_PROGRESS,
-  METRIC_CONVERSATION_DURATION,
-  METRIC_CONVERSATION_DISPATCHES,
-  METRIC_DISPATCHES,
-  METRIC_DISPATCH_DURATION,
-  METRIC_RESPONDER_ERRORS,
-  METRIC_RESPONDER_DEADLINES,
-  METRIC_LISTENER_ERRORS,
-  METRIC_TOKENS,
-  METRIC_CONVERSATION_TOKENS,
-] as const;
 
 /**
  * Every metric is a plain number here, handed to prom-client at scrape time: exact, and ~1 ns
@@ -259,107 +124,16 @@ export class OrchestratorMetrics {
     this.#logger = logger;
     this.exemplars = settings.exemplars;
     this.#maxReasons = settings.maxReasons;
-    const { buckets } = settings;
-    const orchestrators = this.#orchestrators;
-    const each = <T>(pick: (o: OrchestratorRecord) => Iterable<T>) =>
-      function* (): Generator<T> {
-        for (const o of orchestrators.values()) yield* pick(o);
-      };
-    const histogram = (name: string, help: string, labels: string[], bounds: readonly number[]) =>
-      new CollectedHistogram(name, help, labels, [...bounds], EXEMPLAR_TRACE_ID);
-    this.#conversationDuration = histogram(
-      METRIC_CONVERSATION_DURATION,
-      'Elapsed time of a conversation at its end, by reason.',
-      [LABEL_ORCHESTRATOR, LABEL_REASON],
-      buckets.conversationDuration,
-    );
-    this.#conversationDispatches = histogram(
-      METRIC_CONVERSATION_DISPATCHES,
-      'Dispatches of a conversation at its end, by reason.',
-      [LABEL_ORCHESTRATOR, LABEL_REASON],
-      buckets.conversationDispatches,
-    );
-    this.#conversationTokens = histogram(
-      METRIC_CONVERSATION_TOKENS,
-      'Tokens (input + output) of a conversation that reported any, at its end, by reason.',
-      [LABEL_ORCHESTRATOR, LABEL_REASON],
-      buckets.conversationTokens,
-    );
-    this.#dispatchDuration = histogram(
-      METRIC_DISPATCH_DURATION,
-      'Duration of one dispatch: the responder answer plus the orchestrator work around it.',
-      [LABEL_ORCHESTRATOR, LABEL_RESPONDER],
-      buckets.dispatchDuration,
-    );
-    const collectors = [
-      new CollectedCounter(
-        METRIC_CONVERSATIONS_STARTED,
-        'Conversations started.',
-        'counter',
-        each((o) => [o.started]),
-      ),
-      new CollectedCounter(
-        METRIC_CONVERSATIONS_ENDED,
-        'Conversations ended, by reason (converged, max_dispatches, timeout, queue_exhausted, aborted, deadline, error, ...).',
-        'counter',
-        each((o) => o.ends.values()),
-      ),
-      new CollectedCounter(
-        METRIC_CONVERSATIONS_IN_PROGRESS,
-        'Conversations running now.',
-        'gauge',
-        each((o) => [o.inProgress]),
-      ),
-      this.#conversationDuration,
-      this.#conversationDispatches,
-      new CollectedCounter(
-        METRIC_DISPATCHES,
-        'Successful dispatches (one responder answer each).',
-        'counter',
-        each((o) => o.responders.values()),
-      ),
-      this.#dispatchDuration,
-      new CollectedCounter(
-        METRIC_RESPONDER_ERRORS,
-        'Responder invocations that threw or rejected.',
-        'counter',
-        each(function* (o) {
-          for (const r of o.responders.values()) if (r.errors !== undefined) yield r.errors;
-        }),
-      ),
-      new CollectedCounter(
-        METRIC_RESPONDER_DEADLINES,
-        'Conversations ended by the dispatch deadline (dispatchTimeoutMs) while this responder had not answered.',
-        'counter',
-        each(function* (o) {
-          for (const r of o.responders.values()) if (r.deadlines !== undefined) yield r.deadlines;
-        }),
-      ),
-      new CollectedCounter(
-        METRIC_LISTENER_ERRORS,
-        'Listener calls that threw or rejected.',
-        'counter',
-        each((o) => [o.listenerErrors]),
-      ),
-      new CollectedCounter(
-        METRIC_TOKENS,
-        'Tokens reported (context.reportUsage), by responder, model and type (input, output); failed and skipped invocations included.',
-        'counter',
-        each(function* (o) {
-          for (const t of o.tokens.values()) {
-            yield t.input;
-            yield t.output;
-          }
-        }),
-      ),
-      this.#conversationTokens,
-    ];
     // All or nothing: a name taken by another library must not leave half the set registered.
-    assertFree(registry, METRIC_NAMES);
-    for (const collector of collectors) {
-      if (collector instanceof CollectedHistogram) collector.register(registry);
-      else registerCollector(registry, collector);
-    }
+    const histograms = registerOrchestratorFamilies(
+      registry,
+      settings.buckets,
+      this.#orchestrators,
+    );
+    this.#dispatchDuration = histograms.dispatchDuration;
+    this.#conversationDuration = histograms.conversationDuration;
+    this.#conversationDispatches = histograms.conversationDispatches;
+    this.#conversationTokens = histograms.conversationTokens;
   }
 
   /**
@@ -385,22 +159,7 @@ export class OrchestratorMetrics {
   }
 
   #newOrchestrator(name: string): OrchestratorRecord {
-    const labels = { [LABEL_ORCHESTRATOR]: name };
-    const record: OrchestratorRecord = {
-      name,
-      labels,
-      started: series(labels),
-      inProgress: series(labels),
-      listenerErrors: series(labels),
-      ends: new Map(),
-      responders: new Map(),
-      byNames: new WeakMap(),
-      tokens: new Map(),
-      released: false,
-      resumed: new Map(),
-      checkpoints: new Map(),
-      leaseConflicts: undefined,
-    };
+    const record = orchestratorRecord(name);
     this.#orchestrators.set(name, record);
     for (const reason of INITIALIZED_REASONS) this.#end(record, reason);
     return record;
@@ -438,66 +197,12 @@ export class OrchestratorMetrics {
    */
   durable(): boolean {
     if (this.#checkpointDuration !== undefined) return this.#checkpointDuration !== null;
-    const orchestrators = this.#orchestrators;
-    const each = <T>(pick: (o: OrchestratorRecord) => Iterable<T>) =>
-      function* (): Generator<T> {
-        for (const o of orchestrators.values()) yield* pick(o);
-      };
-    const duration = new CollectedHistogram(
-      METRIC_CHECKPOINT_DURATION,
-      'Duration of one checkpoint commit (the store call), by store.',
-      [LABEL_ORCHESTRATOR, LABEL_STORE],
-      [...DEFAULT_CHECKPOINT_DURATION_BUCKETS],
-      EXEMPLAR_TRACE_ID,
-    );
     try {
-      assertFree(this.registry, DURABLE_METRIC_NAMES);
-      registerCollector(
+      this.#checkpointDuration = registerDurableFamilies(
         this.registry,
-        new CollectedCounter(
-          METRIC_RESPONDER_REINVOCATIONS,
-          'Responder invocations run again after a crash (attempt > 1): the call in flight when a worker died.',
-          'counter',
-          each(function* (o) {
-            for (const r of o.responders.values()) {
-              if (r.reinvocations !== undefined) yield r.reinvocations;
-            }
-          }),
-        ),
+        DEFAULT_CHECKPOINT_DURATION_BUCKETS,
+        this.#orchestrators,
       );
-      registerCollector(
-        this.registry,
-        new CollectedCounter(
-          METRIC_CONVERSATIONS_RESUMED,
-          'Conversations resumed, by cause (crash, suspend, handoff).',
-          'counter',
-          each((o) => o.resumed.values()),
-        ),
-      );
-      duration.register(this.registry);
-      registerCollector(
-        this.registry,
-        new CollectedCounter(
-          METRIC_CHECKPOINT_FAILURES,
-          'Checkpoint commits that failed (the store threw or did not answer in time), by store.',
-          'counter',
-          each(function* (o) {
-            for (const c of o.checkpoints.values()) yield c.failures;
-          }),
-        ),
-      );
-      registerCollector(
-        this.registry,
-        new CollectedCounter(
-          METRIC_LEASE_CONFLICTS,
-          'Commits or lease renewals refused because another process holds the conversation.',
-          'counter',
-          each(function* (o) {
-            if (o.leaseConflicts !== undefined) yield o.leaseConflicts;
-          }),
-        ),
-      );
-      this.#checkpointDuration = duration;
       return true;
     } catch (error) {
       this.#checkpointDuration = null;
@@ -653,7 +358,7 @@ export class OrchestratorMetrics {
     return model;
   }
 
-  /** Tokens of a conversation that reported any, at its end (after `conversationEnded`). */
+  /** Tokens of a conversation that reported any, at its end (after `countEnd`). */
   conversationTokens(
     orchestrator: OrchestratorRecord,
     reason: string,
@@ -682,7 +387,7 @@ export class OrchestratorMetrics {
     }
   }
 
-  /** A conversation began and is in progress until `conversationEnded`. */
+  /** A conversation began and is in progress until its `segmentEnded`. */
   conversationStarted(orchestrator: OrchestratorRecord): void {
     orchestrator.started.count++;
     orchestrator.inProgress.count++;
@@ -690,34 +395,25 @@ export class OrchestratorMetrics {
 
   /**
    * A later segment of a durable conversation began in this process: in progress here until
-   * `segmentEnded` or `conversationEnded`; the conversation was counted as started once, by its
+   * `segmentEnded`; the conversation was counted as started once, by its
    * first segment.
    */
   segmentStarted(orchestrator: OrchestratorRecord): void {
     orchestrator.inProgress.count++;
   }
 
-  /** A segment ended without ending its conversation (it suspended or was handed off). */
+  /**
+   * A segment ended: no longer in progress here. When it ended its conversation, `countEnd`
+   * counts the ending too; one that suspended or was handed off ends where it ends.
+   */
   segmentEnded(orchestrator: OrchestratorRecord): void {
     orchestrator.inProgress.count--;
   }
 
-  /** The end of a conversation that `conversationStarted` counted. */
-  conversationEnded(
-    orchestrator: OrchestratorRecord,
-    reason: string,
-    elapsedSeconds: number,
-    dispatches: number,
-    traceId: string | undefined,
-    endTimeSeconds: number,
-  ): void {
-    orchestrator.inProgress.count--;
-    this.countEnd(orchestrator, reason, elapsedSeconds, dispatches, traceId, endTimeSeconds);
-  }
-
   /**
-   * Counts an end (reason, duration, dispatches) without the in-progress gauge: for the plain
-   * listener, which never sees a start or a failure. `endTimeSeconds` stamps the exemplars.
+   * Counts an end (reason, duration, dispatches) without the in-progress gauge (`segmentEnded`
+   * takes the conversation out of it; the plain listener, which never sees a start or a failure,
+   * keeps none). `endTimeSeconds` stamps the exemplars.
    */
   countEnd(
     orchestrator: OrchestratorRecord,
