@@ -5,18 +5,19 @@ export {
   type ConversationQueue,
   type ConversationQueueOptions,
   createConversationQueue,
+  type FleetResumeOptions,
   type ResumeOptions,
   type ResumeOutcome,
   type StartOptions,
 } from './queue.ts';
-export type { FleetOrchestrator, SegmentOutcome } from './segment.ts';
+export type { FleetOrchestrator, FleetRunOptions, SegmentOutcome } from './segment.ts';
 export { runSegment, type SegmentContext } from './segment.ts';
-export {
-  type CloseOptions,
-  type ConversationWorker,
-  type ConversationWorkerOptions,
-  type ConversationWorkerStats,
-  createConversationWorker,
-  type FleetEvent,
-  type SegmentRateLimit,
-} from './worker.ts';
+export { createConversationWorker } from './worker.ts';
+export type {
+  CloseOptions,
+  ConversationWorker,
+  ConversationWorkerOptions,
+  ConversationWorkerStats,
+  FleetEvent,
+  SegmentRateLimit,
+} from './worker-options.ts';

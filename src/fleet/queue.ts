@@ -65,11 +65,23 @@ export interface StartOptions {
   readonly conversationId: string;
 }
 
-/** Options of `resume()`. */
-export interface ResumeOptions {
-  /** The person's answer: a message queued first when the conversation goes on. */
+/**
+ * Options of `queue.resume()`. Not the core's `ResumeOptions` (`orchestrator.resume()`'s): an
+ * answer sent through the queue has no signal of its caller to stop it.
+ */
+export interface FleetResumeOptions {
+  /**
+   * The person's answer: a message queued first when the conversation goes on.
+   * @default undefined (nothing added)
+   */
   readonly input?: unknown;
 }
+
+/**
+ * @deprecated Use `FleetResumeOptions`: this name is also the core's `ResumeOptions` (the options
+ * of `orchestrator.resume()`), a different type.
+ */
+export type ResumeOptions = FleetResumeOptions;
 
 /** What `resume()` did. */
 export interface ResumeOutcome {
@@ -95,7 +107,7 @@ export interface ConversationQueue {
    * of the same suspension is a no-op: it resolves `{ enqueued: true }` and nothing is applied
    * twice (one job per suspension; the worker applies an answer only to the suspension it names).
    */
-  resume(conversationId: string, options?: ResumeOptions): Promise<ResumeOutcome>;
+  resume(conversationId: string, options?: FleetResumeOptions): Promise<ResumeOutcome>;
   /** Closes the queue's connections; a call still waiting to connect rejects at once. Idempotent. */
   close(): Promise<void>;
 }

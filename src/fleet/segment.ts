@@ -10,12 +10,16 @@
 import { newLeaseOwner } from '../core/durable/lease-owner.ts';
 import { ConversationLeaseError } from '../core/spi/errors.ts';
 import type { ConversationStore, StoredConversation } from '../core/spi/store.ts';
+import type { Message, ResumeOptions, RunOptions } from '../core/spi/types.ts';
 import { UnknownOrchestratorError } from './errors.ts';
 import { ForeignPayloadError, type SegmentPayload } from './payload.ts';
 import { withTrace } from './trace.ts';
 
-/** What the fleet needs of an orchestrator: its name and the core's durable `run` and `resume`. */
-export interface FleetOrchestrator {
+/**
+ * What the fleet needs of an orchestrator: its name and the core's durable `run` and `resume`, as
+ * a `ConversationOrchestrator<S, C>` has them (`C` is its messages' content type).
+ */
+export interface FleetOrchestrator<C = unknown> {
   /** The orchestrator's name: jobs are matched to orchestrators by it. */
   readonly name: string;
   /**
@@ -24,17 +28,16 @@ export interface FleetOrchestrator {
    */
   readonly durable: boolean;
   /** Starts a durable conversation with this id (rejects `ConversationExistsError` when taken). */
-  run(
-    // biome-ignore lint/suspicious/noExplicitAny: the message type is the orchestrator's own
-    input: any,
-    options: { conversationId: string; signal?: AbortSignal; drain?: AbortSignal },
-  ): Promise<unknown>;
+  run(input: Message<C>, options: FleetRunOptions): Promise<unknown>;
   /** Goes on from the conversation's last checkpoint, with a person's answer first when given. */
-  resume(
-    conversationId: string,
-    options?: { input?: unknown; signal?: AbortSignal; drain?: AbortSignal },
-  ): Promise<unknown>;
+  resume(conversationId: string, options?: ResumeOptions<C>): Promise<unknown>;
 }
+
+/** What a segment passes to `FleetOrchestrator.run()`: the core's run options, the id always set. */
+export type FleetRunOptions = Pick<RunOptions, 'signal' | 'drain'> & {
+  /** The conversation's id, as the producer gave it to `queue.start()`. */
+  readonly conversationId: string;
+};
 
 /** How a segment left its conversation. */
 export type SegmentOutcome =
@@ -100,6 +103,11 @@ function drainOf(ctx: SegmentContext): { drain?: AbortSignal } {
   return ctx.drain === undefined ? {} : { drain: ctx.drain };
 }
 
+/** The person's answer of a resume payload, when it has one (parsePayload checked it is a message). */
+function inputOf(payload: SegmentPayload): { input?: Message } {
+  return payload.input === undefined ? {} : { input: payload.input as Message };
+}
+
 /** Ending retry: when a held lease gives no expiry, look again after this long. */
 const HELD_RETRY_MS = 1_000;
 
@@ -132,7 +140,8 @@ export async function runSegment(
   if (payload.kind === 'start' && stored === undefined) {
     return settle(ctx, id, () =>
       traced(() =>
-        orchestrator.run(payload.input, { conversationId: id, signal, ...drainOf(ctx) }),
+        // parsePayload checked it is a message, as the core's run() checks again.
+        orchestrator.run(payload.input as Message, { conversationId: id, signal, ...drainOf(ctx) }),
       ),
     );
   }
@@ -147,7 +156,7 @@ export async function runSegment(
         ctx,
         id,
         () =>
-          traced(() => orchestrator.resume(id, { input: payload.input, signal, ...drainOf(ctx) })),
+          traced(() => orchestrator.resume(id, { ...inputOf(payload), signal, ...drainOf(ctx) })),
         stored.seq,
       );
     }

@@ -5,21 +5,18 @@
  * (an orchestrator it does not run, a payload that is not ours), retried with backoff (Redis or
  * the store unreachable). A dead worker's jobs are BullMQ's stalled jobs: another worker gets them
  * once their lock expires, and resumes each conversation from its last checkpoint.
+ *
+ * A job goes through named steps, in order: `#process` (claim it: parse, hand back when draining,
+ * mark the segment running), `#runSegment` (run or resume it; the orchestrator is picked by
+ * `runSegment`), `#settle` (the outcome as a BullMQ move), `#handBack` (to wait, for another
+ * worker); `close()` drains (`#drain`) and then closes (`#disconnect`).
  */
 import { randomUUID } from 'node:crypto';
 import { DelayedError, type Job, Queue, UnrecoverableError, WaitingError, Worker } from 'bullmq';
 import type { Redis } from 'ioredis';
-import type { ConversationStore } from '../core/spi/store.ts';
-import { asRegistry, type PrometheusRegistry } from '../observability/registry.ts';
-import {
-  bounded,
-  describeConnection,
-  type FleetConnection,
-  openClient,
-  RedisUnreachableError,
-} from './connection.ts';
+import { bounded, type FleetConnection, openClient, RedisUnreachableError } from './connection.ts';
 import { UnknownOrchestratorError } from './errors.ts';
-import { backoffDelay, checkQueueName, DEFAULT_PREFIX, DEFAULT_QUEUE_NAME } from './jobs.ts';
+import { backoffDelay } from './jobs.ts';
 import {
   dropSegment,
   dropSuspension,
@@ -29,201 +26,47 @@ import {
   suspendedKey,
 } from './markers.ts';
 import { QueueMetrics } from './metrics.ts';
-import { ForeignPayloadError, parsePayload } from './payload.ts';
-import { type FleetOrchestrator, runSegment, type SegmentOutcome } from './segment.ts';
-
-/** A rate limit on the segments a queue starts (BullMQ's limiter: for the queue, across workers). */
-export interface SegmentRateLimit {
-  /** At most this many segments start ... */
-  readonly max: number;
-  /** ... per this many milliseconds. */
-  readonly duration: number;
-}
-
-/** Something worth a log line, given to `onEvent`. */
-export interface FleetEvent {
-  /**
-   * `refused` (a job that is not ours), `unknown_orchestrator`, `fenced` (our run lost its lease
-   * to another worker: we were paused), `retry` (Redis or the store failed; the job is retried),
-   * `redis_error` (a connection error; ioredis reconnects), `stale` (a resume already answered).
-   */
-  readonly type: 'refused' | 'unknown_orchestrator' | 'fenced' | 'retry' | 'redis_error' | 'stale';
-  /** What happened, in a sentence. */
-  readonly message: string;
-  /** The BullMQ job it concerns, when one. */
-  readonly jobId?: string | undefined;
-  /** The conversation it concerns, when one. */
-  readonly conversationId?: string | undefined;
-}
-
-/** What `createConversationWorker()` takes. */
-export interface ConversationWorkerOptions {
-  /** The Redis of the queue: a `redis://` URL, ioredis options or an ioredis client (duplicated). */
-  readonly connection: FleetConnection;
-  /**
-   * The BullMQ queue to work on. Every worker of a queue must run the same orchestrators: a job
-   * naming one this worker does not run fails for good.
-   * @default 'conversations'
-   */
-  readonly queueName?: string;
-  /** The store every worker shares (PostgreSQL or Redis in production); the orchestrators' own. */
-  readonly store: ConversationStore;
-  /** The orchestrators this worker runs, matched to jobs by name (built with `store` and a name each). */
-  readonly orchestrators: readonly FleetOrchestrator[];
-  /**
-   * Segments run at once by this worker. Conversations mostly wait on model calls, so many fit.
-   * @default 50
-   */
-  readonly concurrency?: number;
-  /**
-   * BullMQ's rate limiter: segments started per period on this queue, across all its workers.
-   * To limit one orchestrator apart, give it a queue of its own.
-   * @default undefined (no limit)
-   */
-  readonly limiter?: SegmentRateLimit;
-  /**
-   * BullMQ's job lock: a worker that stops renewing it (dead, paused) loses its jobs this long
-   * after its last renewal (renewed every half of it).
-   * @default 10000
-   */
-  readonly lockDurationMs?: number;
-  /**
-   * How often each worker looks for jobs whose lock expired and hands them back to wait.
-   * @default 5000
-   */
-  readonly stalledIntervalMs?: number;
-  /**
-   * Times a job may be taken back from a dead worker before BullMQ fails it. High: a conversation
-   * must not fail because its workers died; a job that kills every worker it lands on (an
-   * out-of-memory conversation) is failed after this many.
-   * @default 1000
-   */
-  readonly maxStalledCount?: number;
-  /**
-   * BullMQ's key prefix.
-   * @default 'bull'
-   */
-  readonly prefix?: string;
-  /**
-   * Receives refused jobs, fenced segments, retries and connection errors.
-   * @default a process warning per event
-   */
-  readonly onEvent?: (event: FleetEvent) => void;
-  /**
-   * A prom-client `Registry` (any 15.x copy; the telemetry's, usually) to register the queue
-   * metrics on: `orchestrator_queue_job_wait_seconds` and `orchestrator_queue_jobs_stalled_total`
-   * (this worker's), and, read from Redis at scrape time, `orchestrator_queue_oldest_waiting_seconds`
-   * and BullMQ's `bullmq_job_count`, `bullmq_job_completed_total`, `bullmq_job_failed_total`
-   * (docs/telemetry.md). `close()` takes them off it.
-   * @default none (no metrics)
-   */
-  readonly registry?: PrometheusRegistry;
-  /**
-   * How long a scrape waits for Redis for the queue-wide metrics (then they have no series for
-   * that scrape).
-   * @default 1000
-   */
-  readonly metricsTimeoutMs?: number;
-}
+import { ForeignPayloadError, parsePayload, type SegmentPayload } from './payload.ts';
+import { runSegment, type SegmentOutcome } from './segment.ts';
+import {
+  type CloseOptions,
+  type ConversationWorker,
+  type ConversationWorkerOptions,
+  type ConversationWorkerStats,
+  type WorkerSettings,
+  workerSettings,
+} from './worker-options.ts';
 
 /** After a drain's timeout, how long cut segments get to let go before the worker closes. */
 const CUT_GRACE_MS = 1_000;
 
-/** Options of `close()`. */
-export interface CloseOptions {
-  /**
-   * The drain timeout: how long running segments get to finish the responder call in flight,
-   * commit it and be handed back. Past it the rest are cut (each stops at once, at a point the
-   * store can hold, the call it cut to run again elsewhere with a higher attempt) and get 1 s more;
-   * then the worker closes anyway and any job left comes back through stalled-job detection.
-   * @default 10000
-   */
-  readonly timeoutMs?: number;
-}
-
-/** Counts since the worker started. */
-export interface ConversationWorkerStats {
-  /** Segments that ended their conversation. */
-  readonly ended: number;
-  /** Segments that left their conversation suspended. */
-  readonly suspended: number;
-  /** Segments handed back to the queue by a drain. */
-  readonly handedBack: number;
-  /** Segments put back as delayed because another holder had the lease. */
-  readonly held: number;
-  /** Segments whose run lost its lease mid-way (its commits refused: we had been paused). */
-  readonly fenced: number;
-  /** Jobs that had nothing to do (a resume already answered). */
-  readonly stale: number;
-  /** Jobs refused: not ours, or for an orchestrator this worker does not run. */
-  readonly refused: number;
-  /** Segments that failed on Redis or the store and were retried with backoff. */
-  readonly retried: number;
-  /** Connection errors seen (each reconnected with backoff). */
-  readonly redisErrors: number;
-}
-
-/** The worker handle. */
-export interface ConversationWorker {
-  /** Resolves once connected to Redis; rejects with a `RedisUnreachableError` naming it past `timeoutMs`. */
-  ready(timeoutMs?: number): Promise<void>;
-  /** Counts since the worker started. */
-  stats(): ConversationWorkerStats;
-  /**
-   * Drains: takes no new job, lets each running segment finish its responder call in flight and
-   * commit it, hands its job back to the queue for another worker (which goes on from there,
-   * running nothing twice), then closes. Segments still running after `timeoutMs` are cut.
-   * Returns within `timeoutMs` plus 1 s for cut segments and the time to close connections
-   * (about 1 s): 12 s by default.
-   */
-  close(options?: CloseOptions): Promise<void>;
-}
-
 type Counter = { -readonly [K in keyof ConversationWorkerStats]: number };
 
-function checkPositive(option: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
-    throw new TypeError(`Expected \`${option}\` to be a positive integer, got ${String(value)}`);
-  }
-  return value;
+/** A running segment's two stops: `drain` (finish the call, commit, hand back), `cut`. */
+interface Stops {
+  readonly drain: AbortController;
+  readonly cut: AbortController;
 }
 
 /** Starts a worker of a fleet (see docs/fleet.md). */
 export function createConversationWorker(options: ConversationWorkerOptions): ConversationWorker {
-  if (typeof options !== 'object' || options === null) {
-    throw new TypeError(`Expected the options to be an object, got ${String(options)}`);
-  }
-  const queueName = checkQueueName(options.queueName ?? DEFAULT_QUEUE_NAME);
-  const prefix = options.prefix ?? DEFAULT_PREFIX;
-  const store = options.store;
-  if (typeof store !== 'object' || store === null || typeof store.acquire !== 'function') {
-    throw new TypeError('Expected `store` to be a ConversationStore');
-  }
-  if (!Array.isArray(options.orchestrators)) {
-    throw new TypeError('Expected `orchestrators` to be an array of ConversationOrchestrators');
-  }
-  const orchestrators = new Map<string, FleetOrchestrator>();
-  for (const o of options.orchestrators) {
-    if (o.durable !== true) {
-      throw new TypeError(
-        `Expected every orchestrator to be built with a \`store\` (the worker's), got ${JSON.stringify(o.name)} built without one: a worker would lose its results`,
-      );
-    }
-    if (orchestrators.has(o.name)) {
-      throw new TypeError(
-        `Expected orchestrator names to be unique, got ${JSON.stringify(o.name)} twice`,
-      );
-    }
-    orchestrators.set(o.name, o);
-  }
-  const concurrency = checkPositive('concurrency', options.concurrency ?? 50);
-  const lockDuration = checkPositive('lockDurationMs', options.lockDurationMs ?? 10_000);
-  const stalledInterval = checkPositive('stalledIntervalMs', options.stalledIntervalMs ?? 5_000);
-  const maxStalledCount = checkPositive('maxStalledCount', options.maxStalledCount ?? 1_000);
-  const registry = options.registry === undefined ? undefined : asRegistry(options.registry);
-  const metricsTimeoutMs = checkPositive('metricsTimeoutMs', options.metricsTimeoutMs ?? 1_000);
-  const url = describeConnection(options.connection);
-  const counts: Counter = {
+  const worker = new FleetWorker(options.connection, workerSettings(options));
+  // A plain handle, as before: its methods work detached from it.
+  return {
+    ready: (timeoutMs) => worker.ready(timeoutMs),
+    stats: () => worker.stats(),
+    close: (closeOptions) => worker.close(closeOptions),
+  };
+}
+
+/**
+ * One worker: its connections, BullMQ's `Worker`, the counts, and the segments running. Each step
+ * of a job is one method; failures travel one way, as BullMQ's own errors (`WaitingError`,
+ * `DelayedError`, `UnrecoverableError`) or the error a retry is for.
+ */
+class FleetWorker {
+  readonly #settings: WorkerSettings;
+  readonly #counts: Counter = {
     ended: 0,
     suspended: 0,
     handedBack: 0,
@@ -234,254 +77,330 @@ export function createConversationWorker(options: ConversationWorkerOptions): Co
     retried: 0,
     redisErrors: 0,
   };
-  const emit =
-    options.onEvent ??
-    ((event: FleetEvent) =>
-      process.emitWarning(`${event.type}: ${event.message}`, { code: 'CONVERSATION_FLEET' }));
-  let lastError: unknown;
-  let closed = false;
-  const onRedisError = (error: unknown) => {
-    // Our own disconnects at the end of close() are not worth an event.
-    if (closed) return;
-    lastError = error;
-    counts.redisErrors += 1;
-    emit({ type: 'redis_error', message: `${url}: ${(error as Error)?.message ?? error}` });
-  };
+  /** BullMQ's connection (blocking commands). */
+  readonly #client: Redis;
+  /** The markers' connection (short commands), also the metrics' reads of the queue. */
+  readonly #markers: Redis;
+  readonly #metricsQueue: Queue | undefined;
+  readonly #metrics: QueueMetrics | undefined;
+  readonly #worker: Worker;
+  /** Each running segment's stops. */
+  readonly #running = new Set<Stops>();
+  /** Every processor call not yet returned: a segment is handed back only once its job has moved. */
+  readonly #active = new Set<Promise<unknown>>();
+  #lastError: unknown;
+  #closed = false;
+  #draining = false;
+  #closing: Promise<void> | undefined;
 
-  const client: Redis = openClient(options.connection, `co-worker:${queueName}`);
-  client.on('error', onRedisError);
-  const markers: Redis = openClient(options.connection, `co-markers:${queueName}`);
-  markers.on('error', () => undefined);
-  // The queue-wide reads of the metrics go through the markers' connection (short commands).
-  const metricsQueue =
-    registry === undefined ? undefined : new Queue(queueName, { connection: markers, prefix });
-  metricsQueue?.on('error', () => undefined);
-  let metrics: QueueMetrics | undefined;
-  try {
-    metrics =
-      registry === undefined || metricsQueue === undefined
+  constructor(connection: FleetConnection, settings: WorkerSettings) {
+    this.#settings = settings;
+    const { queueName, prefix, registry } = settings;
+    const onRedisError = (error: unknown) => this.#onRedisError(error);
+    this.#client = openClient(connection, `co-worker:${queueName}`);
+    this.#client.on('error', onRedisError);
+    this.#markers = openClient(connection, `co-markers:${queueName}`);
+    this.#markers.on('error', () => undefined);
+    this.#metricsQueue =
+      registry === undefined
         ? undefined
-        : new QueueMetrics(registry, metricsQueue, queueName, metricsTimeoutMs);
-  } catch (error) {
-    // A registry that refuses the metrics (their names taken): no connection is left open.
-    closed = true;
-    void metricsQueue?.close().catch(() => undefined);
-    markers.disconnect();
-    client.disconnect();
-    throw error;
-  }
-  /** Each running segment's two stops: `drain` (finish the call, commit, hand back), `cut`. */
-  const running = new Set<{ readonly drain: AbortController; readonly cut: AbortController }>();
-  let draining = false;
-
-  const processor = async (job: Job, token?: string): Promise<unknown> => {
-    metrics?.jobStarted(job);
-    let payload: ReturnType<typeof parsePayload>;
+        : new Queue(queueName, { connection: this.#markers, prefix });
+    this.#metricsQueue?.on('error', () => undefined);
     try {
-      payload = parsePayload(job.data);
+      this.#metrics =
+        registry === undefined || this.#metricsQueue === undefined
+          ? undefined
+          : new QueueMetrics(registry, this.#metricsQueue, queueName, settings.metricsTimeoutMs);
     } catch (error) {
-      counts.refused += 1;
-      emit({ type: 'refused', message: (error as Error).message, jobId: job.id });
-      throw new UnrecoverableError(`Refused job ${job.id}: ${(error as Error).message}`);
+      // A registry that refuses the metrics (their names taken): no connection is left open.
+      this.#closed = true;
+      void this.#metricsQueue?.close().catch(() => undefined);
+      this.#markers.disconnect();
+      this.#client.disconnect();
+      throw error;
     }
-    const id = payload.conversationId;
+    const limiter = settings.limiter;
+    this.#worker = new Worker(queueName, (job, token) => this.#track(job, token), {
+      connection: this.#client,
+      prefix,
+      concurrency: settings.concurrency,
+      lockDuration: settings.lockDuration,
+      stalledInterval: settings.stalledInterval,
+      maxStalledCount: settings.maxStalledCount,
+      ...(limiter === undefined
+        ? {}
+        : { limiter: { max: limiter.max, duration: limiter.duration } }),
+      settings: { backoffStrategy: (attemptsMade: number) => backoffDelay(attemptsMade) },
+      autorun: true,
+    });
+    this.#worker.on('error', onRedisError);
+    const metrics = this.#metrics;
+    if (metrics !== undefined) this.#worker.on('stalled', () => metrics.stalled());
+  }
+
+  async ready(timeoutMs = 5_000): Promise<void> {
+    const { url } = this.#settings;
+    const lastError = () => this.#lastError;
+    await bounded(this.#worker.waitUntilReady(), url, timeoutMs, lastError).catch((error) => {
+      throw error instanceof RedisUnreachableError
+        ? error
+        : new RedisUnreachableError(url, timeoutMs, error);
+    });
+    await bounded(this.#client.ping(), url, timeoutMs, lastError);
+  }
+
+  stats(): ConversationWorkerStats {
+    return { ...this.#counts };
+  }
+
+  close(closeOptions: CloseOptions = {}): Promise<void> {
+    this.#closing ??= (async () => {
+      await this.#drain(closeOptions.timeoutMs ?? 10_000);
+      await this.#disconnect();
+    })();
+    return this.#closing;
+  }
+
+  #onRedisError(error: unknown): void {
+    // Our own disconnects at the end of close() are not worth an event.
+    if (this.#closed) return;
+    this.#lastError = error;
+    this.#counts.redisErrors += 1;
+    this.#settings.emit({
+      type: 'redis_error',
+      message: `${this.#settings.url}: ${(error as Error)?.message ?? error}`,
+    });
+  }
+
+  /** BullMQ's processor: each call is tracked until it returns (see `#active`). */
+  #track(job: Job, token?: string): Promise<unknown> {
+    const call = this.#process(job, token);
+    this.#active.add(call);
+    call.then(
+      () => this.#active.delete(call),
+      () => this.#active.delete(call),
+    );
+    return call;
+  }
+
+  /** Claims a job: its payload checked, handed back when draining, its segment marked running. */
+  async #process(job: Job, token?: string): Promise<unknown> {
+    this.#metrics?.jobStarted(job);
+    const payload = this.#parse(job);
     // Fetched as the drain began (BullMQ's pause lets a fetch under way finish): back to wait at
     // once, touching neither the store nor the conversation's lease.
-    if (draining) {
-      counts.handedBack += 1;
-      await job.moveToWait(token);
-      throw new WaitingError();
-    }
+    if (this.#draining) return this.#handBack(job, token);
+    const { prefix, queueName } = this.#settings;
     // Marked running before the segment can commit anything: resume() waits on it (bounded 1 s
     // here: a Redis that does not answer fails the segment's own store calls anyway).
-    const segment = segmentKey(prefix, queueName, id);
+    const segment = segmentKey(prefix, queueName, payload.conversationId);
     // Unique to this run of the job: a paused worker's run coming back must not drop the mark of
     // the run that took its job over (both runs have the job's id).
-    const jobId = `${String(job.id)} ${randomUUID()}`;
+    const runId = `${String(job.id)} ${randomUUID()}`;
     await Promise.race([
-      markSegment(markers, segment, jobId).catch(() => undefined),
+      markSegment(this.#markers, segment, runId).catch(() => undefined),
       new Promise((resolve) => setTimeout(resolve, 1_000).unref()),
     ]);
     try {
-      return await runJob(job, token, payload, id);
+      return await this.#settle(job, token, payload, await this.#runSegment(job, token, payload));
     } finally {
       // After the outcome (and the suspension marker) is recorded; same connection, in order.
-      void dropSegment(markers, segment, jobId).catch(() => undefined);
+      void dropSegment(this.#markers, segment, runId).catch(() => undefined);
     }
-  };
+  }
 
-  const runJob = async (
+  /** The job's payload; a job that is not ours fails for good. */
+  #parse(job: Job): SegmentPayload {
+    try {
+      return parsePayload(job.data);
+    } catch (error) {
+      this.#counts.refused += 1;
+      this.#settings.emit({ type: 'refused', message: (error as Error).message, jobId: job.id });
+      throw new UnrecoverableError(`Refused job ${job.id}: ${(error as Error).message}`);
+    }
+  }
+
+  /** Runs or resumes the segment, stoppable by a drain or a cut. */
+  async #runSegment(
     job: Job,
     token: string | undefined,
-    payload: ReturnType<typeof parsePayload>,
-    id: string,
-  ): Promise<unknown> => {
-    const controller = new AbortController();
-    const drain = new AbortController();
-    if (draining) drain.abort(new Error('the worker is draining'));
-    const stops = { drain, cut: controller };
-    running.add(stops);
-    let outcome: SegmentOutcome;
+    payload: SegmentPayload,
+  ): Promise<SegmentOutcome> {
+    const { store, orchestrators, prefix, queueName } = this.#settings;
+    const id = payload.conversationId;
+    const stops: Stops = { drain: new AbortController(), cut: new AbortController() };
+    if (this.#draining) stops.drain.abort(new Error('the worker is draining'));
+    this.#running.add(stops);
     try {
-      outcome = await runSegment(payload, {
+      return await runSegment(payload, {
         store,
         orchestrators,
-        signal: controller.signal,
-        drain: drain.signal,
-        onAnswering: (seq) => dropSuspension(markers, suspendedKey(prefix, queueName, id), seq),
+        signal: stops.cut.signal,
+        drain: stops.drain.signal,
+        onAnswering: (seq) =>
+          dropSuspension(this.#markers, suspendedKey(prefix, queueName, id), seq),
       });
     } catch (error) {
-      if (error instanceof UnknownOrchestratorError || error instanceof ForeignPayloadError) {
-        counts.refused += 1;
-        emit({
-          type: error instanceof UnknownOrchestratorError ? 'unknown_orchestrator' : 'refused',
-          message: error.message,
-          jobId: job.id,
-          conversationId: id,
-        });
-        throw new UnrecoverableError(error.message);
-      }
-      if (controller.signal.aborted) {
-        counts.handedBack += 1;
-        await job.moveToWait(token);
-        throw new WaitingError();
-      }
-      counts.retried += 1;
+      return await this.#failed(job, token, id, error, stops.cut.signal);
+    } finally {
+      this.#running.delete(stops);
+    }
+  }
+
+  /**
+   * A segment that threw: refused for good (an orchestrator we do not run, a payload not ours),
+   * handed back (cut by a drain), or retried with backoff (Redis or the store failed).
+   */
+  async #failed(
+    job: Job,
+    token: string | undefined,
+    id: string,
+    error: unknown,
+    cut: AbortSignal,
+  ): Promise<never> {
+    const emit = this.#settings.emit;
+    if (error instanceof UnknownOrchestratorError || error instanceof ForeignPayloadError) {
+      this.#counts.refused += 1;
       emit({
-        type: 'retry',
-        message: `Segment of ${JSON.stringify(id)} failed (attempt ${job.attemptsMade + 1}), retried: ${(error as Error)?.message ?? error}`,
+        type: error instanceof UnknownOrchestratorError ? 'unknown_orchestrator' : 'refused',
+        message: error.message,
         jobId: job.id,
         conversationId: id,
       });
-      throw error;
-    } finally {
-      running.delete(stops);
+      throw new UnrecoverableError(error.message);
     }
+    if (cut.aborted) return this.#handBack(job, token);
+    this.#counts.retried += 1;
+    emit({
+      type: 'retry',
+      message: `Segment of ${JSON.stringify(id)} failed (attempt ${job.attemptsMade + 1}), retried: ${(error as Error)?.message ?? error}`,
+      jobId: job.id,
+      conversationId: id,
+    });
+    throw error;
+  }
+
+  /** Settles the job as the outcome says: its return value, or a move BullMQ is told of. */
+  async #settle(
+    job: Job,
+    token: string | undefined,
+    payload: SegmentPayload,
+    outcome: SegmentOutcome,
+  ): Promise<unknown> {
+    const id = payload.conversationId;
     switch (outcome.status) {
       case 'ended':
-        counts.ended += 1;
+        this.#counts.ended += 1;
         return { status: 'ended', dispatchCount: outcome.dispatchCount };
       case 'suspended':
-        counts.suspended += 1;
-        await recordSuspension(
-          markers,
-          suspendedKey(prefix, queueName, id),
-          outcome.seq,
-          payload.orchestrator,
-        );
+        this.#counts.suspended += 1;
+        await this.#recordSuspension(id, outcome.seq, payload.orchestrator);
         return { status: 'suspended', seq: outcome.seq, dispatchCount: outcome.dispatchCount };
       case 'stale':
-        counts.stale += 1;
+        this.#counts.stale += 1;
         if (outcome.stored?.status === 'suspended') {
-          await recordSuspension(
-            markers,
-            suspendedKey(prefix, queueName, id),
-            outcome.stored.seq,
-            payload.orchestrator,
-          );
+          await this.#recordSuspension(id, outcome.stored.seq, payload.orchestrator);
         }
-        emit({ type: 'stale', message: outcome.reason, jobId: job.id, conversationId: id });
+        this.#settings.emit({
+          type: 'stale',
+          message: outcome.reason,
+          jobId: job.id,
+          conversationId: id,
+        });
         return { status: 'stale', reason: outcome.reason };
       case 'handed_back':
-        counts.handedBack += 1;
-        await job.moveToWait(token);
-        throw new WaitingError();
+        return this.#handBack(job, token);
       case 'held':
-        if (outcome.fenced) {
-          counts.fenced += 1;
-          emit({
-            type: 'fenced',
-            message: `The run of ${JSON.stringify(id)} lost its lease to another worker; its commits were refused`,
-            jobId: job.id,
-            conversationId: id,
-          });
-        } else {
-          counts.held += 1;
-        }
-        await job.moveToDelayed(outcome.retryAt, token);
-        throw new DelayedError();
+        return this.#hold(job, token, id, outcome);
     }
-  };
+  }
 
-  /** Every processor call not yet returned: a segment is handed back only once its job has moved. */
-  const active = new Set<Promise<unknown>>();
-  const tracked = (job: Job, token?: string): Promise<unknown> => {
-    const call = processor(job, token);
-    active.add(call);
-    call.then(
-      () => active.delete(call),
-      () => active.delete(call),
-    );
-    return call;
-  };
+  /** Records a suspension for the producers' `resume()`. */
+  #recordSuspension(id: string, seq: number, orchestrator: string): Promise<void> {
+    const { prefix, queueName } = this.#settings;
+    return recordSuspension(this.#markers, suspendedKey(prefix, queueName, id), seq, orchestrator);
+  }
 
-  const worker = new Worker(queueName, tracked, {
-    connection: client,
-    prefix,
-    concurrency,
-    lockDuration,
-    stalledInterval,
-    maxStalledCount,
-    ...(options.limiter === undefined
-      ? {}
-      : { limiter: { max: options.limiter.max, duration: options.limiter.duration } }),
-    settings: { backoffStrategy: (attemptsMade: number) => backoffDelay(attemptsMade) },
-    autorun: true,
-  });
-  worker.on('error', onRedisError);
-  if (metrics !== undefined) worker.on('stalled', () => metrics.stalled());
+  /** Hands the job back to wait, for another worker (which goes on from the last commit). */
+  async #handBack(job: Job, token: string | undefined): Promise<never> {
+    this.#counts.handedBack += 1;
+    await job.moveToWait(token);
+    throw new WaitingError();
+  }
 
-  let closing: Promise<void> | undefined;
-  return {
-    async ready(timeoutMs = 5_000) {
-      await bounded(worker.waitUntilReady(), url, timeoutMs, () => lastError).catch((error) => {
-        throw error instanceof RedisUnreachableError
-          ? error
-          : new RedisUnreachableError(url, timeoutMs, error);
+  /** Delays the job until the other holder's lease expires (counted as fenced when we lost it). */
+  async #hold(
+    job: Job,
+    token: string | undefined,
+    id: string,
+    outcome: Extract<SegmentOutcome, { status: 'held' }>,
+  ): Promise<never> {
+    if (outcome.fenced) {
+      this.#counts.fenced += 1;
+      this.#settings.emit({
+        type: 'fenced',
+        message: `The run of ${JSON.stringify(id)} lost its lease to another worker; its commits were refused`,
+        jobId: job.id,
+        conversationId: id,
       });
-      await bounded(client.ping(), url, timeoutMs, () => lastError);
-    },
-    stats: () => ({ ...counts }),
-    close(closeOptions = {}) {
-      closing ??= (async () => {
-        const timeoutMs = closeOptions.timeoutMs ?? 10_000;
-        draining = true;
-        // BullMQ's close() cannot be forced once a graceful one is under way (a second call
-        // returns the first), so: stop fetching, abort and wait for the segments ourselves
-        // (bounded), then close once, forced only when some segment did not stop in time.
-        const deadline = Date.now() + timeoutMs;
-        await bounded(worker.pause(true), url, timeoutMs, () => lastError).catch(() => undefined);
-        // First a drain: each segment lets its call in flight finish, commits that dispatch and
-        // hands back there, so the next worker runs nothing twice. Past timeoutMs the rest are cut
-        // (each stops at once, at a point the store can hold) and get CUT_GRACE_MS to let go.
-        for (const stops of running) stops.drain.abort(new Error('the worker is draining'));
-        const settled = async (until: number): Promise<void> => {
-          while (active.size > 0 && Date.now() < until) {
-            let timer: NodeJS.Timeout | undefined;
-            await Promise.race([
-              Promise.allSettled([...active]),
-              new Promise<void>((resolve) => {
-                timer = setTimeout(resolve, until - Date.now());
-              }),
-            ]);
-            clearTimeout(timer);
-          }
-        };
-        await settled(deadline);
-        if (active.size > 0) {
-          for (const stops of running) stops.cut.abort(new Error('the drain timed out'));
-          await settled(Date.now() + CUT_GRACE_MS);
-        }
-        await Promise.race([worker.close(active.size > 0).catch(() => undefined), delay(1_000)]);
-        closed = true;
-        metrics?.close();
-        await Promise.race([metricsQueue?.close().catch(() => undefined), delay(1_000)]);
-        markers.disconnect();
-        client.disconnect();
-      })();
-      return closing;
-    },
-  };
+    } else {
+      this.#counts.held += 1;
+    }
+    await job.moveToDelayed(outcome.retryAt, token);
+    throw new DelayedError();
+  }
+
+  /**
+   * Drains: no new job, each segment lets its call in flight finish, commits that dispatch and
+   * hands back there (so the next worker runs nothing twice). Past `timeoutMs` the rest are cut
+   * (each stops at once, at a point the store can hold) and get CUT_GRACE_MS to let go.
+   */
+  async #drain(timeoutMs: number): Promise<void> {
+    this.#draining = true;
+    // BullMQ's close() cannot be forced once a graceful one is under way (a second call returns
+    // the first), so: stop fetching, abort and wait for the segments ourselves (bounded), then
+    // close once, forced only when some segment did not stop in time.
+    const deadline = Date.now() + timeoutMs;
+    await bounded(
+      this.#worker.pause(true),
+      this.#settings.url,
+      timeoutMs,
+      () => this.#lastError,
+    ).catch(() => undefined);
+    for (const stops of this.#running) stops.drain.abort(new Error('the worker is draining'));
+    await this.#settled(deadline);
+    if (this.#active.size > 0) {
+      for (const stops of this.#running) stops.cut.abort(new Error('the drain timed out'));
+      await this.#settled(Date.now() + CUT_GRACE_MS);
+    }
+  }
+
+  /** Waits until every processor call has returned, or `until` (epoch ms). */
+  async #settled(until: number): Promise<void> {
+    while (this.#active.size > 0 && Date.now() < until) {
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([
+        Promise.allSettled([...this.#active]),
+        new Promise<void>((resolve) => {
+          timer = setTimeout(resolve, until - Date.now());
+        }),
+      ]);
+      clearTimeout(timer);
+    }
+  }
+
+  /** Closes BullMQ's worker (forced when a segment is still running), the metrics, the clients. */
+  async #disconnect(): Promise<void> {
+    await Promise.race([
+      this.#worker.close(this.#active.size > 0).catch(() => undefined),
+      delay(1_000),
+    ]);
+    this.#closed = true;
+    this.#metrics?.close();
+    await Promise.race([this.#metricsQueue?.close().catch(() => undefined), delay(1_000)]);
+    this.#markers.disconnect();
+    this.#client.disconnect();
+  }
 }
 
 function delay(ms: number): Promise<void> {
