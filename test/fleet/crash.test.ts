@@ -8,40 +8,17 @@
  * lockDuration 2 s, stalledInterval 1 s and a 2 s store lease (production defaults: 10 s, 5 s,
  * 10 s) so a recovery takes seconds; the redis-server kill runs 40 conversations.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createConversationQueue } from '../../src/fleet/index.ts';
-import type { ConversationStore } from '../../src/index.ts';
-import { createRedisStore } from '../../src/stores/redis/index.ts';
 import { type DeskState, deskInput, desks, type Invocation } from '../fixtures/fleet-app.ts';
-import {
-  byKey,
-  readInvocations,
-  spawnWorker,
-  type WorkerProcess,
-  waitFor,
-} from '../helpers/fleet-workers.ts';
-import { type RunningRedis, startRedis } from '../helpers/redis.ts';
+import { byKey, readInvocations, useFleet, waitFor } from '../helpers/fleet-workers.ts';
 
-let redis: RunningRedis;
-let store: ConversationStore;
-let dir: string;
-const workers: WorkerProcess[] = [];
-
-beforeAll(async () => {
-  redis = await startRedis({ aof: true, appendfsync: 'always' });
-  dir = mkdtempSync(join(tmpdir(), 'co-fleet-'));
-  store = createRedisStore({ url: redis.url });
-}, 60_000);
-
-afterAll(async () => {
-  for (const w of workers) w.signal('SIGKILL');
-  await Promise.all(workers.map((w) => w.exited));
-  await store?.close();
-  await redis?.stop();
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+const fleet = useFleet({
+  redis: { aof: true, appendfsync: 'always' },
+  dirPrefix: 'co-fleet-',
+  concurrency: 20,
+  responderMs: 50,
 });
 
 interface Ending {
@@ -62,7 +39,7 @@ async function uninterrupted(n: number, id: string): Promise<Ending> {
 
 /** How the store says a conversation ended, or `undefined` while it has not. */
 async function stored(id: string): Promise<Ending | undefined> {
-  const s = await store.get(id);
+  const s = await fleet.store.get(id);
   if (s?.status !== 'ended') return undefined;
   const result = s.result as {
     decision: { reason: string };
@@ -76,37 +53,16 @@ async function stored(id: string): Promise<Ending | undefined> {
   };
 }
 
-async function allEnded(ids: readonly string[]): Promise<boolean> {
-  for (const id of ids) if ((await store.get(id))?.status !== 'ended') return false;
-  return true;
-}
-
-function worker(queue: string, log: string, extra: Record<string, string> = {}): WorkerProcess {
-  const w = spawnWorker({
-    REDIS_URL: redis.url,
-    QUEUE: queue,
-    LOG: log,
-    CONCURRENCY: '20',
-    RESPONDER_MS: '50',
-    LEASE_MS: '2000',
-    LOCK_MS: '2000',
-    STALLED_MS: '1000',
-    ...extra,
-  });
-  workers.push(w);
-  return w;
-}
-
 describe('a fleet of workers', () => {
   it('ends 200 conversations exactly as uninterrupted runs while one of two workers is SIGKILLed three times', async () => {
     const N = 200;
-    const log = join(dir, 'kills.log');
+    const log = join(fleet.dir, 'kills.log');
     const ids = Array.from({ length: N }, (_, n) => `kill-${n}`);
     const expected = await Promise.all(ids.map((id, n) => uninterrupted(n, id)));
-    const steady = worker('kills', log);
-    let victim = worker('kills', log);
+    const steady = fleet.worker('kills', log);
+    let victim = fleet.worker('kills', log);
     await Promise.all([steady.ready, victim.ready]);
-    const queue = createConversationQueue({ connection: redis.url, queueName: 'kills' });
+    const queue = createConversationQueue({ connection: fleet.redis.url, queueName: 'kills' });
     // Three waves, one kill each, so that the victim is always mid-work when it dies.
     const killed: number[] = [];
     const killedAt: number[] = [];
@@ -125,11 +81,11 @@ describe('a fleet of workers', () => {
       killedAt.push(Date.now());
       await victim.exited;
       killed.push(pid);
-      victim = worker('kills', log);
+      victim = fleet.worker('kills', log);
       await victim.ready;
     }
     await waitFor(
-      () => allEnded(ids),
+      () => fleet.allEnded(ids),
       180_000,
       () => `${N} conversations ended`,
     );
@@ -161,12 +117,12 @@ describe('a fleet of workers', () => {
   }, 300_000);
 
   it('refuses and counts the commits of a worker paused past its lock, and the conversation has no fork', async () => {
-    const log = join(dir, 'zombie.log');
+    const log = join(fleet.dir, 'zombie.log');
     const id = 'zombie-1';
     const [expected] = [await uninterrupted(0, id)];
-    const zombie = worker('zombie', log, { CONCURRENCY: '1', RESPONDER_MS: '3000' });
+    const zombie = fleet.worker('zombie', log, { CONCURRENCY: '1', RESPONDER_MS: '3000' });
     await zombie.ready;
-    const queue = createConversationQueue({ connection: redis.url, queueName: 'zombie' });
+    const queue = createConversationQueue({ connection: fleet.redis.url, queueName: 'zombie' });
     await queue.start('desks', deskInput(0), { conversationId: id });
     await waitFor(
       () => readInvocations(log).some((i) => i.pid === zombie.pid),
@@ -175,7 +131,7 @@ describe('a fleet of workers', () => {
     );
     zombie.signal('SIGSTOP');
     const pausedAt = Date.now();
-    const heir = worker('zombie', log, { RESPONDER_MS: '200' });
+    const heir = fleet.worker('zombie', log, { RESPONDER_MS: '200' });
     await heir.ready;
     const first = readInvocations(log)[0] as Invocation;
     await waitFor(
@@ -212,13 +168,13 @@ describe('a fleet of workers', () => {
 
   it('loses no committed dispatch and recovers the jobs in flight when redis-server is SIGKILLed and restarted', async () => {
     const N = 40;
-    const log = join(dir, 'redis.log');
+    const log = join(fleet.dir, 'redis.log');
     const ids = Array.from({ length: N }, (_, n) => `redis-kill-${n}`);
     const expected = await Promise.all(ids.map((id, n) => uninterrupted(n, id)));
-    const a = worker('redis-kill', log, { RESPONDER_MS: '50' });
-    const b = worker('redis-kill', log, { RESPONDER_MS: '50' });
+    const a = fleet.worker('redis-kill', log, { RESPONDER_MS: '50' });
+    const b = fleet.worker('redis-kill', log, { RESPONDER_MS: '50' });
     await Promise.all([a.ready, b.ready]);
-    const queue = createConversationQueue({ connection: redis.url, queueName: 'redis-kill' });
+    const queue = createConversationQueue({ connection: fleet.redis.url, queueName: 'redis-kill' });
     for (const [n, id] of ids.entries()) {
       await queue.start('desks', deskInput(n), { conversationId: id });
     }
@@ -228,14 +184,16 @@ describe('a fleet of workers', () => {
       60_000,
       () => '60 invocations',
     );
-    await redis.kill('SIGKILL');
+    await fleet.redis.kill('SIGKILL');
     await new Promise((r) => setTimeout(r, 1_500));
-    await redis.restart();
+    await fleet.redis.restart();
     await waitFor(
-      () => allEnded(ids),
+      () => fleet.allEnded(ids),
       60_000,
       async () => {
-        const states = await Promise.all(ids.map(async (id) => (await store.get(id))?.status));
+        const states = await Promise.all(
+          ids.map(async (id) => (await fleet.store.get(id))?.status),
+        );
         return `${N} conversations ended after the restart (${states.join(',')})\n${a.output().slice(-4000)}\n${b.output().slice(-4000)}`;
       },
     );

@@ -8,87 +8,51 @@
  * Scaled: the workers are started again 3 s after the last one stopped (the issue says a minute;
  * nothing in the fleet depends on how long).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { context, propagation, ROOT_CONTEXT, TraceFlags, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { W3CTraceContextPropagator } from '@opentelemetry/core';
 import { Queue } from 'bullmq';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createConversationQueue } from '../../src/fleet/index.ts';
-import type { ConversationStore } from '../../src/index.ts';
-import { createRedisStore } from '../../src/stores/redis/index.ts';
 import { type DeskState, deskInput, desks } from '../fixtures/fleet-app.ts';
-import {
-  byKey,
-  readInvocations,
-  spawnWorker,
-  type WorkerProcess,
-  waitFor,
-} from '../helpers/fleet-workers.ts';
-import { type RunningRedis, startRedis } from '../helpers/redis.ts';
+import { byKey, readInvocations, useFleet, waitFor } from '../helpers/fleet-workers.ts';
 
-let redis: RunningRedis;
-let store: ConversationStore;
-let dir: string;
-const workers: WorkerProcess[] = [];
-
-beforeAll(async () => {
-  redis = await startRedis({ aof: true, appendfsync: 'always' });
-  dir = mkdtempSync(join(tmpdir(), 'co-fleet-life-'));
-  store = createRedisStore({ url: redis.url });
-}, 60_000);
-
-afterAll(async () => {
-  for (const w of workers) w.signal('SIGKILL');
-  await Promise.all(workers.map((w) => w.exited));
-  await store?.close();
-  await redis?.stop();
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+const fleet = useFleet({
+  redis: { aof: true, appendfsync: 'always' },
+  dirPrefix: 'co-fleet-life-',
+  concurrency: 10,
+  responderMs: 20,
 });
-
-function worker(queue: string, log: string, extra: Record<string, string> = {}): WorkerProcess {
-  const w = spawnWorker({
-    REDIS_URL: redis.url,
-    QUEUE: queue,
-    LOG: log,
-    CONCURRENCY: '10',
-    RESPONDER_MS: '20',
-    LEASE_MS: '2000',
-    LOCK_MS: '2000',
-    STALLED_MS: '1000',
-    ...extra,
-  });
-  workers.push(w);
-  return w;
-}
 
 const person = { sender: 'person', content: 1 };
 
 describe('a conversation across a fleet', () => {
   it('suspends on one worker, waits with no worker, and ends once when two resumes race on new workers', async () => {
-    const log = join(dir, 'suspend.log');
-    const first = worker('suspend', log, { ORCHESTRATORS: 'approval' });
+    const log = join(fleet.dir, 'suspend.log');
+    const first = fleet.worker('suspend', log, { ORCHESTRATORS: 'approval' });
     await first.ready;
-    const producer = createConversationQueue({ connection: redis.url, queueName: 'suspend' });
+    const producer = createConversationQueue({ connection: fleet.redis.url, queueName: 'suspend' });
     await producer.start('approval', { sender: 'user', content: 4 }, { conversationId: 'ask-1' });
     await waitFor(
-      async () => (await store.get('ask-1'))?.status === 'suspended',
+      async () => (await fleet.store.get('ask-1'))?.status === 'suspended',
       60_000,
       () => 'ask-1 suspended',
     );
-    const suspended = await store.get('ask-1');
+    const suspended = await fleet.store.get('ask-1');
     expect(await first.stop()).toMatchObject({ suspended: 1, ended: 0 });
     await new Promise((r) => setTimeout(r, 3_000));
-    expect(await store.get('ask-1')).toMatchObject({ status: 'suspended', seq: suspended?.seq });
+    expect(await fleet.store.get('ask-1')).toMatchObject({
+      status: 'suspended',
+      seq: suspended?.seq,
+    });
 
     const [a, b] = [
-      worker('suspend', log, { ORCHESTRATORS: 'approval' }),
-      worker('suspend', log, { ORCHESTRATORS: 'approval' }),
+      fleet.worker('suspend', log, { ORCHESTRATORS: 'approval' }),
+      fleet.worker('suspend', log, { ORCHESTRATORS: 'approval' }),
     ];
     await Promise.all([a.ready, b.ready]);
-    const other = createConversationQueue({ connection: redis.url, queueName: 'suspend' });
+    const other = createConversationQueue({ connection: fleet.redis.url, queueName: 'suspend' });
     const resumes = await Promise.all([
       producer.resume('ask-1', { input: person }),
       other.resume('ask-1', { input: person }),
@@ -98,11 +62,11 @@ describe('a conversation across a fleet', () => {
       { enqueued: true, suspension: suspended?.seq },
     ]);
     await waitFor(
-      async () => (await store.get('ask-1'))?.status === 'ended',
+      async () => (await fleet.store.get('ask-1'))?.status === 'ended',
       60_000,
       () => 'ask-1 ended',
     );
-    const ended = await store.get('ask-1');
+    const ended = await fleet.store.get('ask-1');
     const result = ended?.result as {
       decision: { reason: string };
       state: { projection: DeskState };
@@ -117,7 +81,7 @@ describe('a conversation across a fleet', () => {
   }, 180_000);
 
   it('hands running segments back when a worker drains, and another worker ends them exactly', async () => {
-    const log = join(dir, 'drain.log');
+    const log = join(fleet.dir, 'drain.log');
     const ids = Array.from({ length: 10 }, (_, n) => `drain-${n}`);
     const expected = await Promise.all(
       ids.map(async (id, n) => {
@@ -125,9 +89,9 @@ describe('a conversation across a fleet', () => {
         return { dispatchCount: r.dispatchCount, projection: r.state.projection };
       }),
     );
-    const draining = worker('drain', log, { RESPONDER_MS: '400' });
+    const draining = fleet.worker('drain', log, { RESPONDER_MS: '400' });
     await draining.ready;
-    const producer = createConversationQueue({ connection: redis.url, queueName: 'drain' });
+    const producer = createConversationQueue({ connection: fleet.redis.url, queueName: 'drain' });
     for (const [n, id] of ids.entries())
       await producer.start('desks', deskInput(n), { conversationId: id });
     await waitFor(
@@ -137,18 +101,15 @@ describe('a conversation across a fleet', () => {
     );
     const drained = await draining.stop();
     expect(drained.handedBack).toBe(10);
-    const heir = worker('drain', log, { RESPONDER_MS: '20' });
+    const heir = fleet.worker('drain', log, { RESPONDER_MS: '20' });
     await waitFor(
-      async () => {
-        for (const id of ids) if ((await store.get(id))?.status !== 'ended') return false;
-        return true;
-      },
+      () => fleet.allEnded(ids),
       60_000,
       () => 'the drained conversations ended',
     );
     const endings = await Promise.all(
       ids.map(async (id) => {
-        const r = (await store.get(id))?.result as {
+        const r = (await fleet.store.get(id))?.result as {
           dispatchCount: number;
           state: { projection: DeskState };
         };
@@ -166,22 +127,22 @@ describe('a conversation across a fleet', () => {
   }, 180_000);
 
   it('fails a job naming an orchestrator the worker does not run, once, and marks its conversation failed', async () => {
-    const log = join(dir, 'unknown.log');
-    const asking = worker('unknown', log, { ORCHESTRATORS: 'approval' });
+    const log = join(fleet.dir, 'unknown.log');
+    const asking = fleet.worker('unknown', log, { ORCHESTRATORS: 'approval' });
     await asking.ready;
-    const producer = createConversationQueue({ connection: redis.url, queueName: 'unknown' });
+    const producer = createConversationQueue({ connection: fleet.redis.url, queueName: 'unknown' });
     await producer.start('approval', { sender: 'user', content: 4 }, { conversationId: 'orphan' });
     await waitFor(
-      async () => (await store.get('orphan'))?.status === 'suspended',
+      async () => (await fleet.store.get('orphan'))?.status === 'suspended',
       60_000,
       () => 'orphan suspended',
     );
     await asking.stop();
     // A new deployment that no longer runs `approval`.
-    const other = worker('unknown', log, { ORCHESTRATORS: 'desks' });
+    const other = fleet.worker('unknown', log, { ORCHESTRATORS: 'desks' });
     await other.ready;
     await producer.resume('orphan', { input: person });
-    const bull = new Queue('unknown', { connection: { url: redis.url } });
+    const bull = new Queue('unknown', { connection: { url: fleet.redis.url } });
     await waitFor(
       async () => (await bull.getJobCounts('failed')).failed === 1,
       30_000,
@@ -192,8 +153,8 @@ describe('a conversation across a fleet', () => {
       'No orchestrator named "approval" runs on this worker (it runs "desks"); every worker of a queue must run the same orchestrators',
     );
     expect(job?.attemptsMade).toBe(1);
-    expect(await store.get('orphan')).toMatchObject({ status: 'ended' });
-    expect((await store.get('orphan'))?.result).toMatchObject({
+    expect(await fleet.store.get('orphan')).toMatchObject({ status: 'ended' });
+    expect((await fleet.store.get('orphan'))?.result).toMatchObject({
       error: { name: 'UnknownOrchestratorError' },
     });
 
@@ -218,13 +179,13 @@ describe('a conversation across a fleet', () => {
   }, 180_000);
 
   it("runs each segment in the producer's trace context", async () => {
-    const log = join(dir, 'trace.log');
-    const traced = worker('trace', log, { TRACE: '1' });
+    const log = join(fleet.dir, 'trace.log');
+    const traced = fleet.worker('trace', log, { TRACE: '1' });
     await traced.ready;
     const manager = new AsyncLocalStorageContextManager().enable();
     context.setGlobalContextManager(manager);
     propagation.setGlobalPropagator(new W3CTraceContextPropagator());
-    const producer = createConversationQueue({ connection: redis.url, queueName: 'trace' });
+    const producer = createConversationQueue({ connection: fleet.redis.url, queueName: 'trace' });
     const traceId = '0af7651916cd43dd8448eb211c80319c';
     const parent = trace.setSpanContext(ROOT_CONTEXT, {
       traceId,
@@ -236,7 +197,7 @@ describe('a conversation across a fleet', () => {
         producer.start('desks', deskInput(0), { conversationId: 'traced-1' }),
       );
       await waitFor(
-        async () => (await store.get('traced-1'))?.status === 'ended',
+        async () => (await fleet.store.get('traced-1'))?.status === 'ended',
         60_000,
         () => 'traced-1 ended',
       );

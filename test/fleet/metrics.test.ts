@@ -6,42 +6,22 @@
  * on a Redis that does not answer. Every exposition is clean by `promtool check metrics`.
  */
 import { spawnSync } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Redis } from 'ioredis';
 import { Registry } from 'prom-client';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { createConversationQueue, createConversationWorker } from '../../src/fleet/index.ts';
-import type { ConversationStore } from '../../src/index.ts';
 import { createRedisStore } from '../../src/stores/redis/index.ts';
 import { deskInput, desks } from '../fixtures/fleet-app.ts';
-import {
-  readInvocations,
-  spawnWorker,
-  type WorkerProcess,
-  waitFor,
-} from '../helpers/fleet-workers.ts';
-import { hasRedisServer, type RunningRedis, startRedis } from '../helpers/redis.ts';
+import { readInvocations, useFleet, waitFor } from '../helpers/fleet-workers.ts';
+import { hasRedisServer, startRedis } from '../helpers/redis.ts';
 
-let redis: RunningRedis;
-let store: ConversationStore;
-let dir: string;
-const workers: WorkerProcess[] = [];
-
-beforeAll(async () => {
-  if (!hasRedisServer()) return;
-  redis = await startRedis({ aof: true });
-  dir = mkdtempSync(join(tmpdir(), 'co-fleet-metrics-'));
-  store = createRedisStore({ url: redis.url });
-}, 60_000);
-
-afterAll(async () => {
-  for (const w of workers) w.signal('SIGKILL');
-  await Promise.all(workers.map((w) => w.exited));
-  await store?.close();
-  await redis?.stop();
-  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+const fleet = useFleet({
+  redis: { aof: true },
+  dirPrefix: 'co-fleet-metrics-',
+  concurrency: 20,
+  responderMs: 50,
+  enabled: hasRedisServer(),
 });
 
 /** The value of `name{labels}` in an exposition (labels in any order), or undefined. */
@@ -69,22 +49,10 @@ function promtool(text: string): string {
 
 describe.skipIf(!hasRedisServer())('the queue metrics of a worker', () => {
   it("count the stalled jobs of a SIGKILLed worker and every job's wait, and read the queue from Redis", async () => {
-    const log = join(dir, 'stalled.log');
-    const env = {
-      REDIS_URL: redis.url,
-      QUEUE: 'metered',
-      LOG: log,
-      CONCURRENCY: '20',
-      RESPONDER_MS: '50',
-      LEASE_MS: '2000',
-      LOCK_MS: '2000',
-      STALLED_MS: '1000',
-      METRICS: '1',
-    };
-    const victim = spawnWorker(env);
-    workers.push(victim);
+    const log = join(fleet.dir, 'stalled.log');
+    const victim = fleet.worker('metered', log, { METRICS: '1' });
     await victim.ready;
-    const queue = createConversationQueue({ connection: redis.url, queueName: 'metered' });
+    const queue = createConversationQueue({ connection: fleet.redis.url, queueName: 'metered' });
     const ids = Array.from({ length: 30 }, (_, n) => `metered-${n}`);
     for (const [n, id] of ids.entries()) {
       await queue.start('desks', deskInput(n), { conversationId: id });
@@ -96,14 +64,10 @@ describe.skipIf(!hasRedisServer())('the queue metrics of a worker', () => {
     );
     victim.signal('SIGKILL');
     await victim.exited;
-    const survivor = spawnWorker(env);
-    workers.push(survivor);
+    const survivor = fleet.worker('metered', log, { METRICS: '1' });
     await survivor.ready;
     await waitFor(
-      async () => {
-        for (const id of ids) if ((await store.get(id))?.status !== 'ended') return false;
-        return true;
-      },
+      () => fleet.allEnded(ids),
       120_000,
       () => 'every conversation to end',
     );

@@ -7,7 +7,20 @@
  */
 import { readFileSync } from 'node:fs';
 
-const DROP = new Set(['id', 'sources', 'target', 'variant', 'groups', 'categories', 'symbolIdMap', 'files', 'packageVersion', 'schemaVersion', 'readme', 'flags']);
+const DROP = new Set([
+  'id',
+  'sources',
+  'target',
+  'variant',
+  'groups',
+  'categories',
+  'symbolIdMap',
+  'files',
+  'packageVersion',
+  'schemaVersion',
+  'readme',
+  'flags',
+]);
 
 /** @param {unknown} node @returns {unknown} */
 function strip(node) {
@@ -21,7 +34,9 @@ function strip(node) {
     out[key] = strip(value);
   }
   if (Array.isArray(out.children)) {
-    out.children = /** @type {{name: string}[]} */ (out.children).slice().sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
+    out.children = /** @type {{name: string}[]} */ (out.children)
+      .slice()
+      .sort((a, b) => (a.name < b.name ? -1 : a.name > b.name ? 1 : 0));
   }
   // A union's members come in the checker's order, which follows the order files are read in.
   if (out.type === 'union' && Array.isArray(out.types)) {

@@ -21,6 +21,7 @@ export class OrchestratorError extends Error {
   readonly code: string = 'ERR_ORCHESTRATOR';
 
   static override [Symbol.hasInstance](value: unknown): boolean {
+    // biome-ignore lint/complexity/noThisInStatic: `this` is the class `instanceof` was asked about; a subclass keeps the ordinary prototype check
     if (this !== OrchestratorError) return Function.prototype[Symbol.hasInstance].call(this, value);
     return typeof value === 'object' && value !== null && LIBRARY_ERROR in value;
   }
