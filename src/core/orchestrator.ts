@@ -3,19 +3,18 @@
  * `ConversationRun` of its own, so concurrent conversations share nothing mutable.
  */
 
+import { bounded, type CheckpointCodec } from './durable/checkpoint.ts';
+import { type DurableConfig, durableConfig } from './durable/config.ts';
+import { isCancelOwner } from './durable/lease-owner.ts';
 import {
-  bounded,
-  type CheckpointCodec,
-  type CheckpointState,
-  checkedOutcome,
-  checkedState,
-  type FreshState,
-  jsonCodec,
-} from './durable/checkpoint.ts';
-import { isCancelOwner, newLeaseOwner, setLeaseOwnerLive } from './durable/lease-owner.ts';
-import type { DurableConfig, ResponderFailurePolicy, RunConfig } from './loop/config.ts';
-import { type CallOptions, ConversationRun, type Segment } from './loop/run.ts';
-import { NO_USAGE } from './loop/usage.ts';
+  ALREADY_ENDED,
+  endedByOtherCancel,
+  ownConversation,
+  resumeStored,
+} from './durable/resume.ts';
+import { durabilityOpener } from './durable/session.ts';
+import type { ResponderFailurePolicy, RunConfig } from './loop/config.ts';
+import { type CallOptions, ConversationRun } from './loop/run.ts';
 import {
   boundedName,
   conversationId,
@@ -25,31 +24,24 @@ import {
   nonNegativeInteger,
   nonNegativeNumber,
   positiveInteger,
-  positiveNumber,
   readList,
   readPart,
+  timerDelay,
 } from './shared/validate.ts';
 import { rateLimitedWarning } from './shared/warnings.ts';
 import {
-  CheckpointError,
   ConversationAbortedError,
   ConversationLeaseError,
-  ConversationNotFoundError,
   describeValue as describe,
-  describeCause,
   OrchestratorConfigError,
-  restoredFailure,
-  type StoredFailure,
-  settleUsage,
 } from './spi/errors.ts';
 import type { ConversationObserver } from './spi/observer.ts';
 import type { TerminationPolicy, TurnFunction, TurnPolicy } from './spi/policy.ts';
-import type { AcquireOutcome, Checkpoint, ConversationStore, Durability } from './spi/store.ts';
+import type { ConversationStore, Durability } from './spi/store.ts';
 import type {
   CancelOptions,
   ConversationListener,
   ConversationResult,
-  ConversationState,
   Message,
   Projection,
   RecoverOptions,
@@ -165,6 +157,8 @@ export class ConversationOrchestrator<S, C = unknown> {
   /** The `name` it was built with: the `orchestrator` metric label. */
   readonly name: string;
   readonly #config: RunConfig<S, C>;
+  /** The store and how it commits (undefined without a store). */
+  readonly #store: DurableConfig | undefined;
   /** cancel() calls in flight in this process, by conversation id. */
   readonly #cancelling = new Map<string, Promise<boolean>>();
 
@@ -242,6 +236,8 @@ export class ConversationOrchestrator<S, C = unknown> {
           }`,
         ));
 
+    const durable = durableConfig(options);
+    this.#store = durable;
     this.#config = {
       name: this.name,
       responders,
@@ -264,7 +260,7 @@ export class ConversationOrchestrator<S, C = unknown> {
       onResponderError,
       onListenerError,
       yieldIntervalMs: nonNegativeNumber('yieldIntervalMs', options.yieldIntervalMs ?? 5),
-      durable: durableConfig(options),
+      durable: durable === undefined ? undefined : durabilityOpener<S, C>(durable, this.name),
     };
   }
 
@@ -278,7 +274,7 @@ export class ConversationOrchestrator<S, C = unknown> {
    * resumed, and can run on a fleet's workers.
    */
   get durable(): boolean {
-    return this.#config.durable !== undefined;
+    return this.#store !== undefined;
   }
 
   /**
@@ -305,7 +301,7 @@ export class ConversationOrchestrator<S, C = unknown> {
    */
   resume(id: string, options: ResumeOptions<C> = NO_OPTIONS): Promise<ConversationResult<S, C>> {
     const config = this.#config;
-    const durable = config.durable;
+    const durable = this.#store;
     let read: CallOptions<C>;
     try {
       if (durable === undefined) {
@@ -335,8 +331,8 @@ export class ConversationOrchestrator<S, C = unknown> {
    * Needs a `store`.
    */
   cancel(id: string, options: CancelOptions = NO_OPTIONS): Promise<boolean> {
-    const config = this.#config;
-    const durable = config.durable;
+    const _config = this.#config;
+    const durable = this.#store;
     let reason: unknown;
     try {
       if (durable === undefined) {
@@ -411,7 +407,7 @@ export class ConversationOrchestrator<S, C = unknown> {
    */
   async recover(options: RecoverOptions = {}): Promise<RecoverResult> {
     const config = this.#config;
-    const durable = config.durable;
+    const durable = this.#store;
     if (durable === undefined) {
       throw new OrchestratorConfigError(
         'Expected the orchestrator to have a `store` to recover conversations from, got none',
@@ -475,244 +471,6 @@ export class ConversationOrchestrator<S, C = unknown> {
     await Promise.all(running);
     return counts;
   }
-}
-
-/**
- * Reads the conversation before its lease is asked for (once per segment): one of another
- * orchestrator sharing the store is refused with `ConversationNotFoundError` without taking its
- * lease, which would erase the crash mark (a dead holder's lease) that its own orchestrator's
- * `recover()` reads as `cause: 'crash'` and a raised attempt.
- */
-function ownConversation<S, C>(
-  config: RunConfig<S, C>,
-  durable: DurableConfig,
-  id: string,
-  what: 'resumed' | 'cancelled',
-): Promise<void> {
-  return bounded(() => durable.store.get(id), durable.storeTimeoutMs, 'get')
-    .then((stored) => checkedOutcome(durable.store, 'get', stored))
-    .then(
-      (stored) => {
-        if (stored === undefined) throw new ConversationNotFoundError(id);
-        if (stored.orchestrator !== config.name) {
-          throw new ConversationNotFoundError(id, stored.orchestrator);
-        }
-      },
-      (error: unknown) => {
-        throw new CheckpointError(
-          `Conversation ${id} could not be ${what}: ${describeCause(error)}`,
-          emptyState<S, C>(id),
-          0,
-          undefined,
-          error,
-        );
-      },
-    );
-}
-
-/** How long cancel() waits for another process's cancel() of the same conversation to end it. */
-const OTHER_CANCEL_WAIT_MS = 5_000;
-
-/**
- * Whether the conversation ends (its stored status `ended`) within OTHER_CANCEL_WAIT_MS, looking
- * every 25 ms: another process's cancel() holds its lease for the commit of that ending.
- */
-async function endedByOtherCancel(durable: DurableConfig, id: string): Promise<boolean> {
-  const until = Date.now() + OTHER_CANCEL_WAIT_MS;
-  while (Date.now() < until) {
-    await new Promise((resolve) => setTimeout(resolve, 25));
-    const stored = await bounded(() => durable.store.get(id), durable.storeTimeoutMs, 'get').catch(
-      () => undefined,
-    );
-    if (stored?.status === 'ended') return true;
-  }
-  return false;
-}
-
-/** What resumeStored() answers cancel() for a conversation that had already ended. */
-const ALREADY_ENDED: unknown = Object.freeze({});
-
-/** An empty state, for errors raised before anything of the conversation was loaded. */
-function emptyState<S, C>(id: string): ConversationState<S, C> {
-  return {
-    conversationId: id,
-    projection: undefined as S,
-    lastMessage: { sender: '', content: undefined as C },
-    queueDepth: 0,
-    dispatchCount: 0,
-    history: [],
-    usage: NO_USAGE,
-  };
-}
-
-/**
- * Acquires a stored conversation and runs its next segment. `quiet`: a conversation another
- * process took (or that ended, or vanished) meanwhile resolves with `undefined` (for recover()).
- */
-async function resumeStored<S, C>(
-  config: RunConfig<S, C>,
-  durable: DurableConfig,
-  id: string,
-  options: CallOptions<C>,
-  quiet: true,
-): Promise<ConversationResult<S, C> | undefined>;
-async function resumeStored<S, C>(
-  config: RunConfig<S, C>,
-  durable: DurableConfig,
-  id: string,
-  options: CallOptions<C>,
-): Promise<ConversationResult<S, C>>;
-async function resumeStored<S, C>(
-  config: RunConfig<S, C>,
-  durable: DurableConfig,
-  id: string,
-  options: CallOptions<C>,
-  quiet = false,
-): Promise<ConversationResult<S, C> | undefined> {
-  const owner = newLeaseOwner(options.cancel === undefined ? undefined : 'cancel');
-  // Live before the store sees it: a concurrent acquire must not take it for a dead one's.
-  setLeaseOwnerLive(owner, true);
-  let outcome: AcquireOutcome;
-  try {
-    const store = durable.store;
-    outcome = checkedOutcome(
-      store,
-      'acquire',
-      await bounded(
-        () => store.acquire(id, owner, durable.leaseMs),
-        durable.storeTimeoutMs,
-        'acquire',
-      ),
-    );
-  } catch (error) {
-    setLeaseOwnerLive(owner, false);
-    throw new CheckpointError(
-      `Conversation ${id} could not be resumed: ${describeCause(error)}`,
-      emptyState<S, C>(id),
-      0,
-      undefined,
-      error,
-    );
-  }
-  if (outcome.status !== 'acquired') setLeaseOwnerLive(owner, false);
-  // A store may be shared by orchestrators: another's conversation is not resumed (or answered)
-  // here, whatever its state would fold into.
-  if (
-    (outcome.status === 'acquired' || outcome.status === 'ended') &&
-    outcome.checkpoint.orchestrator !== config.name
-  ) {
-    if (outcome.status === 'acquired') {
-      // Bounded like every store call: a store that never answers must not hang resume().
-      await bounded(
-        () => durable.store.release(id, outcome.lease),
-        durable.storeTimeoutMs,
-        'release',
-      ).catch(() => {});
-      setLeaseOwnerLive(owner, false);
-    }
-    if (quiet) return undefined;
-    throw new ConversationNotFoundError(id, outcome.checkpoint.orchestrator);
-  }
-  switch (outcome.status) {
-    case 'not_found':
-      if (quiet) return undefined;
-      throw new ConversationNotFoundError(id);
-    case 'held':
-      throw new ConversationLeaseError(
-        `Conversation ${id} is held by another live process (${outcome.owner}) until ${new Date(outcome.leaseExpiresAt).toISOString()}`,
-        emptyState<S, C>(id),
-        0,
-        outcome.owner,
-      );
-    case 'ended': {
-      if (options.cancel !== undefined) return ALREADY_ENDED as ConversationResult<S, C>;
-      if (quiet) return undefined;
-      return storedEnding<S, C>(durable, outcome.checkpoint);
-    }
-  }
-  let restored: CheckpointState<S, C> | FreshState<C>;
-  let decoded = false;
-  try {
-    const value = durable.codec.decode(outcome.checkpoint.state);
-    decoded = true;
-    restored = checkedState<S, C>(value, config.responders.length);
-  } catch (error) {
-    // Released as it was: a process with the right version (or codec) can still resume it. One
-    // taken over from a dead holder is left to lapse instead, so that its crash mark stays.
-    if (!outcome.takenOver) {
-      await bounded(
-        () => durable.store.release(id, outcome.lease),
-        durable.storeTimeoutMs,
-        'release',
-      ).catch(() => {});
-    }
-    setLeaseOwnerLive(owner, false);
-    throw new CheckpointError(
-      decoded
-        ? `Conversation ${id}'s checkpoint is not one this version can resume: ${describeCause(error)}`
-        : `Conversation ${id}'s checkpoint could not be decoded: ${describeCause(error)}`,
-      emptyState<S, C>(id),
-      0,
-      undefined,
-      error,
-    );
-  }
-  const segment: Segment<C> = {
-    owner,
-    lease: outcome.lease,
-    checkpoint: outcome.checkpoint,
-    takenOver: outcome.takenOver,
-    input: options.input,
-    cancel: options.cancel,
-  };
-  return new ConversationRun(
-    config,
-    restored.input,
-    { conversationId: id, signal: options.signal, drain: options.drain },
-    segment,
-    restored,
-  ).execute();
-}
-
-/** What an ended conversation's resume answers: its stored result, or its stored failure. */
-function storedEnding<S, C>(
-  durable: DurableConfig,
-  checkpoint: Checkpoint,
-): ConversationResult<S, C> {
-  const id = checkpoint.conversationId;
-  let stored: (ConversationResult<S, C> & { error?: StoredFailure }) | null;
-  try {
-    stored = durable.codec.decode(checkpoint.result ?? 'null') as typeof stored;
-    const error: unknown = stored?.error;
-    if (
-      stored !== null &&
-      (typeof stored !== 'object' ||
-        (error !== undefined && (typeof error !== 'object' || error === null)))
-    ) {
-      throw new TypeError(
-        `expected \`result\` to be a result or a failure ({ error: { name, message, reason } }), got ${describe(stored)}`,
-      );
-    }
-  } catch (error) {
-    throw new CheckpointError(
-      `Conversation ${id}'s stored ending could not be read: ${describeCause(error)}`,
-      emptyState<S, C>(id),
-      0,
-      undefined,
-      error,
-    );
-  }
-  if (stored === null) throw new ConversationNotFoundError(id);
-  if (stored.error !== undefined) {
-    const error = restoredFailure<S, C>(
-      stored.error,
-      stored.state ?? emptyState<S, C>(id),
-      stored.elapsedMs,
-    );
-    if (stored.usage !== undefined) settleUsage(error, stored.usage);
-    throw error;
-  }
-  return stored;
 }
 
 function validateResponders<S, C>(value: unknown): readonly Responder<S, C>[] {
@@ -785,82 +543,8 @@ function readCallOptions<C>(call: 'run' | 'resume', options: unknown): CallOptio
   return { signal, drain, input };
 }
 
-const STORE_METHODS = [
-  'create',
-  'acquire',
-  'commit',
-  'renew',
-  'release',
-  'get',
-  'delete',
-  'list',
-] as const;
-
-/** The durable options, checked; `undefined` without a store (and then none of them may be set). */
-function durableConfig<S, C>(options: OrchestratorOptions<S, C>): DurableConfig | undefined {
-  const { store, durability, leaseMs, storeTimeoutMs, codec } = options;
-  if (store === undefined) {
-    if (durability !== undefined) fail('durability', 'set only with a `store`', durability);
-    return undefined;
-  }
-  if (typeof store !== 'object' || store === null) {
-    fail('store', 'a ConversationStore (createMemoryStore() …)', store);
-  }
-  for (const method of STORE_METHODS) {
-    if (typeof store[method] !== 'function') {
-      fail(
-        `store.${method}`,
-        'a function (the store must implement ConversationStore)',
-        store[method],
-      );
-    }
-  }
-  const mode = durability ?? 'sync';
-  if (mode !== 'sync' && mode !== 'async' && mode !== 'exit') {
-    fail('durability', "'sync', 'async' or 'exit'", durability);
-  }
-  const lease = positiveNumber('leaseMs', leaseMs ?? 10_000);
-  if (lease < 100 || lease > 600_000)
-    fail('leaseMs', 'between 100 and 600000 milliseconds', leaseMs);
-  // A renewal starts at most leaseMs / 3 after the last one landed: bounded by half the lease,
-  // it lands before the lease expires (docs/durability.md, Fencing and leases).
-  const timeoutMs = timerDelay('storeTimeoutMs', storeTimeoutMs ?? Math.min(5_000, lease / 2));
-  if (timeoutMs > lease / 2) {
-    fail(
-      'storeTimeoutMs',
-      `at most half of \`leaseMs\` (${lease} / 2 = ${lease / 2} ms, so that a lease renewal lands before the lease expires)`,
-      storeTimeoutMs,
-    );
-  }
-  const chosen = codec ?? jsonCodec;
-  if (
-    typeof chosen !== 'object' ||
-    chosen === null ||
-    typeof chosen.encode !== 'function' ||
-    typeof chosen.decode !== 'function'
-  ) {
-    fail('codec', 'an object with `encode(value)` and `decode(text)` functions', codec);
-  }
-  const max = store.maxCheckpointBytes;
-  return {
-    store,
-    durability: mode,
-    leaseMs: lease,
-    storeTimeoutMs: timeoutMs,
-    codec: chosen,
-    maxCheckpointBytes: typeof max === 'number' && max > 0 ? max : Number.POSITIVE_INFINITY,
-  };
-}
-
 function historySize(value: unknown): number {
   const size = nonNegativeInteger('historySize', value);
   if (size > 10_000) fail('historySize', 'at most 10000', value);
   return size;
-}
-
-/** setTimeout fires at once past 2^31 - 1 ms (about 24.8 days): refuse what it cannot wait. */
-function timerDelay(option: string, value: unknown): number {
-  const ms = positiveNumber(option, value);
-  if (ms > 2_147_483_647) fail(option, 'a positive number of milliseconds up to 2147483647', value);
-  return ms;
 }

@@ -58,6 +58,34 @@ function cyclesWithin(prefix: string): string[][] {
   return cycles;
 }
 
+
+/**
+ * The core's rooms and where each may look: the SPI (the public interfaces) at the bottom, shared
+ * helpers over it, the loop over those (it knows nothing of stores: it reaches durability through
+ * core/loop/durability.ts), durability over the loop, and the orchestrator (core/*.ts) on top.
+ */
+const CORE_ROOMS: Readonly<Record<string, readonly string[]>> = {
+  'core/spi/': ['core/spi/'],
+  'core/shared/': ['core/spi/', 'core/shared/'],
+  'core/loop/': ['core/spi/', 'core/shared/', 'core/loop/'],
+  'core/durable/': ['core/spi/', 'core/shared/', 'core/loop/', 'core/durable/'],
+};
+
+function roomOf(file: string): string | undefined {
+  return Object.keys(CORE_ROOMS).find((room) => file.startsWith(room));
+}
+
+function roomViolations(): string[] {
+  return [...graph].flatMap(([file, imports]) => {
+    const room = roomOf(file);
+    if (room === undefined) return [];
+    const allowed = CORE_ROOMS[room] ?? [];
+    return imports
+      .filter((i) => i.startsWith('core/') && !allowed.some((a) => i.startsWith(a)))
+      .map((i) => `${file} -> ${i}`);
+  });
+}
+
 describe('layering of the source', () => {
   it('reads the imports it checks (the graph is not empty)', () => {
     expect(graph.get('core/loop/run.ts')).toContain('core/spi/policy.ts');
@@ -119,6 +147,26 @@ describe('layering of the source', () => {
     ).toEqual([]);
     // The check reads what it means to: the SQLite store names its client.
     expect(clientsOf('stores/sqlite/store.ts')).toContain('better-sqlite3');
+  });
+
+  it("keeps the core's rooms apart: the loop imports no store session, the SPI nothing above it", () => {
+    expect(roomViolations()).toEqual([]);
+    // The rooms are read from the files: the loop's door and the session that implements it.
+    expect(graph.get('core/durable/session.ts')).toContain('core/loop/durability.ts');
+    expect(graph.get('core/loop/run.ts')).toContain('core/loop/durability.ts');
+  });
+
+  it('finds an import that crosses a room (the check can fail)', () => {
+    graph.set('core/loop/__x.ts', ['core/durable/session.ts']);
+    try {
+      expect(roomViolations()).toEqual(['core/loop/__x.ts -> core/durable/session.ts']);
+    } finally {
+      graph.delete('core/loop/__x.ts');
+    }
+  });
+
+  it('has no import cycle anywhere in src', () => {
+    expect(cyclesWithin('')).toEqual([]);
   });
 
   it('has no import cycle inside src/core', () => {

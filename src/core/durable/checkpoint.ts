@@ -2,6 +2,7 @@
  * Checkpoints of durable conversations: what the core stores of a conversation (its current
  * state only, replaced on each commit), the codec that turns it into text, and `suspend()`.
  */
+import type { LoopPosition, StoredUsage } from '../loop/durability.ts';
 import { bounded as boundedCall } from '../shared/bounded.ts';
 import { describeValue, markLibraryError } from '../spi/errors.ts';
 import type {
@@ -16,7 +17,7 @@ import type {
 
 export { isSuspend, type Suspend, suspend } from '../spi/suspend.ts';
 
-import type { Message, UsageTotals } from '../spi/types.ts';
+import type { Message } from '../spi/types.ts';
 
 /**
  * Turns a checkpoint's values into the text a store keeps, and back. The default is JSON, checked
@@ -228,41 +229,14 @@ export const jsonCodec: CheckpointCodec = Object.freeze({
   },
 });
 
-/** The usage ledger as stored: per-party totals and who reported. */
-export interface StoredUsage {
-  readonly total: UsageTotals;
-  readonly byResponder: readonly (UsageTotals | null)[];
-  readonly turnPolicy?: UsageTotals | undefined;
-}
+export type { StoredUsage };
 
 /** The conversation's current state as the checkpoint's `state` (encoded by the codec). */
-export interface CheckpointState<S = unknown, C = unknown> {
+export interface CheckpointState<S = unknown, C = unknown> extends LoopPosition<S, C> {
   /** Format version. */
   readonly v: 1;
-  readonly input: Message<C>;
-  readonly projection: S;
-  readonly lastMessage: Message<C>;
-  readonly queue: readonly Message<C>[];
-  readonly history?: readonly Message<C>[] | undefined;
-  /** The message being answered and the responders (indexes) still to answer it. */
-  readonly answering?:
-    | { readonly message: Message<C>; readonly next: readonly number[] }
-    | undefined;
-  readonly dispatchCount: number;
-  /** Responder invocations so far (the idempotency keys' counter). */
-  readonly invocations: number;
-  /** The attempt of the next invocation (more than 1 after a crash resume). */
-  readonly attempt: number;
   /** Which segment committed it: 1 for the first run. */
   readonly segment: number;
-  /** Active milliseconds so far. */
-  readonly elapsedMs: number;
-  readonly usage?: StoredUsage | undefined;
-  readonly termination?: unknown;
-  readonly turn?: unknown;
-  /** Observers' saved data by key. */
-  readonly observers?: Readonly<Record<string, unknown>> | undefined;
-  readonly suspended?: { readonly responder: string; readonly payload: unknown } | undefined;
 }
 
 /** The first checkpoint of a conversation (`create`): nothing has run yet. */

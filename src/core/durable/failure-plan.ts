@@ -9,14 +9,9 @@
  * so `resume()` tells it again).
  */
 
-/** Where a failing run was cut. */
-export type CutPoint =
-  /** Waiting for a responder's promise: the point before that call can be committed. */
-  | 'call'
-  /** Between steps (waiting for a commit, yielded, right after a dispatch): a point as it is. */
-  | 'between'
-  /** Inside a step (a synchronous call, a fold, a policy): half of one step, never committed. */
-  | 'inside';
+import type { CutPoint } from '../loop/durability.ts';
+
+export type { CutPoint };
 
 /** What the run knows when it fails. */
 export interface FailureFacts {

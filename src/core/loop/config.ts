@@ -1,24 +1,13 @@
 /** The orchestrator's validated configuration, shared read-only by its runs. */
-import type { CheckpointCodec } from '../durable/checkpoint.ts';
 import type { ConversationObserver } from '../spi/observer.ts';
 import type { TerminationPolicy, TurnFunction, TurnPolicy } from '../spi/policy.ts';
-import type { ConversationStore, Durability } from '../spi/store.ts';
 import type {
   ConversationListener,
   ConversationState,
   Projection,
   Responder,
 } from '../spi/types.ts';
-
-/** A durable orchestrator's store and how it commits (undefined without a store). */
-export interface DurableConfig {
-  readonly store: ConversationStore;
-  readonly durability: Durability;
-  readonly leaseMs: number;
-  readonly storeTimeoutMs: number;
-  readonly codec: CheckpointCodec;
-  readonly maxCheckpointBytes: number;
-}
+import type { DurabilityOpener } from './durability.ts';
 
 /** What to do when a responder throws or rejects. */
 export type ResponderFailurePolicy<S, C = unknown> =
@@ -43,6 +32,6 @@ export interface RunConfig<S, C> {
   readonly onResponderError: ResponderFailurePolicy<S, C>;
   readonly onListenerError: (error: unknown) => void;
   readonly yieldIntervalMs: number;
-  /** Set with a store (optional: configs built by hand in tests have none). */
-  readonly durable?: DurableConfig | undefined;
+  /** Set with a store: how a run opens its store session (optional: hand-built configs have none). */
+  readonly durable?: DurabilityOpener<S, C> | undefined;
 }

@@ -22,26 +22,12 @@
  */
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import {
-  bounded,
-  type CheckpointState,
-  checkedOutcome,
-  type EndedState,
-  type FreshState,
-  isSuspend,
-  UnstorableValueError,
-} from '../durable/checkpoint.ts';
-import { type CutPoint, planFailure } from '../durable/failure-plan.ts';
-import { newLeaseOwner, setLeaseOwnerLive } from '../durable/lease-owner.ts';
 import { rateLimitedWarning, warnUnsaved } from '../shared/warnings.ts';
 import {
   badPolicyAnswer,
   badResponderOutput,
-  CheckpointError,
   ConversationAbortedError,
   ConversationError,
-  ConversationExistsError,
-  ConversationLeaseError,
   DispatchDeadlineError,
   describeCause,
   type FailurePoint,
@@ -50,7 +36,6 @@ import {
   queueOverflow,
   responderFailed,
   settleUsage,
-  storedFailure,
   unexpectedFailure,
   unknownResponder,
 } from '../spi/errors.ts';
@@ -65,7 +50,7 @@ import {
   type TurnFunction,
   type TurnSelection,
 } from '../spi/policy.ts';
-import type { Checkpoint, ConversationStatus, Lease } from '../spi/store.ts';
+import { isSuspend } from '../spi/suspend.ts';
 import type {
   ConversationListener,
   ConversationResult,
@@ -78,8 +63,16 @@ import type {
   TerminationDecision,
   UsageTotals,
 } from '../spi/types.ts';
-import type { DurableConfig, RunConfig } from './config.ts';
+import type { RunConfig } from './config.ts';
 import { type ContextHost, InvocationContext } from './context.ts';
+import type {
+  CutPoint,
+  DurabilityOpener,
+  DurableHost,
+  LoopPosition,
+  Resumption,
+  RunDurability,
+} from './durability.ts';
 import { lateListenerFailure, Observations } from './observations.ts';
 import { History, MessageQueue } from './queue.ts';
 import { onAbort } from './signals.ts';
@@ -127,17 +120,6 @@ const ENDED = 2;
 const nativeThen = Promise.prototype.then;
 // Reports a throwing onResponderError function without flooding the log.
 const warnFailurePolicy = rateLimitedWarning('ConversationResponderErrorPolicyWarning');
-/** A stored conversation this run continues (resume, recover). */
-export interface Segment<C> {
-  readonly owner: string;
-  readonly lease: Lease;
-  readonly checkpoint: Checkpoint;
-  readonly takenOver: boolean;
-  /** The person's answer (`resume(id, { input })`). */
-  readonly input?: Message<C> | undefined;
-  /** Set by `cancel()`: the segment ends the conversation as aborted, running nothing. */
-  readonly cancel?: { readonly reason: unknown } | undefined;
-}
 /** What run() and resume() read of their options (each read once, checked: orchestrator.ts). */
 export interface CallOptions<C> {
   readonly signal?: AbortSignal | undefined;
@@ -169,7 +151,7 @@ function isThenable(value: unknown): value is PromiseLike<unknown> {
   );
 }
 
-export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
+export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C>, DurableHost<S, C> {
   readonly #config: RunConfig<S, C>;
   #input: Message<C>;
   readonly #conversationId: string;
@@ -179,11 +161,6 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   #observations!: Observations<S, C>;
   // Which observer hooks exist, read once: a conversation pays only for the hooks it has.
   #wrapsResponders = false;
-  /**
-   * The CheckpointError of a state the codec refused or that outgrew the store's limit: no retry
-   * can store it, so the conversation ends as failed instead of staying resumable.
-   */
-  #unstorable: CheckpointError<S, C> | undefined;
   #watchesStarts = false;
   #watchesDispatches = false;
   #projection!: S;
@@ -251,24 +228,18 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
 
   // Durable conversations (a store): none of this is touched per dispatch without one, apart
   // from `#slow`, the one check #completeDispatch makes (a store, or a suspension to settle).
-  readonly #durable: DurableConfig | undefined;
+  // The store session (core/durable/session.ts) does every store call; undefined without a store.
+  #durable: RunDurability<S, C> | undefined;
   #slow: boolean;
   #suspension: ConversationSuspension | undefined;
   /** Responder invocations so far (idempotency keys), and which one is a re-run, how often. */
   #invocations = 0;
-  /** Invocations the last landed commit holds: more in memory means work a release would hide. */
-  #committedInvocations = 0;
   #retryInvocation = 0;
   #retryAttempt = 1;
-  #segment: Segment<C> | undefined;
-  /** The decoded checkpoint this segment continues (undefined: a fresh start). */
-  #restored: CheckpointState<S, C> | undefined;
-  #segmentNumber = 1;
-  #owner: string | undefined;
-  #lease: Lease | undefined;
-  #seq = 0;
-  #inflight: Promise<void> | undefined;
-  #heartbeat: NodeJS.Timeout | undefined;
+  /** The stored conversation this run continues (resume, recover, cancel); undefined: a new one. */
+  readonly #resumption: Resumption<S, C> | undefined;
+  /** Where its checkpoint left the loop (undefined: a fresh start). */
+  readonly #restored: LoopPosition<S, C> | undefined;
 
   /** Where the loop stands, for the errors it builds: the state at the end (FailurePoint). */
   state(): ConversationState<S, C> {
@@ -278,6 +249,31 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   /** The conversation's id (ContextHost: the prefix of idempotency keys). */
   get conversationId(): string {
     return this.#conversationId;
+  }
+
+  // What the store session reads (DurableHost).
+  get input(): Message<C> {
+    return this.#input;
+  }
+
+  get settled(): boolean {
+    return this.#settled;
+  }
+
+  get invocations(): number {
+    return this.#invocations;
+  }
+
+  get dispatchCount(): number {
+    return this.#dispatchCount;
+  }
+
+  get observations(): Observations<S, C> {
+    return this.#observations;
+  }
+
+  interrupt(error: ConversationError<S, C>): void {
+    this.#interrupt(error);
   }
 
   /** The time since the conversation started (FailurePoint). */
@@ -311,25 +307,16 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     config: RunConfig<S, C>,
     input: Message<C>,
     options: CallOptions<C>,
-    segment?: Segment<C>,
-    restored?: CheckpointState<S, C> | FreshState<C>,
+    resumption?: Resumption<S, C>,
   ) {
     this.#config = config;
-    this.#durable = config.durable;
-    this.#slow = config.durable !== undefined;
-    this.#segment = segment;
-    if (segment !== undefined) {
-      this.#owner = segment.owner;
-      this.#lease = segment.lease;
-      this.#seq = segment.checkpoint.seq;
-      if (restored !== undefined) {
-        this.#segmentNumber = (restored.segment ?? 1) + 1;
-        if (!('fresh' in restored)) this.#restored = restored;
-        this.#invocations = 'fresh' in restored ? 0 : restored.invocations;
-        this.#committedInvocations = this.#invocations;
-        this.#retryInvocation = this.#invocations + 1;
-        this.#retryAttempt = (restored.attempt ?? 1) + (segment.takenOver ? 1 : 0);
-      }
+    this.#slow = config.durable !== undefined || resumption !== undefined;
+    this.#resumption = resumption;
+    this.#restored = resumption?.position;
+    if (resumption !== undefined) {
+      this.#invocations = resumption.invocations;
+      this.#retryInvocation = this.#invocations + 1;
+      this.#retryAttempt = resumption.attempt;
     }
     this.#input = input;
     this.#lastMessage = input;
@@ -348,62 +335,34 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     return new Promise<ConversationResult<S, C>>((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
-      if (this.#durable !== undefined && this.#segment === undefined) this.#create(this.#durable);
-      else this.#begin();
+      const resumption = this.#resumption;
+      if (resumption !== undefined) {
+        this.#durable = resumption.open(this);
+        this.#begin();
+        return;
+      }
+      const opener = this.#config.durable;
+      if (opener === undefined) {
+        this.#begin();
+        return;
+      }
+      // A new durable conversation: stored (its id reserved, its lease taken) before anything runs.
+      const durable = opener.open(this);
+      durable
+        .create()
+        .then(
+          () => {
+            this.#durable = durable;
+            this.#begin();
+          },
+          (error: unknown) => {
+            this.#settled = true;
+            this.#reject(error as ConversationError<S, C>);
+          },
+        )
+        // Whatever escapes the handlers (a bug) settles the run rather than hanging it.
+        .then(undefined, (error: unknown) => this.#fail(error));
     });
-  }
-
-  /** A new durable conversation: stored (its id reserved, its lease taken) before anything runs. */
-  #create(durable: DurableConfig): void {
-    const owner = newLeaseOwner();
-    // Live before the store sees it: a concurrent acquire must not take it for a dead one's.
-    setLeaseOwnerLive(owner, true);
-    const fail = (error: unknown): void => {
-      setLeaseOwnerLive(owner, false);
-      this.#settled = true;
-      this.#reject(error as ConversationError<S, C>);
-    };
-    let state: string;
-    try {
-      const fresh: FreshState<C> = { v: 1, input: this.#input, fresh: true };
-      state = durable.codec.encode(fresh);
-    } catch (error) {
-      fail(this.#checkpointError(error, 'its input'));
-      return;
-    }
-    const checkpoint: Checkpoint = {
-      conversationId: this.#conversationId,
-      orchestrator: this.#config.name,
-      status: 'running',
-      seq: 1,
-      dispatchCount: 0,
-      state,
-    };
-    const store = durable.store;
-    bounded(
-      () => store.create(checkpoint, owner, durable.leaseMs),
-      durable.storeTimeoutMs,
-      'create',
-    )
-      .then((outcome) => checkedOutcome(store, 'create', outcome))
-      .then(
-        (outcome) => {
-          if (!outcome.created) {
-            fail(new ConversationExistsError(this.#conversationId));
-            return;
-          }
-          this.#owner = owner;
-          this.#lease = outcome.lease;
-          this.#seq = 1;
-          this.#begin();
-        },
-        (error: unknown) => fail(this.#checkpointError(error, 'its creation')),
-      )
-      // Whatever escapes the handlers (a bug) settles the run rather than hanging it.
-      .then(undefined, (error: unknown) => {
-        if (this.#owner === undefined) fail(error);
-        else this.#fail(error);
-      });
   }
 
   #begin(): void {
@@ -425,15 +384,15 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
               responders: config.responderNames,
               providers: config.providers,
               startTimeMs: performance.timeOrigin + now,
-              store: this.#durable?.store.name,
+              store: config.durable?.storeName,
             },
-            this.#segment === undefined ? undefined : this.#resumeInfo(restored),
+            this.#resumption === undefined ? undefined : this.#resumeInfo(this.#resumption),
           );
     this.#wrapsResponders = this.#observations.wrapsResponders;
     this.#watchesStarts = this.#observations.watchesStarts;
     this.#watchesDispatches = this.#observations.watchDispatches;
     try {
-      const cancelling = this.#segment?.cancel !== undefined;
+      const cancelling = this.#resumption?.cancel !== undefined;
       if (restored === undefined) {
         try {
           this.#projection = config.projection.initial(this.#input);
@@ -446,13 +405,13 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         this.#history?.push(this.#input);
       } else this.#restore(restored);
       this.#state = this.#snapshot(this.#dispatchCount);
-      const cancel = this.#segment?.cancel;
+      const cancel = this.#resumption?.cancel;
       if (cancel !== undefined) {
         // Nothing runs: no policy starts, no responder; the ending is committed as aborted.
         this.#fail(new ConversationAbortedError(this.#state, this.#elapsed(), cancel.reason));
         return;
       }
-      if (this.#segment === undefined) {
+      if (this.#resumption === undefined) {
         this.#check = this.#startPolicy('termination', () => config.termination.start());
       } else {
         const saved = restored?.termination;
@@ -466,7 +425,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       }
       const turnPolicy = config.turnPolicy;
       if (typeof turnPolicy === 'function') this.#turn = turnPolicy;
-      else if (this.#segment === undefined) {
+      else if (this.#resumption === undefined) {
         this.#turn = this.#startPolicy('turn', () => turnPolicy.start(config.responders));
       } else {
         const saved = restored?.turn;
@@ -522,32 +481,23 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       this.#observations.enter(() => this.#pump());
       return;
     }
-    if (this.#owner !== undefined) setLeaseOwnerLive(this.#owner, true);
-    this.#heartbeat = setInterval(() => this.#renewIfIdle(durable), durable.leaseMs / 3);
-    this.#heartbeat.unref();
-    if (this.#segment === undefined) this.#observations.enter(() => this.#pump());
+    durable.begin();
+    if (this.#resumption === undefined) this.#observations.enter(() => this.#pump());
     // A resumed segment commits first (running again, the person's answer, the attempt raised),
     // so a crash right after cannot lose them nor count the attempt twice.
-    else this.#observations.enter(() => void this.#waitCommit(this.#commit('running')));
+    else this.#observations.enter(() => void this.#waitCommit(durable.commit()));
   }
 
   /** What a resumed segment's observers learn. */
-  #resumeInfo(restored: CheckpointState<S, C> | undefined): {
+  #resumeInfo(resumption: Resumption<S, C>): {
     readonly resume: Omit<ConversationResume, 'saved'>;
     readonly saved: Readonly<Record<string, unknown>> | undefined;
   } {
-    const segment = this.#segment as Segment<C>;
-    const cause = segment.cancel
-      ? 'cancel'
-      : segment.takenOver
-        ? 'crash'
-        : segment.checkpoint.status === 'suspended'
-          ? 'suspend'
-          : 'handoff';
+    const restored = resumption.position;
     return {
       resume: {
-        cause,
-        segment: this.#segmentNumber,
+        cause: resumption.cause,
+        segment: resumption.segment,
         dispatchCount: restored?.dispatchCount ?? 0,
         elapsedMs: restored?.elapsedMs ?? 0,
       },
@@ -556,7 +506,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   }
 
   /** Puts the loop back where the checkpoint left it; then the person's answer, queued first. */
-  #restore(restored: CheckpointState<S, C>): void {
+  #restore(restored: LoopPosition<S, C>): void {
     this.#projection = restored.projection;
     this.#lastMessage = restored.lastMessage;
     this.#dispatchCount = restored.dispatchCount;
@@ -572,7 +522,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       this.#selection = answering.next.map((i) => names[i] as string);
       this.#nextSelected = 0;
     }
-    const input = this.#segment?.input;
+    const input = this.#resumption?.input;
     if (input !== undefined) {
       try {
         this.#projection = this.#config.projection.fold(this.#projection, input);
@@ -798,13 +748,14 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
       this.#interrupt(this.#abortedWhileNotifying ? this.#abortedError() : this.#drainedError());
       return ENDED;
     }
-    const durable = this.#durable as DurableConfig;
-    if (durable.durability === 'sync') return this.#waitCommit(this.#commit('running'));
+    const durable = this.#durable as RunDurability<S, C>;
+    const mode = (this.#config.durable as DurabilityOpener<S, C>).mode;
+    if (mode === 'sync') return this.#waitCommit(durable.commit());
     // Group commit: one in flight; the dispatches completing meanwhile go with the next one.
-    if (durable.durability === 'async' && this.#inflight === undefined) {
-      this.#commit('running').then(undefined, (error: unknown) =>
-        this.#interrupt(error as ConversationError<S, C>),
-      );
+    if (mode === 'async' && durable.idle) {
+      durable
+        .commit()
+        .then(undefined, (error: unknown) => this.#interrupt(error as ConversationError<S, C>));
     }
     return NEXT;
   }
@@ -833,238 +784,49 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   }
 
   /**
-   * Commits the conversation's current state (`status`, with `result` text when it ended).
-   * Resolves when the store has it; rejects with a CheckpointError (unstorable value, store
-   * failure or timeout) or a ConversationLeaseError (refused: another process holds it).
+   * Where the loop stands, for the store session to commit (DurableHost). With `reopen`, a
+   * responder's call is open (the run was cut while it ran): the position is the one before that
+   * call, its attempt raised, so the call runs again with its key and attempt > 1.
    */
-  #commit(status: ConversationStatus, result?: string, reopen = false): Promise<void> {
-    const durable = this.#durable as DurableConfig;
-    let checkpoint: Checkpoint;
-    try {
-      checkpoint = this.#checkpoint(durable, status, result, reopen);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    const started = performance.now();
-    const invocations = reopen ? this.#invocations - 1 : this.#invocations;
-    const lease = this.#lease as Lease;
-    const observations = this.#observations;
-    const store = durable.store;
-    const commit = bounded(
-      () => store.commit(checkpoint, lease, durable.leaseMs),
-      durable.storeTimeoutMs,
-      `commit (seq ${checkpoint.seq})`,
-    )
-      .then((outcome) => checkedOutcome(store, 'commit', outcome))
-      .then(
-        (outcome) => {
-          observations.checkpointed(performance.now() - started, undefined, false);
-          if (!outcome.ok) {
-            observations.leaseConflict();
-            throw outcome.reason === 'not_found'
-              ? this.#deleted()
-              : this.#leaseLost(`its commit was refused (${outcome.reason})`);
-          }
-          this.#seq = checkpoint.seq;
-          this.#lease = outcome.lease;
-          this.#committedInvocations = invocations;
-        },
-        async (error: unknown) => {
-          // A commit whose answer was lost (a timeout, a dropped connection) may have landed:
-          // asked once, so that a stored ending is not run again by recover() nor left uncounted,
-          // and a stored dispatch is counted and goes on (it would not run again on resume). A
-          // running checkpoint counts as ours only while our lease still holds it.
-          if (
-            await landed(
-              store,
-              checkpoint,
-              durable.storeTimeoutMs,
-              status === 'running' ? lease.owner : undefined,
-            )
-          ) {
-            observations.checkpointed(performance.now() - started, undefined, false);
-            this.#seq = checkpoint.seq;
-            this.#committedInvocations = invocations;
-            return;
-          }
-          observations.checkpointed(performance.now() - started, error, true);
-          throw this.#checkpointError(error, `the commit of dispatch ${checkpoint.dispatchCount}`);
-        },
-      );
-    this.#inflight = commit;
-    const done = (): void => {
-      if (this.#inflight === commit) this.#inflight = undefined;
-    };
-    commit.then(done, done);
-    return commit;
-  }
-
-  /**
-   * The checkpoint of the conversation as it stands (a consistent point: between steps). With
-   * `reopen`, a responder's call is open (the run was cut while it ran): the checkpoint is the
-   * point before that call, its attempt raised, so the call runs again with its key and attempt > 1.
-   */
-  #checkpoint(
-    durable: DurableConfig,
-    status: ConversationStatus,
-    result?: string,
-    reopen = false,
-  ): Checkpoint {
-    let text: string;
-    try {
-      if (status === 'ended') {
-        const ended: EndedState = {
-          v: 1,
-          ended: true,
-          dispatchCount: this.#dispatchCount,
-          segment: this.#segmentNumber,
-          elapsedMs: this.#elapsed(),
-          // Saved as at every commit: an observer counts what this commit stores when it lands.
-          observers: this.#observations.save(),
-        };
-        text = durable.codec.encode(ended);
-        return this.#checkpointOf(durable, status, text, result);
+  position(reopen: boolean): LoopPosition<S, C> {
+    const selection = this.#selection;
+    const next: number[] = [];
+    if (selection !== undefined) {
+      for (
+        let i = reopen ? this.#nextSelected - 1 : this.#nextSelected;
+        i < selection.length;
+        i++
+      ) {
+        next.push(this.#responderIndexOf(selection[i]));
       }
-      const selection = this.#selection;
-      const next: number[] = [];
-      if (selection !== undefined) {
-        for (
-          let i = reopen ? this.#nextSelected - 1 : this.#nextSelected;
-          i < selection.length;
-          i++
-        ) {
-          next.push(this.#responderIndexOf(selection[i]));
-        }
-      }
-      const state: CheckpointState<S, C> = {
-        v: 1,
-        input: this.#input,
-        projection: this.#projection,
-        lastMessage: this.#lastMessage,
-        queue: this.#queue.toArray(),
-        history: this.#history?.toArray(),
-        answering: next.length === 0 ? undefined : { message: this.#message, next },
-        dispatchCount: this.#dispatchCount,
-        invocations: reopen ? this.#invocations - 1 : this.#invocations,
-        attempt: reopen
-          ? (this.#invocations === this.#retryInvocation ? this.#retryAttempt : 1) + 1
-          : this.#invocations + 1 === this.#retryInvocation
-            ? this.#retryAttempt
-            : 1,
-        segment: this.#segmentNumber,
-        elapsedMs: this.#elapsed(),
-        usage: reopen
-          ? this.#usage?.toStored({
-              index: this.#invoking,
-              dispatchNumber: this.#dispatchCount + 1,
-            })
-          : this.#usage?.toStored(),
-        // Undefined when the run failed before its policies started (its ending is committed).
-        termination: (this.#check as TerminationCheck<S, C> | undefined)?.save?.(),
-        turn: (this.#turn as TurnFunction<S, C> | undefined)?.save?.(),
-        observers: this.#observations.save(),
-        suspended: this.#suspension,
-      };
-      text = durable.codec.encode(state);
-    } catch (error) {
-      throw this.#checkpointError(error, `dispatch ${this.#dispatchCount}`, true);
-    }
-    return this.#checkpointOf(durable, status, text, result);
-  }
-
-  /** The checkpoint to commit, once its size is checked against the store's limit. */
-  #checkpointOf(
-    durable: DurableConfig,
-    status: ConversationStatus,
-    text: string,
-    result: string | undefined,
-  ): Checkpoint {
-    const bytes = Buffer.byteLength(text) + (result === undefined ? 0 : Buffer.byteLength(result));
-    if (bytes > durable.maxCheckpointBytes) {
-      const error = new CheckpointError<S, C>(
-        `Conversation ${this.#conversationId} could not be checkpointed at dispatch ${this.#dispatchCount}: expected at most ${durable.maxCheckpointBytes} bytes (the store's maxCheckpointBytes), got ${bytes}`,
-        this.#endState(),
-        this.#elapsed(),
-      );
-      this.#unstorable = error;
-      throw error;
     }
     return {
-      conversationId: this.#conversationId,
-      orchestrator: this.#config.name,
-      status,
-      seq: this.#seq + 1,
+      input: this.#input,
+      projection: this.#projection,
+      lastMessage: this.#lastMessage,
+      queue: this.#queue.toArray(),
+      history: this.#history?.toArray(),
+      answering: next.length === 0 ? undefined : { message: this.#message, next },
       dispatchCount: this.#dispatchCount,
-      state: text,
-      ...(result === undefined ? {} : { result }),
-      ...(status === 'suspended' ? { suspendedAt: Date.now() } : {}),
+      invocations: reopen ? this.#invocations - 1 : this.#invocations,
+      attempt: reopen
+        ? (this.#invocations === this.#retryInvocation ? this.#retryAttempt : 1) + 1
+        : this.#invocations + 1 === this.#retryInvocation
+          ? this.#retryAttempt
+          : 1,
+      elapsedMs: this.#elapsed(),
+      usage: reopen
+        ? this.#usage?.toStored({
+            index: this.#invoking,
+            dispatchNumber: this.#dispatchCount + 1,
+          })
+        : this.#usage?.toStored(),
+      // Undefined when the run failed before its policies started (its ending is committed).
+      termination: (this.#check as TerminationCheck<S, C> | undefined)?.save?.(),
+      turn: (this.#turn as TurnFunction<S, C> | undefined)?.save?.(),
+      observers: this.#observations.save(),
+      suspended: this.#suspension,
     };
-  }
-
-  /** A CheckpointError naming the conversation, where it was and the offending value's path. */
-  /**
-   * `refused`: `error` is the codec's refusal of the state to commit (not a store's failure): the
-   * value will be refused every time, so the conversation ends rather than stays resumable.
-   */
-  #checkpointError(error: unknown, at: string, refused = false): ConversationError<S, C> {
-    if (error instanceof ConversationError) return error as ConversationError<S, C>;
-    const path = error instanceof UnstorableValueError ? error.path : undefined;
-    const checkpointError = new CheckpointError<S, C>(
-      `Conversation ${this.#conversationId} could not be checkpointed at ${at}: ${describeCause(error)}`,
-      this.#endState(),
-      this.#elapsed(),
-      path,
-      error,
-    );
-    if (refused) this.#unstorable = checkpointError;
-    return checkpointError;
-  }
-
-  /** The conversation was deleted from the store while this process ran it. */
-  #deleted(): ConversationLeaseError<S, C> {
-    return new ConversationLeaseError(
-      `Conversation ${this.#conversationId} was deleted from the store while it ran (its commit found no such conversation); this process stopped at dispatch ${this.#dispatchCount} and invokes no more responders`,
-      this.#endState(),
-      this.#elapsed(),
-    );
-  }
-
-  #leaseLost(why: string): ConversationLeaseError<S, C> {
-    return new ConversationLeaseError(
-      `Conversation ${this.#conversationId} is held by another process: ${why}; this process stopped at dispatch ${this.#dispatchCount} and invokes no more responders`,
-      this.#endState(),
-      this.#elapsed(),
-    );
-  }
-
-  /**
-   * The heartbeat, every `leaseMs / 3`: renews the lease unless a commit (which renews it) is in
-   * flight. Renewing at every beat, not only when no commit renewed it for a third of the lease,
-   * keeps the lease alive however the beats and commits fall: the next renewal starts at most
-   * `leaseMs / 3` after the last one landed and lands within `storeTimeoutMs` (at most
-   * `leaseMs / 2`, checked at construction), before the lease expires.
-   */
-  #renewIfIdle(durable: DurableConfig): void {
-    if (this.#settled || this.#inflight !== undefined) return;
-    const lease = this.#lease as Lease;
-    const store = durable.store;
-    bounded(
-      () => store.renew(this.#conversationId, lease, durable.leaseMs),
-      durable.storeTimeoutMs,
-      'renew',
-    )
-      .then((renewed) => checkedOutcome(store, 'renew', renewed))
-      .then(
-        (renewed) => {
-          if (this.#settled) return;
-          if (renewed === undefined) {
-            this.#observations.leaseConflict();
-            this.#interrupt(this.#leaseLost('its lease renewal was refused'));
-          } else if (this.#lease === lease) this.#lease = renewed;
-        },
-        // A renewal that fails is tried again at the next beat; the commit will tell if it is lost.
-        () => {},
-      );
   }
 
   /** Waits for a responder's answer (`index`) or the turn policy's selection (-1). */
@@ -1321,19 +1083,14 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
     }
     // The question waits in the store with the conversation (a payload JSON cannot hold fails it).
     this.#suspension = suspension;
-    let text: string | undefined;
-    if (suspension === undefined) {
-      try {
-        text = durable.codec.encode(result);
-      } catch (error) {
-        this.#finishFailed(this.#checkpointError(error, 'its result'));
-        return;
-      }
+    let settled: Promise<void>;
+    try {
+      settled = durable.settle(result, suspension);
+    } catch (error) {
+      this.#finishFailed(error);
+      return;
     }
-    // Suspensions and endings are committed whatever the durability, after any commit in flight.
-    this.#afterInflight(() =>
-      this.#commit(suspension === undefined ? 'ended' : 'suspended', text),
-    ).then(
+    settled.then(
       () => this.#finish({ ok: true, result, ended: suspension === undefined }),
       (error: unknown) => this.#finishFailed(error),
     );
@@ -1361,96 +1118,20 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         : unexpectedFailure(thrown, this);
     if (this.#usage !== undefined) settleUsage(error, this.#finalUsage());
     const durable = this.#durable;
-    const lease = this.#lease;
-    if (durable === undefined || lease === undefined) {
+    const handled = durable?.fail(error, cutAt, this.#draining);
+    if (handled === undefined) {
       // A durable run that failed before its creation landed stored nothing: no ending either.
-      this.#finish({ ok: false, error, ended: durable === undefined ? undefined : false });
+      this.#finish({
+        ok: false,
+        error,
+        ended: this.#config.durable === undefined ? undefined : false,
+      });
       return;
     }
-    const cancel = this.#segment?.cancel;
-    const unstorable = error === this.#unstorable;
-    const kept = (): void => this.#finish({ ok: false, error, ended: false });
-    const ended = (): void => this.#finish({ ok: false, error, ended: true });
-    const release = (): Promise<void> =>
-      bounded(
-        () => durable.store.release(this.#conversationId, this.#lease ?? lease),
-        durable.storeTimeoutMs,
-        'release',
-      );
-    const segment = this.#segment;
-    const crashMarkUnsaved = (): boolean =>
-      segment?.takenOver === true && this.#seq === segment.checkpoint.seq;
-    const unsaved = (): boolean =>
-      this.#invocations > this.#committedInvocations || crashMarkUnsaved();
-    const plan = planFailure({
-      leaseLost: error instanceof ConversationLeaseError,
-      cancel: cancel !== undefined,
-      unstorable,
-      aborted: error instanceof ConversationAbortedError,
-      storeFailed: error instanceof CheckpointError,
-      cutAt,
-      // A drain hands back at a commit point in every mode: with 'exit', what ran is committed
-      // there too (the process leaves; another goes on from there, running nothing twice).
-      exit: durable.durability === 'exit' && !this.#draining,
-      unsaved: this.#invocations > this.#committedInvocations,
-      crashMarkUnsaved: crashMarkUnsaved(),
-      resumedUncommitted: segment !== undefined && this.#seq === segment.checkpoint.seq,
-      takenOver: segment?.takenOver === true,
-    });
-    switch (plan) {
-      case 'release':
-        this.#afterInflight(release).then(kept, kept);
-        return;
-      case 'lapse':
-        this.#afterInflight(() => Promise.resolve()).then(kept, kept);
-        return;
-      case 'reopen_then_release':
-        this.#afterInflight(() => this.#commit('running', undefined, true).then(release)).then(
-          kept,
-          kept,
-        );
-        return;
-      case 'commit_unsaved_then_release':
-        // Read once the commit in flight has landed: it may hold what ran.
-        this.#afterInflight(() =>
-          unsaved() ? this.#commit('running', undefined, false).then(release) : release(),
-        ).then(kept, kept);
-        return;
-      case 'commit_ended':
-        break;
-    }
-    // A failure is an ending: committed as ended with what failed, so resume() tells it again.
-    // An unstorable state is not stored with its failure either (it is what could not be).
-    let text: string;
-    try {
-      if (unstorable) throw error;
-      text = durable.codec.encode({
-        conversationId: this.#conversationId,
-        state: error.state,
-        dispatchCount: error.dispatchCount,
-        elapsedMs: error.elapsedMs,
-        usage: error.usage,
-        error: storedFailure(error),
-      });
-    } catch {
-      text = JSON.stringify({
-        conversationId: this.#conversationId,
-        dispatchCount: error.dispatchCount,
-        elapsedMs: error.elapsedMs,
-        error: storedFailure(error),
-      });
-    }
-    this.#afterInflight(() => this.#commit('ended', text)).then(ended, (failed: unknown) => {
-      // Not stored as ended: it stays running for recover(), which will end it again. cancel()
-      // learns why it did not end (the store failed, another process took it).
-      if (cancel === undefined) kept();
-      else this.#finishFailed(failed);
-    });
-  }
-
-  #afterInflight<T>(next: () => Promise<T>): Promise<T> {
-    const inflight = this.#inflight;
-    return inflight === undefined ? next() : inflight.then(next, next);
+    handled.then(
+      (ended) => this.#finish({ ok: false, error, ended }),
+      (failed: unknown) => this.#finishFailed(failed),
+    );
   }
 
   /** A durable ending's commit failed: the run rejects with that failure. */
@@ -1460,30 +1141,15 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
         ? (thrown as ConversationError<S, C>)
         : unexpectedFailure(thrown, this);
     if (this.#usage !== undefined) settleUsage(error, this.#finalUsage());
-    const durable = this.#durable as DurableConfig;
-    const lease = this.#lease;
     const done = (): void => this.#finish({ ok: false, error, ended: false });
-    // Dispatches the store does not hold (the last one, whose ending did not land) must not be
-    // hidden by a clean release: the lease is left to lapse, so the next holder re-runs them with
-    // the attempt raised, as after a crash.
-    if (
-      lease === undefined ||
-      error instanceof ConversationLeaseError ||
-      (durable.durability !== 'exit' && this.#invocations > this.#committedInvocations)
-    ) {
-      done();
-      return;
-    }
-    bounded(
-      () => durable.store.release(this.#conversationId, lease),
-      durable.storeTimeoutMs,
-      'release',
-    ).then(done, done);
+    const released = (this.#durable as RunDurability<S, C>).failedEnding(error);
+    if (released === undefined) done();
+    else released.then(done, done);
   }
 
   /** Tells the observers how it ended, lets go, settles the run's promise. */
   #finish(end: ConversationEnd<S, C>): void {
-    if (this.#owner !== undefined) setLeaseOwnerLive(this.#owner, false);
+    this.#durable?.end();
     const resolve = this.#resolve;
     const reject = this.#reject;
     try {
@@ -1512,10 +1178,7 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
   /** Leaves nothing behind: no timer, no immediate, no abort listener. */
   #cleanup(): void {
     this.#clearDeadline();
-    if (this.#heartbeat !== undefined) {
-      clearInterval(this.#heartbeat);
-      this.#heartbeat = undefined;
-    }
+    this.#durable?.stop();
     if (this.#immediate !== undefined) {
       clearImmediate(this.#immediate);
       this.#immediate = undefined;
@@ -1562,29 +1225,5 @@ export class ConversationRun<S, C> implements ContextHost, FailurePoint<S, C> {
 
   #elapsed(): number {
     return performance.now() - this.#startedAt;
-  }
-}
-
-/**
- * Whether `checkpoint` is what the store holds (its status at its seq): a commit whose answer was
- * lost may have been applied. `false` when the store cannot tell within `timeoutMs`.
- */
-async function landed(
-  store: DurableConfig['store'],
-  checkpoint: Checkpoint,
-  timeoutMs: number,
-  owner: string | undefined,
-): Promise<boolean> {
-  try {
-    const stored = await bounded(() => store.get(checkpoint.conversationId), timeoutMs, 'get');
-    return (
-      typeof stored === 'object' &&
-      stored !== null &&
-      stored.seq === checkpoint.seq &&
-      stored.status === checkpoint.status &&
-      (owner === undefined || stored.owner === owner)
-    );
-  } catch {
-    return false;
   }
 }

@@ -3,10 +3,11 @@
  * context, checked, then added to the totals. Nothing here runs unless something reports: a
  * conversation where nobody does shares one frozen zero totals object and one empty final usage.
  */
-import type { StoredUsage } from '../durable/checkpoint.ts';
+
 import { isBoundedName, NAME_EXPECTED } from '../shared/validate.ts';
 import { describeCause, describeValue } from '../spi/errors.ts';
 import type { ConversationUsage, Usage, UsageTotals } from '../spi/types.ts';
+import type { StoredUsage } from './durability.ts';
 
 /** The totals of a conversation (or a responder) that reported nothing. */
 export const NO_USAGE: UsageTotals = Object.freeze({ inputTokens: 0, outputTokens: 0 });

@@ -172,3 +172,10 @@ export function readList(owner: string, expected: string, value: unknown): unkno
   }
   return elements;
 }
+
+/** setTimeout fires at once past 2^31 - 1 ms (about 24.8 days): refuse what it cannot wait. */
+export function timerDelay(option: string, value: unknown): number {
+  const ms = positiveNumber(option, value);
+  if (ms > 2_147_483_647) fail(option, 'a positive number of milliseconds up to 2147483647', value);
+  return ms;
+}

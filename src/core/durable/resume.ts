@@ -1,0 +1,267 @@
+/**
+ * The orchestrator's durable calls outside a run: reading a stored conversation before taking its
+ * lease, acquiring it and starting its next segment (resume, recover, cancel), telling a stored
+ * ending again, and waiting out another process's cancel().
+ */
+import type { RunConfig } from '../loop/config.ts';
+import { type CallOptions, ConversationRun } from '../loop/run.ts';
+import { NO_USAGE } from '../loop/usage.ts';
+import {
+  CheckpointError,
+  ConversationLeaseError,
+  ConversationNotFoundError,
+  describeValue as describe,
+  describeCause,
+  restoredFailure,
+  type StoredFailure,
+  settleUsage,
+} from '../spi/errors.ts';
+import type { AcquireOutcome, Checkpoint } from '../spi/store.ts';
+import type { ConversationResult, ConversationState } from '../spi/types.ts';
+import {
+  bounded,
+  type CheckpointState,
+  checkedOutcome,
+  checkedState,
+  type FreshState,
+} from './checkpoint.ts';
+import type { DurableConfig, Segment } from './config.ts';
+import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
+import { resumption } from './session.ts';
+
+/**
+ * Reads the conversation before its lease is asked for (once per segment): one of another
+ * orchestrator sharing the store is refused with `ConversationNotFoundError` without taking its
+ * lease, which would erase the crash mark (a dead holder's lease) that its own orchestrator's
+ * `recover()` reads as `cause: 'crash'` and a raised attempt.
+ */
+export function ownConversation<S, C>(
+  config: RunConfig<S, C>,
+  durable: DurableConfig,
+  id: string,
+  what: 'resumed' | 'cancelled',
+): Promise<void> {
+  return bounded(() => durable.store.get(id), durable.storeTimeoutMs, 'get')
+    .then((stored) => checkedOutcome(durable.store, 'get', stored))
+    .then(
+      (stored) => {
+        if (stored === undefined) throw new ConversationNotFoundError(id);
+        if (stored.orchestrator !== config.name) {
+          throw new ConversationNotFoundError(id, stored.orchestrator);
+        }
+      },
+      (error: unknown) => {
+        throw new CheckpointError(
+          `Conversation ${id} could not be ${what}: ${describeCause(error)}`,
+          emptyState<S, C>(id),
+          0,
+          undefined,
+          error,
+        );
+      },
+    );
+}
+
+/** How long cancel() waits for another process's cancel() of the same conversation to end it. */
+const OTHER_CANCEL_WAIT_MS = 5_000;
+
+/**
+ * Whether the conversation ends (its stored status `ended`) within OTHER_CANCEL_WAIT_MS, looking
+ * every 25 ms: another process's cancel() holds its lease for the commit of that ending.
+ */
+export async function endedByOtherCancel(durable: DurableConfig, id: string): Promise<boolean> {
+  const until = Date.now() + OTHER_CANCEL_WAIT_MS;
+  while (Date.now() < until) {
+    await new Promise((resolve) => setTimeout(resolve, 25));
+    const stored = await bounded(() => durable.store.get(id), durable.storeTimeoutMs, 'get').catch(
+      () => undefined,
+    );
+    if (stored?.status === 'ended') return true;
+  }
+  return false;
+}
+
+/** What resumeStored() answers cancel() for a conversation that had already ended. */
+export const ALREADY_ENDED: unknown = Object.freeze({});
+
+/** An empty state, for errors raised before anything of the conversation was loaded. */
+export function emptyState<S, C>(id: string): ConversationState<S, C> {
+  return {
+    conversationId: id,
+    projection: undefined as S,
+    lastMessage: { sender: '', content: undefined as C },
+    queueDepth: 0,
+    dispatchCount: 0,
+    history: [],
+    usage: NO_USAGE,
+  };
+}
+
+/**
+ * Acquires a stored conversation and runs its next segment. `quiet`: a conversation another
+ * process took (or that ended, or vanished) meanwhile resolves with `undefined` (for recover()).
+ */
+export async function resumeStored<S, C>(
+  config: RunConfig<S, C>,
+  durable: DurableConfig,
+  id: string,
+  options: CallOptions<C>,
+  quiet: true,
+): Promise<ConversationResult<S, C> | undefined>;
+export async function resumeStored<S, C>(
+  config: RunConfig<S, C>,
+  durable: DurableConfig,
+  id: string,
+  options: CallOptions<C>,
+): Promise<ConversationResult<S, C>>;
+export async function resumeStored<S, C>(
+  config: RunConfig<S, C>,
+  durable: DurableConfig,
+  id: string,
+  options: CallOptions<C>,
+  quiet = false,
+): Promise<ConversationResult<S, C> | undefined> {
+  const owner = newLeaseOwner(options.cancel === undefined ? undefined : 'cancel');
+  // Live before the store sees it: a concurrent acquire must not take it for a dead one's.
+  setLeaseOwnerLive(owner, true);
+  let outcome: AcquireOutcome;
+  try {
+    const store = durable.store;
+    outcome = checkedOutcome(
+      store,
+      'acquire',
+      await bounded(
+        () => store.acquire(id, owner, durable.leaseMs),
+        durable.storeTimeoutMs,
+        'acquire',
+      ),
+    );
+  } catch (error) {
+    setLeaseOwnerLive(owner, false);
+    throw new CheckpointError(
+      `Conversation ${id} could not be resumed: ${describeCause(error)}`,
+      emptyState<S, C>(id),
+      0,
+      undefined,
+      error,
+    );
+  }
+  if (outcome.status !== 'acquired') setLeaseOwnerLive(owner, false);
+  // A store may be shared by orchestrators: another's conversation is not resumed (or answered)
+  // here, whatever its state would fold into.
+  if (
+    (outcome.status === 'acquired' || outcome.status === 'ended') &&
+    outcome.checkpoint.orchestrator !== config.name
+  ) {
+    if (outcome.status === 'acquired') {
+      // Bounded like every store call: a store that never answers must not hang resume().
+      await bounded(
+        () => durable.store.release(id, outcome.lease),
+        durable.storeTimeoutMs,
+        'release',
+      ).catch(() => {});
+      setLeaseOwnerLive(owner, false);
+    }
+    if (quiet) return undefined;
+    throw new ConversationNotFoundError(id, outcome.checkpoint.orchestrator);
+  }
+  switch (outcome.status) {
+    case 'not_found':
+      if (quiet) return undefined;
+      throw new ConversationNotFoundError(id);
+    case 'held':
+      throw new ConversationLeaseError(
+        `Conversation ${id} is held by another live process (${outcome.owner}) until ${new Date(outcome.leaseExpiresAt).toISOString()}`,
+        emptyState<S, C>(id),
+        0,
+        outcome.owner,
+      );
+    case 'ended': {
+      if (options.cancel !== undefined) return ALREADY_ENDED as ConversationResult<S, C>;
+      if (quiet) return undefined;
+      return storedEnding<S, C>(durable, outcome.checkpoint);
+    }
+  }
+  let restored: CheckpointState<S, C> | FreshState<C>;
+  let decoded = false;
+  try {
+    const value = durable.codec.decode(outcome.checkpoint.state);
+    decoded = true;
+    restored = checkedState<S, C>(value, config.responders.length);
+  } catch (error) {
+    // Released as it was: a process with the right version (or codec) can still resume it. One
+    // taken over from a dead holder is left to lapse instead, so that its crash mark stays.
+    if (!outcome.takenOver) {
+      await bounded(
+        () => durable.store.release(id, outcome.lease),
+        durable.storeTimeoutMs,
+        'release',
+      ).catch(() => {});
+    }
+    setLeaseOwnerLive(owner, false);
+    throw new CheckpointError(
+      decoded
+        ? `Conversation ${id}'s checkpoint is not one this version can resume: ${describeCause(error)}`
+        : `Conversation ${id}'s checkpoint could not be decoded: ${describeCause(error)}`,
+      emptyState<S, C>(id),
+      0,
+      undefined,
+      error,
+    );
+  }
+  const segment: Segment<C> = {
+    owner,
+    lease: outcome.lease,
+    checkpoint: outcome.checkpoint,
+    takenOver: outcome.takenOver,
+    input: options.input,
+    cancel: options.cancel,
+  };
+  return new ConversationRun(
+    config,
+    restored.input,
+    { conversationId: id, signal: options.signal, drain: options.drain },
+    resumption(durable, config.name, segment, restored),
+  ).execute();
+}
+
+/** What an ended conversation's resume answers: its stored result, or its stored failure. */
+function storedEnding<S, C>(
+  durable: DurableConfig,
+  checkpoint: Checkpoint,
+): ConversationResult<S, C> {
+  const id = checkpoint.conversationId;
+  let stored: (ConversationResult<S, C> & { error?: StoredFailure }) | null;
+  try {
+    stored = durable.codec.decode(checkpoint.result ?? 'null') as typeof stored;
+    const error: unknown = stored?.error;
+    if (
+      stored !== null &&
+      (typeof stored !== 'object' ||
+        (error !== undefined && (typeof error !== 'object' || error === null)))
+    ) {
+      throw new TypeError(
+        `expected \`result\` to be a result or a failure ({ error: { name, message, reason } }), got ${describe(stored)}`,
+      );
+    }
+  } catch (error) {
+    throw new CheckpointError(
+      `Conversation ${id}'s stored ending could not be read: ${describeCause(error)}`,
+      emptyState<S, C>(id),
+      0,
+      undefined,
+      error,
+    );
+  }
+  if (stored === null) throw new ConversationNotFoundError(id);
+  if (stored.error !== undefined) {
+    const error = restoredFailure<S, C>(
+      stored.error,
+      stored.state ?? emptyState<S, C>(id),
+      stored.elapsedMs,
+    );
+    if (stored.usage !== undefined) settleUsage(error, stored.usage);
+    throw error;
+  }
+  return stored;
+}
