@@ -1,3 +1,4 @@
+export type { Candidate, CandidatesByOrchestrator } from './candidate.ts';
 export {
   RECORDING_FORMAT_VERSION,
   type RecordedConversation,
@@ -20,22 +21,22 @@ export {
   type RecorderStats,
 } from './recorder.ts';
 export {
-  type Candidate,
-  type CandidateEnding,
-  type CandidatesByOrchestrator,
   type ChartPoint,
-  type Comparison,
   type ConversationList,
   type ListedConversation,
-  type ReplayedConversation,
-  type ReplayedState,
-  type ReplayedUsage,
   type ReplayOptions,
   type ReplayReport,
   replay,
-  replayConversation,
   type Saving,
 } from './replay.ts';
+export {
+  type CandidateEnding,
+  type Comparison,
+  type ReplayedConversation,
+  type ReplayedState,
+  type ReplayedUsage,
+  replayConversation,
+} from './replay-conversation.ts';
 export { formatReport, renderHtml as renderReportHtml } from './report.ts';
 export {
   createRotatingFileSink,

@@ -10,7 +10,7 @@ import { createRequire } from 'node:module';
 import { dirname, extname, join, resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { OrchestratorError } from '../core/spi/errors.ts';
-import { type Candidate, isCandidatesByOrchestrator, isTerminationPolicy } from './replay.ts';
+import { type Candidate, isCandidatesByOrchestrator, isTerminationPolicy } from './candidate.ts';
 import { describeThrown } from './serialize.ts';
 
 /** A mistake in what the command was given: printed as it is, exit code 2. */

@@ -3,13 +3,8 @@
  * page (inline SVG, inline CSS, no script, nothing fetched) with the chart of dispatches per
  * conversation, recorded against the candidate's, and the risk list.
  */
-import type {
-  CandidateEnding,
-  ChartPoint,
-  ConversationList,
-  ReplayReport,
-  Saving,
-} from './replay.ts';
+import type { ChartPoint, ConversationList, ReplayReport, Saving } from './replay.ts';
+import type { CandidateEnding } from './replay-conversation.ts';
 
 const int = new Intl.NumberFormat('en-US', { maximumFractionDigits: 0 });
 const one = new Intl.NumberFormat('en-US', { minimumFractionDigits: 1, maximumFractionDigits: 1 });

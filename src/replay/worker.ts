@@ -8,9 +8,10 @@
  */
 import { parentPort, workerData } from 'node:worker_threads';
 import type { TerminationPolicy } from '../core/spi/policy.ts';
+import { isTerminationPolicy } from './candidate.ts';
 import { loadPolicy, UsageError } from './load-policy.ts';
 import { RecordingFormatError, readRecordingFiles } from './read.ts';
-import { isTerminationPolicy, replay } from './replay.ts';
+import { replay } from './replay.ts';
 import { describeThrown } from './serialize.ts';
 import {
   SLOT_DECIDING,
