@@ -11,10 +11,10 @@ export interface DocPage {
 
 /**
  * The documentation as a reader finds it: README.md, then every `docs/*.md` (a new page is picked
- * up by being there), then every example's README.
+ * up by being there), then every example's README, CONTRIBUTING.md and CHANGELOG.md.
  */
 export function docPages(): DocPage[] {
-  const paths = ['README.md'];
+  const paths = ['README.md', 'CONTRIBUTING.md', 'CHANGELOG.md'];
   const listed = (dir: string) =>
     existsSync(join(ROOT, dir)) ? readdirSync(join(ROOT, dir), { withFileTypes: true }) : [];
   for (const entry of listed('docs')) {
