@@ -260,4 +260,31 @@ describe('review3: the JSON codec and what JSON silently changes', () => {
     class Quotes extends Array<number> {}
     expect(() => jsonCodec.encode({ projection: Quotes.from([1, 2]) })).toThrow(/projection/);
   });
+
+  // Was a defect (issue 43, finding 6): a getter that throws only when JSON reads it (the check's
+  // read and the check run again after JSON failed both pass) was reported at path `$`.
+  it("names the property whose getter throws only on JSON's read", () => {
+    const fromJson = () => new Error().stack?.includes('JSON.stringify') === true;
+    const book = { desk: 'rates', levels: [{ price: 1 }, {}] };
+    Object.defineProperty(book.levels[1], 'price', {
+      enumerable: true,
+      get: () => {
+        if (fromJson()) throw new Error('no price while writing');
+        return 2;
+      },
+    });
+    const error = (() => {
+      try {
+        jsonCodec.encode({ projection: { book }, queue: [] });
+      } catch (e) {
+        return e as Error & { path?: string };
+      }
+      return undefined;
+    })();
+    expect(error?.name).toBe('UnstorableValueError');
+    expect(error?.path).toBe('projection.book.levels[1].price');
+    expect(error?.message).toBe(
+      'projection.book.levels[1].price is a value that changed while it was written (no price while writing), which JSON cannot store (give the orchestrator a `codec`)',
+    );
+  });
 });

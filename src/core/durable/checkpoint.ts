@@ -200,6 +200,56 @@ function checkAll(value: unknown): void {
   } else check(value, undefined, '$', new Set());
 }
 
+/** `parent.key`, `parent[2]`, `parent["a key"]` (no parent: the key alone), as pathOf writes them. */
+function joinPath(parent: string | undefined, key: string, index: boolean): string {
+  if (parent === undefined) return key;
+  if (index) return `${parent}[${key}]`;
+  return /^[A-Za-z_$][\w$]*$/.test(key) ? `${parent}.${key}` : `${parent}[${JSON.stringify(key)}]`;
+}
+
+/**
+ * Where JSON.stringify fails on `value`: its walk followed with a replacer (called for every
+ * property once JSON has read it), so a read that throws is the next key of the innermost object
+ * still open. Undefined when JSON does not fail this time. Only called once JSON has failed.
+ */
+function jsonFailurePath(value: unknown): string | undefined {
+  interface Open {
+    readonly object: object;
+    readonly path: string | undefined;
+    readonly keys: readonly string[];
+    readonly array: boolean;
+    done: number;
+  }
+  const open: Open[] = [];
+  function follow(this: unknown, key: string, child: unknown): unknown {
+    while (open.length > 0 && (open[open.length - 1] as Open).object !== this) open.pop();
+    const holder = open[open.length - 1];
+    let path: string | undefined;
+    if (holder !== undefined) {
+      holder.done++;
+      path = joinPath(holder.path, key, holder.array);
+    }
+    if (typeof child === 'object' && child !== null) {
+      const array = Array.isArray(child);
+      const keys = array
+        ? Array.from({ length: (child as unknown[]).length }, (_, i) => String(i))
+        : Object.keys(child);
+      open.push({ object: child, path, keys, array, done: 0 });
+    }
+    return child;
+  }
+  try {
+    JSON.stringify(value, follow);
+    return undefined;
+  } catch {
+    const innermost = open[open.length - 1];
+    if (innermost === undefined) return undefined;
+    const key = innermost.keys[innermost.done];
+    if (key === undefined) return innermost.path;
+    return joinPath(innermost.path, key, innermost.array);
+  }
+}
+
 /**
  * The default codec: JSON, checked first. Cycles, BigInts, functions, symbols, symbol-keyed
  * properties, non-finite numbers, -0, `undefined` array elements, an array's named properties,
@@ -216,10 +266,12 @@ export const jsonCodec: CheckpointCodec = Object.freeze({
       return JSON.stringify(value);
     } catch (error) {
       // The check passed but JSON threw: a getter (or a Proxy) answered the check one value and
-      // JSON another. Checked again for its path; past that, refused as JSON told it.
-      checkAll(value);
+      // JSON another. JSON's own walk, followed, tells where; then the check again; past that,
+      // refused as JSON told it.
+      const path = jsonFailurePath(value);
+      if (path === undefined) checkAll(value);
       throw new UnstorableValueError(
-        '$',
+        path ?? '$',
         `a value that changed while it was written (${error instanceof Error ? error.message : describeValue(error)})`,
       );
     }
