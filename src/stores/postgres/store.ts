@@ -3,20 +3,41 @@
  * conversation; every change one statement whose WHERE is the fence (owner, epoch, seq), so two
  * writers never fork a conversation and a refused commit changes nothing. See docs/stores.md.
  */
-import { createRequire } from 'node:module';
 import type pg from 'pg';
 import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
 import type {
   AcquireOutcome,
   Checkpoint,
   CommitOutcome,
-  ConversationStatus,
   ConversationStore,
+  CreateOutcome,
   Lease,
   ListQuery,
   StoredConversation,
   StoreStats,
 } from '../../core/spi/store.ts';
+import { oversizeBytes, oversizeReason } from '../shared/checkpoint-size.ts';
+import { type QueuedCommit, queued, TurnQueue } from '../shared/group-commit.ts';
+import { InFlight } from '../shared/in-flight.ts';
+import { checkRetention, clientFormsError, withoutPassword } from '../shared/options.ts';
+import { loadPeer } from '../shared/peer.ts';
+import { purgeEvery } from '../shared/purge-timer.ts';
+import {
+  type CheckpointRow,
+  checkpointOf,
+  endingOf,
+  liveHolder,
+  type StoredRow,
+  storedOf,
+} from '../shared/rows.ts';
+import {
+  isStoreError,
+  libraryErrorCode,
+  NEWER_SCHEMA_CODE,
+  STORE_CODES,
+  StoreError,
+} from '../shared/store-error.ts';
+import { timedCall } from '../shared/timed-call.ts';
 import {
   checkInteger,
   checkTable,
@@ -25,7 +46,7 @@ import {
   type PostgresResult,
   type PostgresStoreOptions,
 } from './options.ts';
-import { migrate, NewerSchemaError } from './schema.ts';
+import { migrate } from './schema.ts';
 import { PURGE_BATCH, type Statements, statements } from './sql.ts';
 
 /** A PostgreSQL {@link ConversationStore}, with `ready()` to connect and migrate up front. */
@@ -39,14 +60,6 @@ export interface PostgresStore extends ConversationStore {
   ready(): Promise<void>;
 }
 
-interface PendingCommit {
-  readonly checkpoint: Checkpoint;
-  readonly lease: Lease;
-  readonly leaseMs: number;
-  readonly resolve: (outcome: CommitOutcome) => void;
-  readonly reject: (error: Error) => void;
-}
-
 /** Most commits in one group-commit statement. */
 const MAX_GROUP = 500;
 /** SQLSTATEs after which a group commit is sent again (it was rolled back as a whole). */
@@ -58,10 +71,16 @@ const RETRYABLE = new Set(['40P01', '40001']);
  * it open. The table is created and migrated on first use (or `ready()`).
  */
 export function createPostgresStore(options: PostgresStoreOptions): PostgresStore {
-  return new PgStore(options);
+  return new PostgresStoreImpl(options);
 }
 
-class PgStore implements PostgresStore {
+/** Names what failed when the store's options give it no client. */
+const CLIENT_FORMS = [
+  ['pool', 'a pg Pool'],
+  ['connectionString', 'a string'],
+] as const;
+
+class PostgresStoreImpl implements PostgresStore {
   readonly name = 'postgres' as const;
   readonly maxCheckpointBytes: number;
   readonly #pool: PostgresPool;
@@ -75,29 +94,18 @@ class PgStore implements PostgresStore {
   readonly #groupCommit: boolean;
   #ready: Promise<void> | undefined;
   #closed = false;
-  #pending: PendingCommit[] = [];
-  #flushScheduled = false;
-  readonly #inFlight = new Set<Promise<unknown>>();
+  readonly #commits = new TurnQueue<QueuedCommit>((pending) => this.#flush(pending));
+  readonly #inFlight = new InFlight();
   readonly #purgeTimer: NodeJS.Timeout | undefined;
 
   constructor(options: PostgresStoreOptions) {
     if (typeof options !== 'object' || options === null) {
-      throw new TypeError(
-        `Expected createPostgresStore options { pool } or { connectionString }, got \`${String(options)}\``,
-      );
+      throw clientFormsError('createPostgresStore', CLIENT_FORMS, options);
     }
     this.#table = checkTable(options.table ?? DEFAULTS.table);
-    this.#retentionMs = checkInteger('retentionMs', options.retentionMs ?? DEFAULTS.retentionMs, 0);
-    const purgeIntervalMs = checkInteger(
-      'purgeIntervalMs',
-      options.purgeIntervalMs ?? DEFAULTS.purgeIntervalMs,
-      0,
-    );
-    this.maxCheckpointBytes = checkInteger(
-      'maxCheckpointBytes',
-      options.maxCheckpointBytes ?? DEFAULTS.maxCheckpointBytes,
-      1,
-    );
+    const retention = checkRetention('createPostgresStore', options, DEFAULTS);
+    this.#retentionMs = retention.retentionMs;
+    this.maxCheckpointBytes = retention.maxCheckpointBytes;
     this.#timeoutMs = checkInteger(
       'queryTimeoutMs',
       options.queryTimeoutMs ?? DEFAULTS.queryTimeoutMs,
@@ -121,7 +129,11 @@ class PgStore implements PostgresStore {
         options.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs,
         1,
       );
-      const { Pool } = loadPg();
+      const { Pool } = loadPeer<typeof pg>({
+        name: 'pg',
+        range: '^8.11.0',
+        neededBy: 'createPostgresStore({ connectionString })',
+      });
       const pool = new Pool({
         connectionString: options.connectionString,
         max: checkInteger('poolSize', options.poolSize ?? DEFAULTS.poolSize, 1),
@@ -134,24 +146,16 @@ class PgStore implements PostgresStore {
       pool.on('error', () => {});
       this.#pool = pool as unknown as PostgresPool;
       this.#ownPool = pool;
-      this.#label = describeConnectionString(options.connectionString);
+      this.#label = withoutPassword(options.connectionString, 'connection string');
       this.#callBoundMs = connectTimeoutMs + this.#timeoutMs;
     } else {
-      throw new TypeError(
-        `Expected createPostgresStore options with \`pool\` (a pg Pool) or \`connectionString\` (a string), got keys ${JSON.stringify(Object.keys(options))}`,
-      );
+      throw clientFormsError('createPostgresStore', CLIENT_FORMS, options);
     }
-    if (purgeIntervalMs > 0) {
-      this.#purgeTimer = setInterval(() => {
-        this.purgeExpired().catch(() => {});
-      }, purgeIntervalMs);
-      this.#purgeTimer.unref();
-    }
+    this.#purgeTimer = purgeEvery(retention.purgeIntervalMs, () => this.purgeExpired());
   }
 
   ready(): Promise<void> {
-    if (this.#closed)
-      return Promise.reject(this.#error('ready()', new Error('the store is closed')));
+    if (this.#closed) return Promise.reject(this.#closedError('ready()'));
     this.#ready ??= this.#bounded('connecting and migrating the schema', async () => {
       const client = await this.#pool.connect();
       let failure: Error | undefined;
@@ -162,7 +166,7 @@ class PgStore implements PostgresStore {
         throw error;
       } finally {
         // A connection that failed mid-migration is thrown away, not reused.
-        client.release(failure !== undefined && !(failure instanceof NewerSchemaError));
+        client.release(failure !== undefined && libraryErrorCode(failure) !== NEWER_SCHEMA_CODE);
       }
     }).catch((error: unknown) => {
       this.#ready = undefined; // the next call tries again (the server may be back)
@@ -171,11 +175,7 @@ class PgStore implements PostgresStore {
     return this.#ready;
   }
 
-  async create(
-    checkpoint: Checkpoint,
-    owner: string,
-    leaseMs: number,
-  ): Promise<{ readonly created: true; readonly lease: Lease } | { readonly created: false }> {
+  async create(checkpoint: Checkpoint, owner: string, leaseMs: number): Promise<CreateOutcome> {
     this.#checkSize(checkpoint, 'create');
     const { rows } = await this.#query(`create of conversation "${checkpoint.conversationId}"`, {
       text: this.#sql.create,
@@ -206,12 +206,12 @@ class PgStore implements PostgresStore {
       });
     let row = (await attempt(null)).rows[0];
     if (row === undefined) return { status: 'not_found' };
-    if (row.status === 'ended') return { status: 'ended', checkpoint: toCheckpoint(row) };
+    if (row.status === 'ended') return { status: 'ended', checkpoint: checkpointOf(asRow(row)) };
     if (row.new_epoch === null && typeof row.owner === 'string' && !isLeaseOwnerAlive(row.owner)) {
       // Its holder's process is gone (this host): take it now rather than at expiry.
       row = (await attempt(row.owner)).rows[0];
       if (row === undefined) return { status: 'not_found' };
-      if (row.status === 'ended') return { status: 'ended', checkpoint: toCheckpoint(row) };
+      if (row.status === 'ended') return { status: 'ended', checkpoint: checkpointOf(asRow(row)) };
     }
     if (row.new_epoch === null) {
       return {
@@ -223,7 +223,7 @@ class PgStore implements PostgresStore {
     const previous = row.owner as string | null;
     return {
       status: 'acquired',
-      checkpoint: toCheckpoint(row),
+      checkpoint: checkpointOf(asRow(row)),
       lease: { owner, epoch: Number(row.new_epoch), expiresAt: Number(row.new_expires_at) },
       takenOver: previous !== null && previous !== owner,
     };
@@ -232,33 +232,22 @@ class PgStore implements PostgresStore {
   commit(checkpoint: Checkpoint, lease: Lease, leaseMs: number): Promise<CommitOutcome> {
     try {
       this.#checkSize(checkpoint, 'commit');
-      if (this.#closed)
-        throw this.#error(
-          `commit of conversation "${checkpoint.conversationId}"`,
-          new Error('the store is closed'),
-        );
+      if (this.#closed) {
+        throw this.#closedError(`commit of conversation "${checkpoint.conversationId}"`);
+      }
     } catch (error) {
       return Promise.reject(error);
     }
     if (!this.#groupCommit) return this.#commitOne(checkpoint, lease, leaseMs);
-    return new Promise<CommitOutcome>((resolve, reject) => {
-      this.#pending.push({ checkpoint, lease, leaseMs, resolve, reject });
-      if (!this.#flushScheduled) {
-        this.#flushScheduled = true;
-        setImmediate(() => this.#flush());
-      }
-    });
+    return queued(this.#commits, { checkpoint, lease, leaseMs });
   }
 
   /** Sends what is pending: one statement per group, at most one commit per conversation each. */
-  #flush(): void {
-    this.#flushScheduled = false;
-    let pending = this.#pending;
-    this.#pending = [];
+  #flush(pending: QueuedCommit[]): void {
     while (pending.length > 0) {
-      const group: PendingCommit[] = [];
-      const waiting: PendingCommit[] = [];
-      const rest: PendingCommit[] = [];
+      const group: QueuedCommit[] = [];
+      const waiting: QueuedCommit[] = [];
+      const rest: QueuedCommit[] = [];
       const ids = new Set<string>();
       for (const p of pending) {
         if (ids.has(p.checkpoint.conversationId)) waiting.push(p);
@@ -270,12 +259,12 @@ class PgStore implements PostgresStore {
       pending = rest;
       const sent = this.#send(group);
       // A conversation's later commit goes after its earlier one has been answered.
-      if (waiting.length > 0) void sent.then(() => this.#requeue(waiting));
+      if (waiting.length > 0) void sent.then(() => this.#commits.push(...waiting));
     }
   }
 
   /** One group: resolves (never rejects) once each of its commits has its answer or error. */
-  #send(group: readonly PendingCommit[]): Promise<void> {
+  #send(group: readonly QueuedCommit[]): Promise<void> {
     const only = group.length === 1 ? group[0] : undefined;
     const work =
       only === undefined
@@ -296,14 +285,6 @@ class PgStore implements PostgresStore {
     });
   }
 
-  #requeue(commits: PendingCommit[]): void {
-    this.#pending.push(...commits);
-    if (!this.#flushScheduled) {
-      this.#flushScheduled = true;
-      setImmediate(() => this.#flush());
-    }
-  }
-
   async #commitOne(checkpoint: Checkpoint, lease: Lease, leaseMs: number): Promise<CommitOutcome> {
     const { rows } = await this.#query(`commit of conversation "${checkpoint.conversationId}"`, {
       text: this.#sql.commitOne,
@@ -312,7 +293,7 @@ class PgStore implements PostgresStore {
     return commitOutcome(rows[0] ?? {}, lease, checkpoint);
   }
 
-  async #commitMany(group: readonly PendingCommit[]): Promise<void> {
+  async #commitMany(group: readonly QueuedCommit[]): Promise<void> {
     const columns: unknown[][] = Array.from({ length: 10 }, () => []);
     for (const p of group) {
       const values = commitValues(p.checkpoint, p.lease, p.leaseMs);
@@ -329,8 +310,7 @@ class PgStore implements PostgresStore {
         ).rows;
         break;
       } catch (error) {
-        const code = ((error as Error).cause as { code?: string } | undefined)?.code;
-        if (attempt >= 3 || code === undefined || !RETRYABLE.has(code)) throw error;
+        if (attempt >= 3 || !RETRYABLE.has(sqlState((error as Error).cause) ?? '')) throw error;
       }
     }
     const byId = new Map(rows.map((r) => [r.conversation_id as string, r]));
@@ -416,66 +396,49 @@ class PgStore implements PostgresStore {
     if (this.#closed) return;
     if (this.#purgeTimer !== undefined) clearInterval(this.#purgeTimer);
     // Commits already accepted are sent and answered before the pool closes.
-    if (this.#pending.length > 0) this.#flush();
+    this.#commits.flush();
     this.#closed = true;
-    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    await this.#inFlight.drain();
     if (this.#ownPool !== undefined) await this.#ownPool.end();
   }
 
   #checkSize(checkpoint: Checkpoint, operation: string): void {
-    const bytes =
-      Buffer.byteLength(checkpoint.state, 'utf8') +
-      (checkpoint.result === undefined ? 0 : Buffer.byteLength(checkpoint.result, 'utf8'));
-    if (bytes > this.maxCheckpointBytes) {
-      throw this.#error(
-        `${operation} of conversation "${checkpoint.conversationId}"`,
-        new Error(
-          `its checkpoint is ${bytes.toLocaleString('en')} bytes (state + result, UTF-8), past maxCheckpointBytes ${this.maxCheckpointBytes.toLocaleString('en')}`,
-        ),
-      );
-    }
+    const bytes = oversizeBytes(checkpoint, this.maxCheckpointBytes);
+    if (bytes === undefined) return;
+    throw this.#error(
+      `${operation} of conversation "${checkpoint.conversationId}"`,
+      new Error(oversizeReason(bytes, this.maxCheckpointBytes)),
+      STORE_CODES.tooLarge,
+    );
   }
 
   /** One statement, after the schema is ready, bounded in time, its failure made clear. */
   #query(what: string, query: { text: string; values?: unknown[] }): Promise<PostgresResult> {
-    if (this.#closed) return Promise.reject(this.#error(what, new Error('the store is closed')));
-    const call = this.ready().then(() =>
-      this.#bounded(what, () => this.#pool.query({ ...query, query_timeout: this.#timeoutMs })),
-    );
+    if (this.#closed) return Promise.reject(this.#closedError(what));
     // close() waits for these before it ends the pool.
-    this.#inFlight.add(call);
-    const forget = () => this.#inFlight.delete(call);
-    call.then(forget, forget);
-    return call;
+    return this.#inFlight.track(
+      this.ready().then(() =>
+        this.#bounded(what, () => this.#pool.query({ ...query, query_timeout: this.#timeoutMs })),
+      ),
+    );
   }
 
   /** Runs `work`, rejecting with the store's error when it fails or outlasts the call bound. */
   #bounded<T>(what: string, work: () => Promise<T>): Promise<T> {
-    let timer: NodeJS.Timeout | undefined;
-    const call = work();
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(this.#error(what, new Error(`no answer within ${this.#callBoundMs} ms`))),
-        this.#callBoundMs,
-      );
-    });
-    return Promise.race([
-      call.catch((error: unknown) => {
-        throw this.#error(what, error);
-      }),
-      deadline,
-    ]).finally(() => clearTimeout(timer));
+    return timedCall(work, this.#callBoundMs, (cause) => this.#error(what, cause));
   }
 
-  #error(what: string, cause: unknown): Error {
-    if (cause instanceof Error && cause.message.startsWith(`PostgreSQL store (${this.#label})`)) {
-      return cause;
-    }
-    return new Error(
+  #closedError(what: string): StoreError {
+    return this.#error(what, new Error('the store is closed'), STORE_CODES.closed);
+  }
+
+  /** The store's error for `what`; one of its own errors (its code tells) passes as it is. */
+  #error(what: string, cause: unknown, code: string = STORE_CODES.failed): StoreError {
+    if (isStoreError(cause)) return cause;
+    return new StoreError(
       `PostgreSQL store (${this.#label}): ${what} failed: ${describeFailure(cause, this.#timeoutMs)}`,
-      {
-        cause,
-      },
+      code,
+      cause,
     );
   }
 }
@@ -518,49 +481,24 @@ function commitOutcome(
   return { ok: false, reason: fenced ? 'fenced' : 'sequence', storedSeq };
 }
 
-function toCheckpoint(row: Record<string, unknown>): Checkpoint {
-  return {
-    conversationId: row.conversation_id as string,
-    orchestrator: row.orchestrator as string,
-    status: row.status as ConversationStatus,
-    seq: Number(row.seq),
-    dispatchCount: Number(row.dispatch_count),
-    state: row.state as string,
-    ...(row.result === null ? {} : { result: row.result as string }),
-    ...(row.suspended_at === null ? {} : { suspendedAt: Number(row.suspended_at) }),
-  };
+/** A row as `pg` answers it (the statements select the shared columns). */
+function asRow(row: Record<string, unknown>): CheckpointRow & StoredRow {
+  return row as unknown as CheckpointRow & StoredRow;
 }
 
 function toStored(row: Record<string, unknown>): StoredConversation {
-  const live =
-    row.owner !== null &&
-    row.lease_expires_at !== null &&
-    Number(row.lease_expires_at) > Number(row.now_ms);
-  return {
-    conversationId: row.conversation_id as string,
-    orchestrator: row.orchestrator as string,
-    status: row.status as ConversationStatus,
-    dispatchCount: Number(row.dispatch_count),
-    seq: Number(row.seq),
-    updatedAt: Number(row.updated_at),
-    ...(row.suspended_at === null ? {} : { suspendedAt: Number(row.suspended_at) }),
-    ...(live ? { owner: row.owner as string, leaseExpiresAt: Number(row.lease_expires_at) } : {}),
-    ...(row.status === 'ended' && typeof row.result === 'string'
-      ? { result: JSON.parse(row.result) as unknown }
-      : {}),
-  };
+  const holder = liveHolder(
+    row.owner as string | null,
+    row.lease_expires_at as string | null,
+    Number(row.now_ms),
+  );
+  return storedOf(asRow(row), holder, endingOf(row.status as string, row.result as string | null));
 }
 
-/** `pg`, an optional peer: loaded only when the store makes its own pool. */
-function loadPg(): typeof pg {
-  try {
-    return createRequire(import.meta.url)('pg') as typeof pg;
-  } catch (error) {
-    throw new Error(
-      'createPostgresStore({ connectionString }) needs the optional peer dependency pg (^8.11.0): npm install pg',
-      { cause: error },
-    );
-  }
+/** PostgreSQL's SQLSTATE of a `pg` error (`40P01`: a deadlock), if it is one. */
+function sqlState(error: unknown): string | undefined {
+  const code = (error as { code?: unknown } | null | undefined)?.code;
+  return typeof code === 'string' ? code : undefined;
 }
 
 /** What failed, in words: timeouts and refusals named, PostgreSQL's own code kept. */
@@ -572,20 +510,9 @@ function describeFailure(cause: unknown, timeoutMs: number): string {
   if (/timeout exceeded when trying to connect|connection timeout/i.test(e.message)) {
     return `could not connect within connectTimeoutMs (${e.message})`;
   }
-  if (e instanceof NewerSchemaError) return e.message;
-  const code = typeof e.code === 'string' ? ` (${e.code})` : '';
-  return `${e.message}${code}`;
-}
-
-/** The connection string without its password, for error messages. */
-function describeConnectionString(connectionString: string): string {
-  try {
-    const url = new URL(connectionString);
-    url.password = '';
-    return url.toString();
-  } catch {
-    return 'connection string';
-  }
+  if (libraryErrorCode(e) === NEWER_SCHEMA_CODE) return e.message;
+  const code = sqlState(e);
+  return `${e.message}${code === undefined ? '' : ` (${code})`}`;
 }
 
 function describePool(pool: PostgresPool): string {

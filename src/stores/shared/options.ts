@@ -23,3 +23,68 @@ export function optionError(
     `Expected \`${name}\` to be ${expected}, got ${describeValue(value)} (${factory})`,
   );
 }
+
+/** The options every durable store takes for how long it keeps what it stores. */
+export interface RetentionOptions {
+  readonly retentionMs?: number | undefined;
+  readonly purgeIntervalMs?: number | undefined;
+  readonly maxCheckpointBytes?: number | undefined;
+}
+
+/** {@link RetentionOptions} checked, each defaulted from `defaults`. */
+export function checkRetention(
+  factory: string,
+  options: RetentionOptions,
+  defaults: Required<{ [K in keyof RetentionOptions]: number }>,
+): Required<{ [K in keyof RetentionOptions]: number }> {
+  return {
+    retentionMs: checkInteger(
+      factory,
+      'retentionMs',
+      options.retentionMs ?? defaults.retentionMs,
+      0,
+    ),
+    purgeIntervalMs: checkInteger(
+      factory,
+      'purgeIntervalMs',
+      options.purgeIntervalMs ?? defaults.purgeIntervalMs,
+      0,
+    ),
+    maxCheckpointBytes: checkInteger(
+      factory,
+      'maxCheckpointBytes',
+      options.maxCheckpointBytes ?? defaults.maxCheckpointBytes,
+      1,
+    ),
+  };
+}
+
+/** One way to give a network store its client: the option and what it must be. */
+export type ClientForm = readonly [option: string, expected: string];
+
+/** The error of options in neither form: not an object, or an object with neither option. */
+export function clientFormsError(
+  factory: string,
+  [[first, firstIs], [second, secondIs]]: readonly [ClientForm, ClientForm],
+  options: unknown,
+): TypeError {
+  if (typeof options !== 'object' || options === null) {
+    return new TypeError(
+      `Expected ${factory} options { ${first} } or { ${second} }, got \`${String(options)}\``,
+    );
+  }
+  return new TypeError(
+    `Expected ${factory} options with \`${first}\` (${firstIs}) or \`${second}\` (${secondIs}), got keys ${JSON.stringify(Object.keys(options))}`,
+  );
+}
+
+/** A connection URL without its password, for error messages; `fallback` when it is no URL. */
+export function withoutPassword(url: string, fallback: string): string {
+  try {
+    const parsed = new URL(url);
+    parsed.password = '';
+    return parsed.toString();
+  } catch {
+    return fallback;
+  }
+}
