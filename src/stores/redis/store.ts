@@ -5,20 +5,34 @@
  * docs/stores.md.
  */
 import { createHash } from 'node:crypto';
-import { createRequire } from 'node:module';
 import type { Redis } from 'ioredis';
 import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
 import type {
   AcquireOutcome,
   Checkpoint,
   CommitOutcome,
-  ConversationStatus,
   ConversationStore,
+  CreateOutcome,
   Lease,
   ListQuery,
   StoredConversation,
   StoreStats,
 } from '../../core/spi/store.ts';
+import { oversizeBytes, oversizeReason } from '../shared/checkpoint-size.ts';
+import { InFlight } from '../shared/in-flight.ts';
+import { checkRetention, clientFormsError, withoutPassword } from '../shared/options.ts';
+import { loadPeer } from '../shared/peer.ts';
+import { purgeEvery } from '../shared/purge-timer.ts';
+import {
+  type CheckpointRow,
+  checkpointOf,
+  endingOf,
+  liveHolder,
+  type StoredRow,
+  storedOf,
+} from '../shared/rows.ts';
+import { STORE_CODES, StoreError } from '../shared/store-error.ts';
+import { timedCall } from '../shared/timed-call.ts';
 import {
   checkInteger,
   checkPrefix,
@@ -67,10 +81,16 @@ const PURGE_BATCH = 1_000;
  * `{ client }` it uses yours and leaves it open.
  */
 export function createRedisStore(options: RedisStoreOptions): RedisStore {
-  return new RStore(options);
+  return new RedisStoreImpl(options);
 }
 
-class RStore implements RedisStore {
+/** Names what failed when the store's options give it no client. */
+const CLIENT_FORMS = [
+  ['client', 'an ioredis client'],
+  ['url', 'a string'],
+] as const;
+
+class RedisStoreImpl implements RedisStore {
   readonly name = 'redis' as const;
   readonly prefix: string;
   /**
@@ -87,27 +107,17 @@ class RStore implements RedisStore {
   readonly #purgeTimer: NodeJS.Timeout | undefined;
   #closed = false;
   #lastConnectionError: Error | undefined;
-  readonly #inFlight = new Set<Promise<unknown>>();
+  readonly #inFlight = new InFlight();
 
   constructor(options: RedisStoreOptions) {
     if (typeof options !== 'object' || options === null) {
-      throw new TypeError(
-        `Expected createRedisStore options { client } or { url }, got \`${String(options)}\``,
-      );
+      throw clientFormsError('createRedisStore', CLIENT_FORMS, options);
     }
     this.prefix = checkPrefix(options.prefix ?? DEFAULTS.prefix);
     this.#base = `${this.prefix}${KEY_SEPARATOR}`;
-    this.#retentionMs = checkInteger('retentionMs', options.retentionMs ?? DEFAULTS.retentionMs, 0);
-    const purgeIntervalMs = checkInteger(
-      'purgeIntervalMs',
-      options.purgeIntervalMs ?? DEFAULTS.purgeIntervalMs,
-      0,
-    );
-    this.maxCheckpointBytes = checkInteger(
-      'maxCheckpointBytes',
-      options.maxCheckpointBytes ?? DEFAULTS.maxCheckpointBytes,
-      1,
-    );
+    const retention = checkRetention('createRedisStore', options, DEFAULTS);
+    this.#retentionMs = retention.retentionMs;
+    this.maxCheckpointBytes = retention.maxCheckpointBytes;
     this.#timeoutMs = checkInteger(
       'commandTimeoutMs',
       options.commandTimeoutMs ?? DEFAULTS.commandTimeoutMs,
@@ -129,8 +139,12 @@ class RStore implements RedisStore {
         options.connectTimeoutMs ?? DEFAULTS.connectTimeoutMs,
         1,
       );
-      this.#label = describeUrl(options.url);
-      const { Redis: Client } = loadIoredis();
+      this.#label = withoutPassword(options.url, 'url').replace(/\/$/, '');
+      const { Redis: Client } = loadPeer<typeof import('ioredis')>({
+        name: 'ioredis',
+        range: '^5.3.0',
+        neededBy: 'createRedisStore({ url })',
+      });
       this.#client = new Client(options.url, {
         lazyConnect: true,
         connectTimeout,
@@ -149,27 +163,16 @@ class RStore implements RedisStore {
         this.#lastConnectionError = undefined;
       });
     } else {
-      throw new TypeError(
-        `Expected createRedisStore options with \`client\` (an ioredis client) or \`url\` (a string), got keys ${JSON.stringify(Object.keys(options))}`,
-      );
+      throw clientFormsError('createRedisStore', CLIENT_FORMS, options);
     }
-    if (purgeIntervalMs > 0) {
-      this.#purgeTimer = setInterval(() => {
-        this.purgeExpired().catch(() => {});
-      }, purgeIntervalMs);
-      this.#purgeTimer.unref();
-    }
+    this.#purgeTimer = purgeEvery(retention.purgeIntervalMs, () => this.purgeExpired());
   }
 
   #key(conversationId: string): string {
     return `${this.#base}c:${conversationId}`;
   }
 
-  async create(
-    checkpoint: Checkpoint,
-    owner: string,
-    leaseMs: number,
-  ): Promise<{ readonly created: true; readonly lease: Lease } | { readonly created: false }> {
+  async create(checkpoint: Checkpoint, owner: string, leaseMs: number): Promise<CreateOutcome> {
     const what = `create of conversation "${checkpoint.conversationId}"`;
     this.#checkSize(checkpoint, what);
     const reply = await this.#run(what, SCRIPTS.create, checkpoint.conversationId, [
@@ -397,7 +400,7 @@ class RStore implements RedisStore {
     if (this.#closed) return;
     this.#closed = true;
     if (this.#purgeTimer !== undefined) clearInterval(this.#purgeTimer);
-    while (this.#inFlight.size > 0) await Promise.allSettled([...this.#inFlight]);
+    await this.#inFlight.drain();
     if (this.#own) {
       try {
         await this.#client.quit();
@@ -408,17 +411,13 @@ class RStore implements RedisStore {
   }
 
   #checkSize(checkpoint: Checkpoint, what: string): void {
-    const bytes =
-      Buffer.byteLength(checkpoint.state, 'utf8') +
-      (checkpoint.result === undefined ? 0 : Buffer.byteLength(checkpoint.result, 'utf8'));
-    if (bytes > this.maxCheckpointBytes) {
-      throw this.#error(
-        what,
-        new Error(
-          `its checkpoint is ${bytes.toLocaleString('en')} bytes (state + result, UTF-8), past maxCheckpointBytes ${this.maxCheckpointBytes.toLocaleString('en')}`,
-        ),
-      );
-    }
+    const bytes = oversizeBytes(checkpoint, this.maxCheckpointBytes);
+    if (bytes === undefined) return;
+    throw this.#error(
+      what,
+      new Error(oversizeReason(bytes, this.maxCheckpointBytes)),
+      STORE_CODES.tooLarge,
+    );
   }
 
   /** Runs a script (EVALSHA, EVAL once when Redis has not seen it: a restart empties its cache). */
@@ -434,7 +433,7 @@ class RStore implements RedisStore {
       try {
         return (await this.#client.evalsha(s.sha, keys.length, ...keys, ...argv)) as Reply;
       } catch (error) {
-        if (!(error instanceof Error) || !error.message.startsWith('NOSCRIPT')) throw error;
+        if (replyCode(error) !== 'NOSCRIPT') throw error;
         return (await this.#client.eval(s.source, keys.length, ...keys, ...argv)) as Reply;
       }
     });
@@ -445,27 +444,22 @@ class RStore implements RedisStore {
    * own client's commandTimeout; a timer here for a client given without one).
    */
   #bounded<T>(what: string, work: () => Promise<T>): Promise<T> {
-    if (this.#closed) return Promise.reject(this.#error(what, new Error('the store is closed')));
-    let timer: NodeJS.Timeout | undefined;
-    const call = work();
-    this.#inFlight.add(call);
-    const forget = () => this.#inFlight.delete(call);
-    call.then(forget, forget);
-    const failed = call.catch((error: unknown) => {
-      throw this.#error(what, error);
-    });
-    // The store's own client bounds every command itself (commandTimeout): no timer per call.
-    if (this.#own) return failed;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(
-        () => reject(this.#error(what, new Error(`no answer within ${this.#timeoutMs} ms`))),
-        this.#timeoutMs,
+    if (this.#closed) {
+      return Promise.reject(
+        this.#error(what, new Error('the store is closed'), STORE_CODES.closed),
       );
-    });
-    return Promise.race([failed, deadline]).finally(() => clearTimeout(timer));
+    }
+    // close() waits for the work itself, also past a timeout. The store's own client bounds
+    // every command itself (commandTimeout): no timer per call.
+    const call = this.#inFlight.track(work());
+    return timedCall(
+      () => call,
+      this.#own ? undefined : this.#timeoutMs,
+      (cause) => this.#error(what, cause),
+    );
   }
 
-  #error(what: string, cause: unknown): Error {
+  #error(what: string, cause: unknown, code: string = STORE_CODES.failed): StoreError {
     let reason = cause instanceof Error ? cause.message : String(cause);
     if (/max retries per request|Connection is closed|Command timed out/i.test(reason)) {
       const last = this.#lastConnectionError;
@@ -474,67 +468,73 @@ class RStore implements RedisStore {
           ? `no answer within commandTimeoutMs (${this.#timeoutMs} ms)`
           : `Redis is unreachable (${last !== undefined ? `${last.message}; ` : ''}${reason})`;
     }
-    return new Error(`Redis store (${this.#label}): ${what} failed: ${reason}`, { cause });
+    return new StoreError(`Redis store (${this.#label}): ${what} failed: ${reason}`, code, cause);
   }
 }
 
-/** `ioredis`, an optional peer: loaded only when the store makes its own client. */
-function loadIoredis(): typeof import('ioredis') {
-  try {
-    return createRequire(import.meta.url)('ioredis') as typeof import('ioredis');
-  } catch (error) {
-    throw new Error(
-      'createRedisStore({ url }) needs the optional peer dependency ioredis (^5.3.0): npm install ioredis',
-      { cause: error },
-    );
-  }
+/** The code of a Redis error reply: its first word (`NOSCRIPT`, `WRONGTYPE`, `ERR`). */
+function replyCode(error: unknown): string | undefined {
+  return error instanceof Error ? /^[A-Z]+(?= |$)/.exec(error.message)?.[0] : undefined;
 }
 
 function optional(value: string | number | undefined): string {
   return value === undefined ? '' : `=${value}`;
 }
 
-/** Fields in CHECKPOINT order: orchestrator, status, seq, dispatchCount, state, result, suspendedAt. */
-function toCheckpoint(conversationId: string, f: Reply[]): Checkpoint {
-  return {
-    conversationId,
-    orchestrator: f[0] as string,
-    status: f[1] as ConversationStatus,
-    seq: Number(f[2]),
-    dispatchCount: Number(f[3]),
-    state: f[4] as string,
-    ...(f[5] === null || f[5] === undefined ? {} : { result: f[5] as string }),
-    ...(f[6] === null || f[6] === undefined ? {} : { suspendedAt: Number(f[6]) }),
-  };
+/** The fields of the GET and ACQUIRE scripts' checkpoint reply, in their order. */
+const CHECKPOINT_FIELDS = [
+  'orchestrator',
+  'status',
+  'seq',
+  'dispatch_count',
+  'state',
+  'result',
+  'suspended_at',
+] as const;
+
+/** The hash fields `get()` and `list()` read, under their column names, in their order. */
+const STORED_FIELDS = [
+  'orchestrator',
+  'status',
+  'seq',
+  'dispatch_count',
+  'result',
+  'suspended_at',
+  'owner',
+  'lease_expires_at',
+  'updated_at',
+] as const;
+
+/** A reply's fields as a row under `names` (a missing field is null). */
+function rowOf<N extends string>(
+  conversationId: string,
+  names: readonly N[],
+  fields: Reply[],
+): { readonly conversation_id: string } & Record<N, string | number | null> {
+  const row: Record<string, unknown> = { conversation_id: conversationId };
+  names.forEach((name, i) => {
+    const value = fields[i];
+    row[name] = value === undefined || Array.isArray(value) ? null : value;
+  });
+  return row as { readonly conversation_id: string } & Record<N, string | number | null>;
 }
 
-/** Fields: orchestrator, status, seq, dispatchCount, result, suspendedAt, owner, leaseExpiresAt, updatedAt. */
-function toStored(conversationId: string, now: number, f: Reply[]): StoredConversation | undefined {
-  if (f[0] === null || f[0] === undefined) return undefined;
-  const expires = f[7] === null ? undefined : Number(f[7]);
-  const live = f[6] !== null && expires !== undefined && expires > now;
-  return {
-    conversationId,
-    orchestrator: f[0] as string,
-    status: f[1] as ConversationStatus,
-    dispatchCount: Number(f[3]),
-    seq: Number(f[2]),
-    updatedAt: Number(f[8]),
-    ...(f[5] === null ? {} : { suspendedAt: Number(f[5]) }),
-    ...(live ? { owner: f[6] as string, leaseExpiresAt: expires } : {}),
-    ...(f[1] === 'ended' && typeof f[4] === 'string'
-      ? { result: JSON.parse(f[4]) as unknown }
-      : {}),
-  };
+function toCheckpoint(conversationId: string, fields: Reply[]): Checkpoint {
+  const row: CheckpointRow = rowOf(conversationId, CHECKPOINT_FIELDS, fields);
+  return checkpointOf(row);
 }
 
-/** The URL without its password, for error messages. */
-function describeUrl(url: string): string {
-  try {
-    const parsed = new URL(url);
-    parsed.password = '';
-    return parsed.toString().replace(/\/$/, '');
-  } catch {
-    return 'url';
-  }
+function toStored(
+  conversationId: string,
+  now: number,
+  fields: Reply[],
+): StoredConversation | undefined {
+  const row = rowOf(conversationId, STORED_FIELDS, fields);
+  if (row.orchestrator === null) return undefined;
+  const stored: StoredRow = row;
+  return storedOf(
+    stored,
+    liveHolder(row.owner, row.lease_expires_at, now),
+    endingOf(row.status, row.result),
+  );
 }
