@@ -7,16 +7,8 @@
 import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
 import { fail, positiveInteger, positiveNumber } from '../../core/shared/validate.ts';
 import { describeValue } from '../../core/spi/errors.ts';
-import type {
-  AcquireOutcome,
-  Checkpoint,
-  CommitOutcome,
-  ConversationStore,
-  Lease,
-  ListQuery,
-  StoredConversation,
-  StoreStats,
-} from '../../core/spi/store.ts';
+import type * as spi from '../../core/spi/store.ts';
+import { checkpointBytes } from '../shared/checkpoint-size.ts';
 
 /** What `createMemoryStore(options)` takes. */
 export interface MemoryStoreOptions {
@@ -40,7 +32,7 @@ export interface MemoryStoreOptions {
 }
 
 interface Row {
-  checkpoint: Checkpoint;
+  checkpoint: spi.Checkpoint;
   updatedAt: number;
   /** The lease holder; undefined once released (or never held). */
   owner: string | undefined;
@@ -51,7 +43,7 @@ interface Row {
 }
 
 /** The memory store with its byte count, which the tests of bounded storage read. */
-export interface MemoryStore extends ConversationStore {
+export interface MemoryStore extends spi.ConversationStore {
   /** UTF-8 bytes of every stored checkpoint's `state` and `result` together. */
   storedBytes(): number;
 }
@@ -83,11 +75,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
   const open = (): void => {
     if (closed) throw new Error('The memory store is closed');
   };
-  const sizeOf = (checkpoint: Checkpoint): number =>
-    Buffer.byteLength(checkpoint.state) +
-    (checkpoint.result === undefined ? 0 : Buffer.byteLength(checkpoint.result));
-  const checkSize = (checkpoint: Checkpoint): number => {
-    const bytes = sizeOf(checkpoint);
+  const checkSize = (checkpoint: spi.Checkpoint): number => {
+    const bytes = checkpointBytes(checkpoint);
     if (bytes > maxCheckpointBytes) {
       throw new RangeError(
         `Expected a checkpoint of at most ${maxCheckpointBytes} bytes (the memory store's maxCheckpointBytes), got ${bytes} bytes for conversation ${checkpoint.conversationId}`,
@@ -95,7 +84,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     }
     return bytes;
   };
-  const leaseOf = (row: Row): Lease => ({
+  const leaseOf = (row: Row): spi.Lease => ({
     owner: row.owner as string,
     epoch: row.epoch,
     expiresAt: row.expiresAt,
@@ -103,7 +92,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
   /** A live lease: held, not expired, and its holder not known to be gone. */
   const live = (row: Row, at: number): boolean =>
     row.owner !== undefined && row.expiresAt > at && isLeaseOwnerAlive(row.owner);
-  const describe = (id: string, row: Row, at: number): StoredConversation => {
+  const describe = (id: string, row: Row, at: number): spi.StoredConversation => {
     const c = row.checkpoint;
     const held = row.owner !== undefined && row.expiresAt > at;
     return {
@@ -150,7 +139,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       rows.set(checkpoint.conversationId, row);
       return { created: true, lease: { owner, epoch: 1, expiresAt: row.expiresAt } };
     },
-    async acquire(conversationId, owner, leaseMs): Promise<AcquireOutcome> {
+    async acquire(conversationId, owner, leaseMs): Promise<spi.AcquireOutcome> {
       open();
       const row = rows.get(conversationId);
       if (row === undefined) return { status: 'not_found' };
@@ -165,7 +154,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       row.expiresAt = at + leaseMs;
       return { status: 'acquired', checkpoint: row.checkpoint, lease: leaseOf(row), takenOver };
     },
-    async commit(checkpoint, lease, leaseMs): Promise<CommitOutcome> {
+    async commit(checkpoint, lease, leaseMs): Promise<spi.CommitOutcome> {
       open();
       const row = rows.get(checkpoint.conversationId);
       if (row === undefined) return { ok: false, reason: 'not_found' };
@@ -184,7 +173,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
         row.expiresAt = at + leaseMs;
         return { ok: true, lease: leaseOf(row) };
       }
-      const released: Lease = { owner: lease.owner, epoch: row.epoch, expiresAt: at };
+      const released: spi.Lease = { owner: lease.owner, epoch: row.epoch, expiresAt: at };
       row.owner = undefined;
       row.expiresAt = 0;
       return { ok: true, lease: released };
@@ -214,7 +203,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       open();
       return rows.delete(conversationId);
     },
-    async list(query: ListQuery) {
+    async list(query: spi.ListQuery) {
       open();
       const at = now();
       const requested: unknown = query.limit;
@@ -225,7 +214,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       }
       const limit = Math.min(requested, 1_000);
       const ids = [...rows.keys()].sort();
-      const page: StoredConversation[] = [];
+      const page: spi.StoredConversation[] = [];
       for (const id of ids) {
         if (page.length >= limit) break;
         if (query.after !== undefined && id <= query.after) continue;
@@ -238,7 +227,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       }
       return page;
     },
-    async stats(): Promise<readonly StoreStats[]> {
+    async stats(): Promise<readonly spi.StoreStats[]> {
       open();
       const by = new Map<string, { running: number; suspended: number; oldest?: number }>();
       for (const row of rows.values()) {

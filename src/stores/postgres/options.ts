@@ -109,6 +109,12 @@ export interface PostgresPoolOptions extends PostgresStoreCommonOptions {
 /** Options of {@link createPostgresStore}: a `pool` of yours or a `connectionString`. */
 export type PostgresStoreOptions = PostgresConnectionOptions | PostgresPoolOptions;
 
+/** The two ways to give createPostgresStore its client, named in the error of options in neither form. */
+export const CLIENT_FORMS = [
+  ['pool', 'a pg Pool'],
+  ['connectionString', 'a string'],
+] as const;
+
 export const DEFAULTS = {
   table: 'co_conversations',
   retentionMs: 7 * 24 * 60 * 60 * 1000,

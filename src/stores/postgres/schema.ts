@@ -6,6 +6,7 @@
  * current version. A table at a version newer than this code knows is refused, not touched.
  */
 import { OrchestratorError } from '../../core/spi/errors.ts';
+import { NEWER_SCHEMA_CODE } from '../shared/store-error.ts';
 import type { PostgresPoolClient } from './options.ts';
 
 /** The schema version this code writes and reads. */
@@ -52,7 +53,7 @@ const MIGRATIONS: readonly ((table: string) => string)[] = [
 /** Thrown (wrapped by the store) when the table was made by a newer version of this package. */
 export class NewerSchemaError extends OrchestratorError {
   override name = 'NewerSchemaError';
-  override readonly code: string = 'ERR_NEWER_SCHEMA';
+  override readonly code: string = NEWER_SCHEMA_CODE;
   constructor(table: string, found: number) {
     super(
       `table "${table}" is at schema version ${found}, newer than the ${SCHEMA_VERSION} this version of conversation-orchestrator knows: upgrade the package (or point the store at another table); nothing was changed`,

@@ -5,17 +5,7 @@
  */
 import type pg from 'pg';
 import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
-import type {
-  AcquireOutcome,
-  Checkpoint,
-  CommitOutcome,
-  ConversationStore,
-  CreateOutcome,
-  Lease,
-  ListQuery,
-  StoredConversation,
-  StoreStats,
-} from '../../core/spi/store.ts';
+import type * as spi from '../../core/spi/store.ts';
 import { oversizeBytes, oversizeReason } from '../shared/checkpoint-size.ts';
 import { type QueuedCommit, queued, TurnQueue } from '../shared/group-commit.ts';
 import { InFlight } from '../shared/in-flight.ts';
@@ -23,22 +13,21 @@ import { checkRetention, clientFormsError, withoutPassword } from '../shared/opt
 import { loadPeer } from '../shared/peer.ts';
 import { purgeEvery } from '../shared/purge-timer.ts';
 import {
-  type CheckpointRow,
+  type ConversationRow,
   checkpointOf,
   endingOf,
   liveHolder,
-  type StoredRow,
   storedOf,
 } from '../shared/rows.ts';
 import {
+  isNewerSchemaError,
   isStoreError,
-  libraryErrorCode,
-  NEWER_SCHEMA_CODE,
   STORE_CODES,
   StoreError,
 } from '../shared/store-error.ts';
 import { timedCall } from '../shared/timed-call.ts';
 import {
+  CLIENT_FORMS,
   checkInteger,
   checkTable,
   DEFAULTS,
@@ -49,8 +38,8 @@ import {
 import { migrate } from './schema.ts';
 import { PURGE_BATCH, type Statements, statements } from './sql.ts';
 
-/** A PostgreSQL {@link ConversationStore}, with `ready()` to connect and migrate up front. */
-export interface PostgresStore extends ConversationStore {
+/** A PostgreSQL {@link spi.ConversationStore}, with `ready()` to connect and migrate up front. */
+export interface PostgresStore extends spi.ConversationStore {
   readonly name: 'postgres';
   /**
    * Connects and brings the table to the current schema (the first call of any method does it
@@ -73,12 +62,6 @@ const RETRYABLE = new Set(['40P01', '40001']);
 export function createPostgresStore(options: PostgresStoreOptions): PostgresStore {
   return new PostgresStoreImpl(options);
 }
-
-/** Names what failed when the store's options give it no client. */
-const CLIENT_FORMS = [
-  ['pool', 'a pg Pool'],
-  ['connectionString', 'a string'],
-] as const;
 
 class PostgresStoreImpl implements PostgresStore {
   readonly name = 'postgres' as const;
@@ -166,7 +149,7 @@ class PostgresStoreImpl implements PostgresStore {
         throw error;
       } finally {
         // A connection that failed mid-migration is thrown away, not reused.
-        client.release(failure !== undefined && libraryErrorCode(failure) !== NEWER_SCHEMA_CODE);
+        client.release(failure !== undefined && !isNewerSchemaError(failure));
       }
     }).catch((error: unknown) => {
       this.#ready = undefined; // the next call tries again (the server may be back)
@@ -175,19 +158,18 @@ class PostgresStoreImpl implements PostgresStore {
     return this.#ready;
   }
 
-  async create(checkpoint: Checkpoint, owner: string, leaseMs: number): Promise<CreateOutcome> {
+  async create(
+    checkpoint: spi.Checkpoint,
+    owner: string,
+    leaseMs: number,
+  ): Promise<spi.CreateOutcome> {
     this.#checkSize(checkpoint, 'create');
     const { rows } = await this.#query(`create of conversation "${checkpoint.conversationId}"`, {
       text: this.#sql.create,
       values: [
         checkpoint.conversationId,
         checkpoint.orchestrator,
-        checkpoint.status,
-        checkpoint.seq,
-        checkpoint.dispatchCount,
-        checkpoint.state,
-        checkpoint.result ?? null,
-        checkpoint.suspendedAt ?? null,
+        ...checkpointValues(checkpoint),
         owner,
         Math.ceil(leaseMs),
       ],
@@ -197,7 +179,11 @@ class PostgresStoreImpl implements PostgresStore {
     return { created: true, lease: { owner, epoch: 1, expiresAt: Number(row.lease_expires_at) } };
   }
 
-  async acquire(conversationId: string, owner: string, leaseMs: number): Promise<AcquireOutcome> {
+  async acquire(
+    conversationId: string,
+    owner: string,
+    leaseMs: number,
+  ): Promise<spi.AcquireOutcome> {
     const what = `acquire of conversation "${conversationId}"`;
     const attempt = (deadOwner: string | null) =>
       this.#query(what, {
@@ -229,7 +215,11 @@ class PostgresStoreImpl implements PostgresStore {
     };
   }
 
-  commit(checkpoint: Checkpoint, lease: Lease, leaseMs: number): Promise<CommitOutcome> {
+  commit(
+    checkpoint: spi.Checkpoint,
+    lease: spi.Lease,
+    leaseMs: number,
+  ): Promise<spi.CommitOutcome> {
     try {
       this.#checkSize(checkpoint, 'commit');
       if (this.#closed) {
@@ -239,7 +229,7 @@ class PostgresStoreImpl implements PostgresStore {
       return Promise.reject(error);
     }
     if (!this.#groupCommit) return this.#commitOne(checkpoint, lease, leaseMs);
-    return queued(this.#commits, { checkpoint, lease, leaseMs });
+    return queued<spi.CommitOutcome, QueuedCommit>(this.#commits, { checkpoint, lease, leaseMs });
   }
 
   /** Sends what is pending: one statement per group, at most one commit per conversation each. */
@@ -285,7 +275,11 @@ class PostgresStoreImpl implements PostgresStore {
     });
   }
 
-  async #commitOne(checkpoint: Checkpoint, lease: Lease, leaseMs: number): Promise<CommitOutcome> {
+  async #commitOne(
+    checkpoint: spi.Checkpoint,
+    lease: spi.Lease,
+    leaseMs: number,
+  ): Promise<spi.CommitOutcome> {
     const { rows } = await this.#query(`commit of conversation "${checkpoint.conversationId}"`, {
       text: this.#sql.commitOne,
       values: commitValues(checkpoint, lease, leaseMs),
@@ -319,7 +313,11 @@ class PostgresStoreImpl implements PostgresStore {
     }
   }
 
-  async renew(conversationId: string, lease: Lease, leaseMs: number): Promise<Lease | undefined> {
+  async renew(
+    conversationId: string,
+    lease: spi.Lease,
+    leaseMs: number,
+  ): Promise<spi.Lease | undefined> {
     const { rows } = await this.#query(`renew of conversation "${conversationId}"`, {
       text: this.#sql.renew,
       values: [conversationId, lease.owner, lease.epoch, Math.ceil(leaseMs)],
@@ -329,14 +327,14 @@ class PostgresStoreImpl implements PostgresStore {
     return { owner: lease.owner, epoch: lease.epoch, expiresAt: Number(row.lease_expires_at) };
   }
 
-  async release(conversationId: string, lease: Lease): Promise<void> {
+  async release(conversationId: string, lease: spi.Lease): Promise<void> {
     await this.#query(`release of conversation "${conversationId}"`, {
       text: this.#sql.release,
       values: [conversationId, lease.owner, lease.epoch],
     });
   }
 
-  async get(conversationId: string): Promise<StoredConversation | undefined> {
+  async get(conversationId: string): Promise<spi.StoredConversation | undefined> {
     const { rows } = await this.#query(`get of conversation "${conversationId}"`, {
       text: this.#sql.get,
       values: [conversationId],
@@ -352,7 +350,7 @@ class PostgresStoreImpl implements PostgresStore {
     return rows.length > 0;
   }
 
-  async list(query: ListQuery): Promise<readonly StoredConversation[]> {
+  async list(query: spi.ListQuery): Promise<readonly spi.StoredConversation[]> {
     const limit = Math.min(checkInteger('limit', query.limit, 0), 1_000);
     if (limit === 0) return [];
     const { rows } = await this.#query('list', {
@@ -368,7 +366,7 @@ class PostgresStoreImpl implements PostgresStore {
     return rows.map(toStored);
   }
 
-  async stats(): Promise<readonly StoreStats[]> {
+  async stats(): Promise<readonly spi.StoreStats[]> {
     const { rows } = await this.#query('stats', { text: this.#sql.stats });
     return rows.map((r) => ({
       orchestrator: r.orchestrator as string,
@@ -402,7 +400,7 @@ class PostgresStoreImpl implements PostgresStore {
     if (this.#ownPool !== undefined) await this.#ownPool.end();
   }
 
-  #checkSize(checkpoint: Checkpoint, operation: string): void {
+  #checkSize(checkpoint: spi.Checkpoint, operation: string): void {
     const bytes = oversizeBytes(checkpoint, this.maxCheckpointBytes);
     if (bytes === undefined) return;
     throw this.#error(
@@ -443,15 +441,22 @@ class PostgresStoreImpl implements PostgresStore {
   }
 }
 
-function commitValues(checkpoint: Checkpoint, lease: Lease, leaseMs: number): unknown[] {
+/** What the create and commit statements write of a checkpoint, in their parameter order. */
+function checkpointValues(checkpoint: spi.Checkpoint): unknown[] {
   return [
-    checkpoint.conversationId,
     checkpoint.status,
     checkpoint.seq,
     checkpoint.dispatchCount,
     checkpoint.state,
     checkpoint.result ?? null,
     checkpoint.suspendedAt ?? null,
+  ];
+}
+
+function commitValues(checkpoint: spi.Checkpoint, lease: spi.Lease, leaseMs: number): unknown[] {
+  return [
+    checkpoint.conversationId,
+    ...checkpointValues(checkpoint),
     lease.owner,
     lease.epoch,
     Math.ceil(leaseMs),
@@ -460,9 +465,9 @@ function commitValues(checkpoint: Checkpoint, lease: Lease, leaseMs: number): un
 
 function commitOutcome(
   row: Record<string, unknown>,
-  lease: Lease,
-  checkpoint: Checkpoint,
-): CommitOutcome {
+  lease: spi.Lease,
+  checkpoint: spi.Checkpoint,
+): spi.CommitOutcome {
   if (row.committed_at !== null && row.committed_at !== undefined) {
     const running = checkpoint.status === 'running';
     return {
@@ -482,11 +487,11 @@ function commitOutcome(
 }
 
 /** A row as `pg` answers it (the statements select the shared columns). */
-function asRow(row: Record<string, unknown>): CheckpointRow & StoredRow {
-  return row as unknown as CheckpointRow & StoredRow;
+function asRow(row: Record<string, unknown>): ConversationRow {
+  return row as unknown as ConversationRow;
 }
 
-function toStored(row: Record<string, unknown>): StoredConversation {
+function toStored(row: Record<string, unknown>): spi.StoredConversation {
   const holder = liveHolder(
     row.owner as string | null,
     row.lease_expires_at as string | null,
@@ -510,7 +515,7 @@ function describeFailure(cause: unknown, timeoutMs: number): string {
   if (/timeout exceeded when trying to connect|connection timeout/i.test(e.message)) {
     return `could not connect within connectTimeoutMs (${e.message})`;
   }
-  if (libraryErrorCode(e) === NEWER_SCHEMA_CODE) return e.message;
+  if (isNewerSchemaError(e)) return e.message;
   const code = sqlState(e);
   return `${e.message}${code === undefined ? '' : ` (${code})`}`;
 }

@@ -65,6 +65,12 @@ export interface RedisClientOptions extends RedisStoreCommonOptions {
 /** Options of {@link createRedisStore}: a `client` of yours or a `url`. */
 export type RedisStoreOptions = RedisUrlOptions | RedisClientOptions;
 
+/** The two ways to give createRedisStore its client, named in the error of options in neither form. */
+export const CLIENT_FORMS = [
+  ['client', 'an ioredis client'],
+  ['url', 'a string'],
+] as const;
+
 export const DEFAULTS = {
   prefix: 'co:',
   retentionMs: 7 * 24 * 60 * 60 * 1000,

@@ -7,33 +7,17 @@
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
-import type {
-  AcquireOutcome,
-  Checkpoint,
-  CommitOutcome,
-  ConversationStore,
-  CreateOutcome,
-  Lease,
-  ListQuery,
-  StoredConversation,
-  StoreStats,
-} from '../../core/spi/store.ts';
+import type * as spi from '../../core/spi/store.ts';
 import { oversizeBytes, oversizeReason } from '../shared/checkpoint-size.ts';
 import { InFlight } from '../shared/in-flight.ts';
 import { checkRetention, clientFormsError, withoutPassword } from '../shared/options.ts';
 import { loadPeer } from '../shared/peer.ts';
 import { purgeEvery } from '../shared/purge-timer.ts';
-import {
-  type CheckpointRow,
-  checkpointOf,
-  endingOf,
-  liveHolder,
-  type StoredRow,
-  storedOf,
-} from '../shared/rows.ts';
+import { checkpointOf, endingOf, liveHolder, storedOf } from '../shared/rows.ts';
 import { STORE_CODES, StoreError } from '../shared/store-error.ts';
 import { timedCall } from '../shared/timed-call.ts';
 import {
+  CLIENT_FORMS,
   checkInteger,
   checkPrefix,
   DEFAULTS,
@@ -42,8 +26,8 @@ import {
 } from './options.ts';
 import { ACQUIRE, COMMIT, CREATE, DELETE, GET, PURGE, RELEASE, RENEW } from './scripts.ts';
 
-/** A Redis {@link ConversationStore}. */
-export interface RedisStore extends ConversationStore {
+/** A Redis {@link spi.ConversationStore}. */
+export interface RedisStore extends spi.ConversationStore {
   readonly name: 'redis';
   /** The key prefix in use. */
   readonly prefix: string;
@@ -83,12 +67,6 @@ const PURGE_BATCH = 1_000;
 export function createRedisStore(options: RedisStoreOptions): RedisStore {
   return new RedisStoreImpl(options);
 }
-
-/** Names what failed when the store's options give it no client. */
-const CLIENT_FORMS = [
-  ['client', 'an ioredis client'],
-  ['url', 'a string'],
-] as const;
 
 class RedisStoreImpl implements RedisStore {
   readonly name = 'redis' as const;
@@ -172,17 +150,16 @@ class RedisStoreImpl implements RedisStore {
     return `${this.#base}c:${conversationId}`;
   }
 
-  async create(checkpoint: Checkpoint, owner: string, leaseMs: number): Promise<CreateOutcome> {
+  async create(
+    checkpoint: spi.Checkpoint,
+    owner: string,
+    leaseMs: number,
+  ): Promise<spi.CreateOutcome> {
     const what = `create of conversation "${checkpoint.conversationId}"`;
     this.#checkSize(checkpoint, what);
     const reply = await this.#run(what, SCRIPTS.create, checkpoint.conversationId, [
       checkpoint.orchestrator,
-      checkpoint.status,
-      String(checkpoint.seq),
-      String(checkpoint.dispatchCount),
-      checkpoint.state,
-      optional(checkpoint.result),
-      optional(checkpoint.suspendedAt),
+      ...checkpointArgs(checkpoint),
       owner,
       String(Math.ceil(leaseMs)),
     ]);
@@ -190,7 +167,11 @@ class RedisStoreImpl implements RedisStore {
     return { created: true, lease: { owner, epoch: 1, expiresAt: Number(reply) } };
   }
 
-  async acquire(conversationId: string, owner: string, leaseMs: number): Promise<AcquireOutcome> {
+  async acquire(
+    conversationId: string,
+    owner: string,
+    leaseMs: number,
+  ): Promise<spi.AcquireOutcome> {
     const what = `acquire of conversation "${conversationId}"`;
     const attempt = async (deadOwner: string) =>
       (await this.#run(what, SCRIPTS.acquire, conversationId, [
@@ -222,16 +203,15 @@ class RedisStoreImpl implements RedisStore {
     }
   }
 
-  async commit(checkpoint: Checkpoint, lease: Lease, leaseMs: number): Promise<CommitOutcome> {
+  async commit(
+    checkpoint: spi.Checkpoint,
+    lease: spi.Lease,
+    leaseMs: number,
+  ): Promise<spi.CommitOutcome> {
     const what = `commit of conversation "${checkpoint.conversationId}"`;
     this.#checkSize(checkpoint, what);
     const reply = (await this.#run(what, SCRIPTS.commit, checkpoint.conversationId, [
-      checkpoint.status,
-      String(checkpoint.seq),
-      String(checkpoint.dispatchCount),
-      checkpoint.state,
-      optional(checkpoint.result),
-      optional(checkpoint.suspendedAt),
+      ...checkpointArgs(checkpoint),
       lease.owner,
       String(lease.epoch),
       String(Math.ceil(leaseMs)),
@@ -250,7 +230,11 @@ class RedisStoreImpl implements RedisStore {
     };
   }
 
-  async renew(conversationId: string, lease: Lease, leaseMs: number): Promise<Lease | undefined> {
+  async renew(
+    conversationId: string,
+    lease: spi.Lease,
+    leaseMs: number,
+  ): Promise<spi.Lease | undefined> {
     const reply = await this.#run(
       `renew of conversation "${conversationId}"`,
       SCRIPTS.renew,
@@ -261,7 +245,7 @@ class RedisStoreImpl implements RedisStore {
     return { owner: lease.owner, epoch: lease.epoch, expiresAt: Number(reply) };
   }
 
-  async release(conversationId: string, lease: Lease): Promise<void> {
+  async release(conversationId: string, lease: spi.Lease): Promise<void> {
     await this.#run(
       `release of conversation "${conversationId}"`,
       SCRIPTS.release,
@@ -270,7 +254,7 @@ class RedisStoreImpl implements RedisStore {
     );
   }
 
-  async get(conversationId: string): Promise<StoredConversation | undefined> {
+  async get(conversationId: string): Promise<spi.StoredConversation | undefined> {
     const reply = (await this.#run(
       `get of conversation "${conversationId}"`,
       SCRIPTS.get,
@@ -290,7 +274,7 @@ class RedisStoreImpl implements RedisStore {
     return reply === 1;
   }
 
-  async list(query: ListQuery): Promise<readonly StoredConversation[]> {
+  async list(query: spi.ListQuery): Promise<readonly spi.StoredConversation[]> {
     const limit = Math.min(checkInteger('limit', query.limit, 0), 1_000);
     if (limit === 0) return [];
     const p = this.#base;
@@ -303,7 +287,7 @@ class RedisStoreImpl implements RedisStore {
             ? `${p}s:${query.status}`
             : `${p}ids`;
     return this.#bounded('list', async () => {
-      const found: StoredConversation[] = [];
+      const found: spi.StoredConversation[] = [];
       let after = query.after;
       for (;;) {
         const ids = await this.#client.zrangebylex(
@@ -350,7 +334,7 @@ class RedisStoreImpl implements RedisStore {
     });
   }
 
-  async stats(): Promise<readonly StoreStats[]> {
+  async stats(): Promise<readonly spi.StoreStats[]> {
     const p = this.#base;
     return this.#bounded('stats', async () => {
       const names = (await this.#client.smembers(`${p}orchestrators`)).sort();
@@ -361,7 +345,7 @@ class RedisStoreImpl implements RedisStore {
         pipeline.zrange(`${p}suspendedAt:${name}`, 0, 0, 'WITHSCORES');
       }
       const replies = (await pipeline.exec()) ?? [];
-      const stats: StoreStats[] = [];
+      const stats: spi.StoreStats[] = [];
       names.forEach((orchestrator, i) => {
         const [running, suspended, oldest] = replies
           .slice(3 * i, 3 * i + 3)
@@ -410,7 +394,7 @@ class RedisStoreImpl implements RedisStore {
     }
   }
 
-  #checkSize(checkpoint: Checkpoint, what: string): void {
+  #checkSize(checkpoint: spi.Checkpoint, what: string): void {
     const bytes = oversizeBytes(checkpoint, this.maxCheckpointBytes);
     if (bytes === undefined) return;
     throw this.#error(
@@ -481,6 +465,18 @@ function optional(value: string | number | undefined): string {
   return value === undefined ? '' : `=${value}`;
 }
 
+/** What the CREATE and COMMIT scripts write of a checkpoint, in their argument order. */
+function checkpointArgs(checkpoint: spi.Checkpoint): string[] {
+  return [
+    checkpoint.status,
+    String(checkpoint.seq),
+    String(checkpoint.dispatchCount),
+    checkpoint.state,
+    optional(checkpoint.result),
+    optional(checkpoint.suspendedAt),
+  ];
+}
+
 /** The fields of the GET and ACQUIRE scripts' checkpoint reply, in their order. */
 const CHECKPOINT_FIELDS = [
   'orchestrator',
@@ -519,21 +515,19 @@ function rowOf<N extends string>(
   return row as { readonly conversation_id: string } & Record<N, string | number | null>;
 }
 
-function toCheckpoint(conversationId: string, fields: Reply[]): Checkpoint {
-  const row: CheckpointRow = rowOf(conversationId, CHECKPOINT_FIELDS, fields);
-  return checkpointOf(row);
+function toCheckpoint(conversationId: string, fields: Reply[]): spi.Checkpoint {
+  return checkpointOf(rowOf(conversationId, CHECKPOINT_FIELDS, fields));
 }
 
 function toStored(
   conversationId: string,
   now: number,
   fields: Reply[],
-): StoredConversation | undefined {
+): spi.StoredConversation | undefined {
   const row = rowOf(conversationId, STORED_FIELDS, fields);
   if (row.orchestrator === null) return undefined;
-  const stored: StoredRow = row;
   return storedOf(
-    stored,
+    row,
     liveHolder(row.owner, row.lease_expires_at, now),
     endingOf(row.status, row.result),
   );

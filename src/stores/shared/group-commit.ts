@@ -19,7 +19,7 @@ export interface QueuedCommit extends Settles<CommitOutcome> {
 }
 
 /** An item as the caller gives it, before the queue adds how it is answered. */
-type Unsettled<I> = I extends unknown ? Omit<I, keyof Settles<unknown>> : never;
+export type Unsettled<I> = I extends unknown ? Omit<I, keyof Settles<unknown>> : never;
 
 /** The items of one event-loop turn, handed to `flush` together. */
 export class TurnQueue<I> {
@@ -56,8 +56,11 @@ export class TurnQueue<I> {
   }
 }
 
-/** The outcome of `item` once its group has been written. */
-export function queued<T, I extends Settles<T>>(
+/**
+ * The outcome of `item` once its group has been written (`T`: what the item's kind answers; a
+ * queue may hold several kinds).
+ */
+export function queued<T, I extends Settles<never>>(
   queue: TurnQueue<I>,
   item: Unsettled<I>,
 ): Promise<T> {

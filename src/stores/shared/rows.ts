@@ -23,20 +23,30 @@ export interface CheckpointRow extends Omit<StoredRow, 'updated_at'> {
   readonly result: Column;
 }
 
+/** Both: what `get()` reads and what `acquire()` reads. */
+export type ConversationRow = CheckpointRow & StoredRow;
+
 /** The holder of a live lease, as `StoredConversation` shows it. */
 export interface Holder {
   readonly owner: string;
   readonly leaseExpiresAt: number;
 }
 
-/** The row's checkpoint. */
-export function checkpointOf(row: CheckpointRow): Checkpoint {
+/** What a checkpoint and a stored conversation both say of a row, first in both. */
+function conversationOf(row: Omit<StoredRow, 'updated_at' | 'suspended_at'>) {
   return {
     conversationId: row.conversation_id,
     orchestrator: row.orchestrator as string,
     status: row.status as ConversationStatus,
-    seq: Number(row.seq),
     dispatchCount: Number(row.dispatch_count),
+    seq: Number(row.seq),
+  };
+}
+
+/** The row's checkpoint. */
+export function checkpointOf(row: CheckpointRow): Checkpoint {
+  return {
+    ...conversationOf(row),
     state: row.state as string,
     ...(row.result === null ? {} : { result: row.result as string }),
     ...(row.suspended_at === null ? {} : { suspendedAt: Number(row.suspended_at) }),
@@ -53,11 +63,7 @@ export function storedOf(
   result?: unknown,
 ): StoredConversation {
   return {
-    conversationId: row.conversation_id,
-    orchestrator: row.orchestrator as string,
-    status: row.status as ConversationStatus,
-    dispatchCount: Number(row.dispatch_count),
-    seq: Number(row.seq),
+    ...conversationOf(row),
     updatedAt: Number(row.updated_at),
     ...(row.suspended_at === null ? {} : { suspendedAt: Number(row.suspended_at) }),
     ...(holder === undefined ? {} : holder),

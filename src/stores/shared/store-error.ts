@@ -36,6 +36,11 @@ export function libraryErrorCode(error: unknown): string | undefined {
   return typeof code === 'string' ? code : undefined;
 }
 
+/** Whether `error` says the database was written by a newer version of this package. */
+export function isNewerSchemaError(error: unknown): boolean {
+  return libraryErrorCode(error) === NEWER_SCHEMA_CODE;
+}
+
 /** Whether `error` is already a store's error (so wrapping it again would say it twice). */
 export function isStoreError(error: unknown): error is StoreError {
   return libraryErrorCode(error)?.startsWith(STORE_CODES.failed) === true;

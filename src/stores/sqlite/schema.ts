@@ -4,6 +4,7 @@
  * opening a new file at once migrate it once, and a crash mid-migration leaves the old version.
  */
 import type BetterSqlite3 from 'better-sqlite3';
+import { NEWER_SCHEMA_CODE, StoreError } from '../shared/store-error.ts';
 
 /** The schema version this code writes. A database at a higher version is refused. */
 export const SCHEMA_VERSION = 1;
@@ -38,8 +39,9 @@ const MIGRATIONS: readonly string[] = [
 export function migrate(db: BetterSqlite3.Database, path: string): void {
   const refuseNewer = (version: number) => {
     if (version > SCHEMA_VERSION) {
-      throw new Error(
+      throw new StoreError(
         `sqlite store: the database ${path} has schema version ${version}, newer than the version ${SCHEMA_VERSION} this conversation-orchestrator writes; open it with a newer conversation-orchestrator (or use another file)`,
+        NEWER_SCHEMA_CODE,
       );
     }
   };

@@ -14,20 +14,27 @@
  * is 0 once the store is open, and a call that finds the lock held (`SQLITE_BUSY`) is tried again
  * on a timer, backing off from 1 ms to 50 ms, until `busyTimeoutMs` has passed (see `#retrying`).
  */
-import { createRequire } from 'node:module';
 import type BetterSqlite3 from 'better-sqlite3';
 import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
-import type {
-  AcquireOutcome,
-  Checkpoint,
-  CommitOutcome,
-  ConversationStatus,
-  ConversationStore,
-  Lease,
-  ListQuery,
-  StoredConversation,
-  StoreStats,
-} from '../../core/spi/store.ts';
+import type * as spi from '../../core/spi/store.ts';
+import { oversizeBytes } from '../shared/checkpoint-size.ts';
+import {
+  type QueuedCommit,
+  queued,
+  type Settles,
+  TurnQueue,
+  type Unsettled,
+} from '../shared/group-commit.ts';
+import { InFlight } from '../shared/in-flight.ts';
+import { loadPeer } from '../shared/peer.ts';
+import { purgeEvery } from '../shared/purge-timer.ts';
+import { checkpointOf, liveHolder, storedOf } from '../shared/rows.ts';
+import {
+  isNewerSchemaError,
+  isStoreError,
+  STORE_CODES,
+  StoreError,
+} from '../shared/store-error.ts';
 import {
   LIST_CAP,
   PURGE_BATCH,
@@ -37,10 +44,16 @@ import {
 } from './options.ts';
 import { migrate } from './schema.ts';
 
+/** A SQLite store ({@link createSqliteStore}). */
+export interface SqliteStore extends spi.ConversationStore {
+  readonly name: 'sqlite';
+}
+
+/** A row as the store selects it (`id` as `conversation_id`, the column name of every store). */
 interface Row {
-  id: string;
+  conversation_id: string;
   orchestrator: string;
-  status: ConversationStatus;
+  status: spi.ConversationStatus;
   seq: number;
   dispatch_count: number;
   state: string;
@@ -52,25 +65,15 @@ interface Row {
   lease_expires_at: number | null;
 }
 
-type Created = { readonly created: true; readonly lease: Lease } | { readonly created: false };
-
+/** A create or a commit waiting for the group's transaction. */
 type Pending =
-  | {
+  | (Settles<spi.CreateOutcome> & {
       readonly kind: 'create';
-      readonly checkpoint: Checkpoint;
+      readonly checkpoint: spi.Checkpoint;
       readonly owner: string;
       readonly leaseMs: number;
-      readonly resolve: (outcome: Created) => void;
-      readonly reject: (error: Error) => void;
-    }
-  | {
-      readonly kind: 'commit';
-      readonly checkpoint: Checkpoint;
-      readonly lease: Lease;
-      readonly leaseMs: number;
-      readonly resolve: (outcome: CommitOutcome) => void;
-      readonly reject: (error: Error) => void;
-    };
+    })
+  | (QueuedCommit & { readonly kind: 'commit' });
 
 /** What a SQLite error code means for the person reading the message. */
 const HINTS: Record<string, string> = {
@@ -91,93 +94,77 @@ function hint(code: string | undefined): string {
   return known === undefined ? ` [${code}]` : ` [${code}: ${known}]`;
 }
 
-/** An error naming the store, the file and what failed, with SQLite's error as its `cause`. */
-function storeError(what: string, path: string, error: unknown): Error {
-  if (error instanceof Error && error.message.startsWith('sqlite store:')) return error;
-  const code = (error as { code?: unknown }).code;
+/**
+ * An error naming the store, the file and what failed, with SQLite's error as its `cause`; the
+ * store's own errors (their code tells) pass as they are.
+ */
+function storeError(
+  what: string,
+  path: string,
+  error: unknown,
+  code: string = STORE_CODES.failed,
+): Error {
+  if (isStoreError(error) || isNewerSchemaError(error)) return error as Error;
+  const sqliteCode = (error as { code?: unknown }).code;
   const message = error instanceof Error ? error.message : String(error);
-  return new Error(
-    `sqlite store: ${what} failed on ${path}: ${message}${hint(typeof code === 'string' ? code : undefined)}`,
-    { cause: error },
+  return new StoreError(
+    `sqlite store: ${what} failed on ${path}: ${message}${hint(typeof sqliteCode === 'string' ? sqliteCode : undefined)}`,
+    code,
+    error,
   );
-}
-
-function loadBetterSqlite3(): typeof BetterSqlite3 {
-  try {
-    return createRequire(import.meta.url)('better-sqlite3') as typeof BetterSqlite3;
-  } catch (error) {
-    throw new Error(
-      'createSqliteStore needs the optional peer dependency better-sqlite3 (^12): npm install better-sqlite3',
-      { cause: error },
-    );
-  }
 }
 
 const COLUMNS =
   'id, orchestrator, status, seq, dispatch_count, state, result, suspended_at, updated_at, owner, epoch, lease_expires_at';
-
-function checkpointOf(row: Row): Checkpoint {
-  return {
-    conversationId: row.id,
-    orchestrator: row.orchestrator,
-    status: row.status,
-    seq: row.seq,
-    dispatchCount: row.dispatch_count,
-    state: row.state,
-    ...(row.result === null ? {} : { result: row.result }),
-    ...(row.suspended_at === null ? {} : { suspendedAt: row.suspended_at }),
-  };
-}
+/** COLUMNS as `get` and `list` select them, `id` under the shared row's name. */
+const SELECTED = COLUMNS.replace(/^id,/, 'id AS conversation_id,');
 
 /** Whether a recorded lease still holds: not released, not expired, its holder not known dead. */
 function leaseLive(owner: string | null, expiresAt: number | null, now: number): boolean {
-  return owner !== null && expiresAt !== null && expiresAt > now && isLeaseOwnerAlive(owner);
+  return liveHolder(owner, expiresAt, now, isLeaseOwnerAlive) !== undefined;
 }
 
-function storedOf(row: Row, now: number, path: string): StoredConversation {
+function toStored(row: Row, now: number, path: string): spi.StoredConversation {
   let result: unknown;
   if (row.result !== null) {
     try {
       result = JSON.parse(row.result);
     } catch (error) {
-      throw storeError(`reading the result of conversation ${row.id}`, path, error);
+      throw storeError(`reading the result of conversation ${row.conversation_id}`, path, error);
     }
   }
-  const live = leaseLive(row.owner, row.lease_expires_at, now);
-  return {
-    conversationId: row.id,
-    orchestrator: row.orchestrator,
-    status: row.status,
-    dispatchCount: row.dispatch_count,
-    seq: row.seq,
-    updatedAt: row.updated_at,
-    ...(row.suspended_at === null ? {} : { suspendedAt: row.suspended_at }),
-    ...(live ? { owner: row.owner as string, leaseExpiresAt: row.lease_expires_at as number } : {}),
-    ...(row.result === null ? {} : { result }),
-  };
+  return storedOf(row, liveHolder(row.owner, row.lease_expires_at, now, isLeaseOwnerAlive), result);
 }
 
-function byteLength(checkpoint: Checkpoint): number {
-  return (
-    Buffer.byteLength(checkpoint.state, 'utf8') +
-    (checkpoint.result === undefined ? 0 : Buffer.byteLength(checkpoint.result, 'utf8'))
-  );
+/**
+ * A conversation store in one SQLite file (WAL, `synchronous=FULL` by default), shared safely by
+ * the processes of one host. Commits arriving in the same turn of the event loop share one
+ * transaction (group commit). Throws at once when better-sqlite3 is not installed, the file
+ * cannot be opened for writing, or it holds a schema newer than this version writes.
+ *
+ * @example
+ * ```ts
+ * import { createSqliteStore } from 'conversation-orchestrator/sqlite';
+ * const store = createSqliteStore({ path: 'conversations.db' });
+ * ```
+ */
+export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
+  return new SqliteStoreImpl(options);
 }
 
-export class SqliteConversationStore implements ConversationStore {
-  readonly name = 'sqlite';
+class SqliteStoreImpl implements SqliteStore {
+  readonly name = 'sqlite' as const;
   readonly maxCheckpointBytes: number;
   readonly #options: ResolvedOptions;
   readonly #db: BetterSqlite3.Database;
   readonly #sql: ReturnType<typeof prepare>;
   /** The group commit's transaction, made once (better-sqlite3 wraps a function per call). */
-  readonly #applyBatch: (batch: readonly Pending[]) => (Created | CommitOutcome)[];
+  readonly #applyBatch: (batch: readonly Pending[]) => (spi.CreateOutcome | spi.CommitOutcome)[];
   /** One `BEGIN IMMEDIATE` transaction around any function, made once. */
   readonly #inTransaction: <T>(fn: () => T) => T;
-  #pending: Pending[] = [];
-  #flushScheduled = false;
+  readonly #pending = new TurnQueue<Pending>((batch) => this.#flush(batch));
   /** Batches waiting for another process's write lock: close() lets them finish. */
-  readonly #retryingBatches = new Set<Promise<void>>();
+  readonly #retryingBatches = new InFlight();
   #closed = false;
   #purgeTimer: NodeJS.Timeout | undefined;
 
@@ -185,7 +172,11 @@ export class SqliteConversationStore implements ConversationStore {
     this.#options = resolveOptions(options);
     this.maxCheckpointBytes = this.#options.maxCheckpointBytes;
     const { path } = this.#options;
-    const Database = loadBetterSqlite3();
+    const Database = loadPeer<typeof BetterSqlite3>({
+      name: 'better-sqlite3',
+      range: '^12',
+      neededBy: 'createSqliteStore',
+    });
     let db: BetterSqlite3.Database | undefined;
     try {
       // Opening is synchronous (createSqliteStore is): there SQLite may wait for the lock itself.
@@ -217,69 +208,59 @@ export class SqliteConversationStore implements ConversationStore {
     this.#applyBatch = (items) => batch.immediate(items);
     const any = db.transaction((fn: () => unknown) => fn());
     this.#inTransaction = <T>(fn: () => T) => any.immediate(fn) as T;
-    if (this.#options.purgeIntervalMs > 0) {
-      this.#purgeTimer = setInterval(() => {
-        try {
-          this.#purgeBatch(Date.now());
-        } catch {
-          // The next tick tries again; `purgeExpired()` reports failures to its caller.
-        }
-      }, this.#options.purgeIntervalMs);
-      this.#purgeTimer.unref();
-    }
+    this.#purgeTimer = purgeEvery(this.#options.purgeIntervalMs, () =>
+      this.#purgeBatch(Date.now()),
+    );
   }
 
   #ensureOpen(method: string): void {
     if (this.#closed) {
-      throw new Error(`sqlite store: ${method}() called after close() on ${this.#options.path}`);
-    }
-  }
-
-  #checkSize(checkpoint: Checkpoint, method: string): void {
-    // A UTF-16 code unit is at most 3 UTF-8 bytes: most checkpoints need no exact count.
-    const units = checkpoint.state.length + (checkpoint.result?.length ?? 0);
-    if (units * 3 <= this.maxCheckpointBytes) return;
-    const bytes = byteLength(checkpoint);
-    if (bytes > this.maxCheckpointBytes) {
-      throw new Error(
-        `sqlite store: ${method}() of conversation ${checkpoint.conversationId} (seq ${checkpoint.seq}) refused: the checkpoint is ${bytes} bytes (state + result, UTF-8), past maxCheckpointBytes ${this.maxCheckpointBytes}`,
+      throw new StoreError(
+        `sqlite store: ${method}() called after close() on ${this.#options.path}`,
+        STORE_CODES.closed,
       );
     }
   }
 
-  async create(checkpoint: Checkpoint, owner: string, leaseMs: number): Promise<Created> {
-    this.#ensureOpen('create');
-    this.#checkSize(checkpoint, 'create');
-    return new Promise((resolve, reject) =>
-      this.#enqueue({ kind: 'create', checkpoint, owner, leaseMs, resolve, reject }),
+  #checkSize(checkpoint: spi.Checkpoint, method: string): void {
+    const bytes = oversizeBytes(checkpoint, this.maxCheckpointBytes);
+    if (bytes === undefined) return;
+    throw new StoreError(
+      `sqlite store: ${method}() of conversation ${checkpoint.conversationId} (seq ${checkpoint.seq}) refused: the checkpoint is ${bytes} bytes (state + result, UTF-8), past maxCheckpointBytes ${this.maxCheckpointBytes}`,
+      STORE_CODES.tooLarge,
     );
   }
 
-  async commit(checkpoint: Checkpoint, lease: Lease, leaseMs: number): Promise<CommitOutcome> {
-    this.#ensureOpen('commit');
-    this.#checkSize(checkpoint, 'commit');
-    return new Promise((resolve, reject) =>
-      this.#enqueue({ kind: 'commit', checkpoint, lease, leaseMs, resolve, reject }),
-    );
+  async create(
+    checkpoint: spi.Checkpoint,
+    owner: string,
+    leaseMs: number,
+  ): Promise<spi.CreateOutcome> {
+    return this.#enqueue({ kind: 'create', checkpoint, owner, leaseMs });
   }
 
-  #enqueue(item: Pending): void {
-    this.#pending.push(item);
-    if (!this.#flushScheduled) {
-      this.#flushScheduled = true;
-      setImmediate(() => this.#flush());
-    }
+  async commit(
+    checkpoint: spi.Checkpoint,
+    lease: spi.Lease,
+    leaseMs: number,
+  ): Promise<spi.CommitOutcome> {
+    return this.#enqueue({ kind: 'commit', checkpoint, lease, leaseMs });
+  }
+
+  /** Queues a create or a commit for this turn's transaction (see `#flush`). */
+  #enqueue<T>(item: Unsettled<Pending>): Promise<T> {
+    this.#ensureOpen(item.kind);
+    this.#checkSize(item.checkpoint, item.kind);
+    return queued<T, Pending>(this.#pending, item);
   }
 
   /** Applies everything queued in one transaction; each item settles with its own outcome. */
-  #flush(): void {
-    this.#flushScheduled = false;
-    const batch = this.#pending;
-    if (batch.length === 0) return;
-    this.#pending = [];
-    const settle = (outcomes: (Created | CommitOutcome)[]): void => {
+  #flush(batch: readonly Pending[]): void {
+    const settle = (outcomes: (spi.CreateOutcome | spi.CommitOutcome)[]): void => {
       for (const [i, item] of batch.entries()) {
-        (item.resolve as (outcome: Created | CommitOutcome) => void)(outcomes[i] as Created);
+        (item.resolve as (outcome: spi.CreateOutcome | spi.CommitOutcome) => void)(
+          outcomes[i] as spi.CreateOutcome,
+        );
       }
     };
     const failed = (error: unknown): void => {
@@ -301,9 +282,9 @@ export class SqliteConversationStore implements ConversationStore {
         return;
       }
     }
-    const retried = this.#retrying(() => this.#applyBatch(batch), 1).then(settle, failed);
-    this.#retryingBatches.add(retried);
-    void retried.finally(() => this.#retryingBatches.delete(retried));
+    void this.#retryingBatches.track(
+      this.#retrying(() => this.#applyBatch(batch), 1).then(settle, failed),
+    );
   }
 
   /**
@@ -327,7 +308,12 @@ export class SqliteConversationStore implements ConversationStore {
     }
   }
 
-  #applyCreate(checkpoint: Checkpoint, owner: string, leaseMs: number, now: number): Created {
+  #applyCreate(
+    checkpoint: spi.Checkpoint,
+    owner: string,
+    leaseMs: number,
+    now: number,
+  ): spi.CreateOutcome {
     const running = checkpoint.status === 'running';
     const expiresAt = running ? now + leaseMs : now;
     const changes = this.#sql.insert.run({
@@ -341,7 +327,12 @@ export class SqliteConversationStore implements ConversationStore {
       : { created: false };
   }
 
-  #applyCommit(checkpoint: Checkpoint, lease: Lease, leaseMs: number, now: number): CommitOutcome {
+  #applyCommit(
+    checkpoint: spi.Checkpoint,
+    lease: spi.Lease,
+    leaseMs: number,
+    now: number,
+  ): spi.CommitOutcome {
     const running = checkpoint.status === 'running';
     const expiresAt = running ? now + leaseMs : now;
     const changes = this.#sql.commit.run(
@@ -370,7 +361,7 @@ export class SqliteConversationStore implements ConversationStore {
     return { ok: false, reason: holder ? 'sequence' : 'fenced', storedSeq: row.seq };
   }
 
-  #values(checkpoint: Checkpoint, now: number) {
+  #values(checkpoint: spi.Checkpoint, now: number) {
     return {
       id: checkpoint.conversationId,
       orchestrator: checkpoint.orchestrator,
@@ -385,7 +376,11 @@ export class SqliteConversationStore implements ConversationStore {
     };
   }
 
-  async acquire(conversationId: string, owner: string, leaseMs: number): Promise<AcquireOutcome> {
+  async acquire(
+    conversationId: string,
+    owner: string,
+    leaseMs: number,
+  ): Promise<spi.AcquireOutcome> {
     this.#ensureOpen('acquire');
     return this.#write(`acquire of conversation ${conversationId}`, () => {
       const now = Date.now();
@@ -410,7 +405,11 @@ export class SqliteConversationStore implements ConversationStore {
     });
   }
 
-  async renew(conversationId: string, lease: Lease, leaseMs: number): Promise<Lease | undefined> {
+  async renew(
+    conversationId: string,
+    lease: spi.Lease,
+    leaseMs: number,
+  ): Promise<spi.Lease | undefined> {
     this.#ensureOpen('renew');
     return this.#write(`renew of conversation ${conversationId}`, () => {
       const expiresAt = Date.now() + leaseMs;
@@ -424,19 +423,19 @@ export class SqliteConversationStore implements ConversationStore {
     });
   }
 
-  async release(conversationId: string, lease: Lease): Promise<void> {
+  async release(conversationId: string, lease: spi.Lease): Promise<void> {
     this.#ensureOpen('release');
     await this.#write(`release of conversation ${conversationId}`, () => {
       this.#sql.release.run({ id: conversationId, owner: lease.owner, epoch: lease.epoch });
     });
   }
 
-  async get(conversationId: string): Promise<StoredConversation | undefined> {
+  async get(conversationId: string): Promise<spi.StoredConversation | undefined> {
     this.#ensureOpen('get');
     const row = (await this.#read(`get of conversation ${conversationId}`, () =>
       this.#sql.get.get(conversationId),
     )) as Row | undefined;
-    return row === undefined ? undefined : storedOf(row, Date.now(), this.#options.path);
+    return row === undefined ? undefined : toStored(row, Date.now(), this.#options.path);
   }
 
   async delete(conversationId: string): Promise<boolean> {
@@ -447,7 +446,7 @@ export class SqliteConversationStore implements ConversationStore {
     );
   }
 
-  async list(query: ListQuery): Promise<readonly StoredConversation[]> {
+  async list(query: spi.ListQuery): Promise<readonly spi.StoredConversation[]> {
     this.#ensureOpen('list');
     const { limit } = query;
     if (typeof limit !== 'number' || !Number.isSafeInteger(limit) || limit < 0) {
@@ -472,12 +471,12 @@ export class SqliteConversationStore implements ConversationStore {
       params.after = query.after;
     }
     if (query.unleased === true) where.push('co_lease_live(owner, lease_expires_at, @now) = 0');
-    const sql = `SELECT ${COLUMNS} FROM conversations ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT @limit`;
+    const sql = `SELECT ${SELECTED} FROM conversations ${where.length > 0 ? `WHERE ${where.join(' AND ')}` : ''} ORDER BY id LIMIT @limit`;
     const rows = (await this.#read('list', () => this.#db.prepare(sql).all(params))) as Row[];
-    return rows.map((row) => storedOf(row, now, this.#options.path));
+    return rows.map((row) => toStored(row, now, this.#options.path));
   }
 
-  async stats(): Promise<readonly StoreStats[]> {
+  async stats(): Promise<readonly spi.StoreStats[]> {
     this.#ensureOpen('stats');
     const rows = (await this.#read('stats', () => this.#sql.stats.all())) as {
       orchestrator: string;
@@ -515,8 +514,8 @@ export class SqliteConversationStore implements ConversationStore {
     clearInterval(this.#purgeTimer);
     // Commits already queued are applied (or rejected) before the file closes, those waiting for
     // another process's lock included (within busyTimeoutMs).
-    this.#flush();
-    await Promise.allSettled([...this.#retryingBatches]);
+    this.#pending.flush();
+    await this.#retryingBatches.drain();
     this.#db.close();
   }
 
@@ -546,7 +545,7 @@ function idsOf(batch: readonly Pending[]): string {
 
 function prepare(db: BetterSqlite3.Database) {
   return {
-    get: db.prepare(`SELECT ${COLUMNS} FROM conversations WHERE id = ?`),
+    get: db.prepare(`SELECT ${SELECTED} FROM conversations WHERE id = ?`),
     fence: db.prepare('SELECT owner, epoch, seq FROM conversations WHERE id = ?'),
     insert: db.prepare(
       `INSERT INTO conversations (${COLUMNS}, ended_at)
