@@ -351,6 +351,10 @@ export function storeCases(label: string, open: () => ConversationStore): void {
       await expect(
         s.commit(checkpoint(cid, 2, { state: half, result: `${half}zz` }), lease, LONG),
       ).rejects.toThrow(/past maxCheckpointBytes/);
+      // Recognized by its code, as every store error: not by its message.
+      await expect(s.commit(checkpoint(cid, 2, { state: big }), lease, LONG)).rejects.toMatchObject(
+        { name: 'StoreError', code: 'ERR_STORE_CHECKPOINT_TOO_LARGE' },
+      );
       expect((await s.get(cid))?.seq).toBe(1);
     });
 
@@ -363,6 +367,7 @@ export function storeCases(label: string, open: () => ConversationStore): void {
       await expect(
         s.commit(checkpoint('x', 2), { owner: 'o', epoch: 1, expiresAt: 0 }, 1),
       ).rejects.toThrow(/the store is closed/);
+      await expect(s.get('x')).rejects.toMatchObject({ code: 'ERR_STORE_CLOSED' });
     });
   });
 }
