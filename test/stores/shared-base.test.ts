@@ -12,7 +12,7 @@ import type { Checkpoint } from '../../src/core/spi/store.ts';
 import { checkpointBytes, oversizeBytes } from '../../src/stores/shared/checkpoint-size.ts';
 import { queued, type Settles, TurnQueue } from '../../src/stores/shared/group-commit.ts';
 import { withoutPassword } from '../../src/stores/shared/options.ts';
-import { purgeEvery } from '../../src/stores/shared/purge-timer.ts';
+import { purgeEvery } from '../../src/stores/shared/purge.ts';
 import { checkpointOf, liveHolder, storedOf } from '../../src/stores/shared/rows.ts';
 import { isStoreError, STORE_CODES, StoreError } from '../../src/stores/shared/store-error.ts';
 import { timedCall } from '../../src/stores/shared/timed-call.ts';

@@ -2,6 +2,7 @@
  * The store's statements. Each change is one statement (atomic on its own, no transaction held
  * across round trips); every time is the server's clock (`now()`, epoch milliseconds).
  */
+import { PURGE_BATCH } from '../shared/purge.ts';
 
 /** The server's clock in epoch milliseconds (`now()`: the statement's start, one value per statement). */
 const NOW = `(extract(epoch from now()) * 1000)::bigint`;
@@ -23,9 +24,6 @@ export interface Statements {
   readonly stats: string;
   readonly purge: string;
 }
-
-/** How many ended conversations one purge statement deletes (the purge loops). */
-export const PURGE_BATCH = 1_000;
 
 export function statements(table: string): Statements {
   const t = `"${table}"`;

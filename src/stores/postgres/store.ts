@@ -11,9 +11,10 @@ import { type QueuedCommit, queued, TurnQueue } from '../shared/group-commit.ts'
 import { InFlight } from '../shared/in-flight.ts';
 import { checkRetention, clientFormsError, withoutPassword } from '../shared/options.ts';
 import { loadPeer } from '../shared/peer.ts';
-import { purgeEvery } from '../shared/purge-timer.ts';
+import { purgeEvery, purgeInBatches } from '../shared/purge.ts';
 import {
   type ConversationRow,
+  checkpointColumns,
   checkpointOf,
   endingOf,
   liveHolder,
@@ -36,7 +37,7 @@ import {
   type PostgresStoreOptions,
 } from './options.ts';
 import { migrate } from './schema.ts';
-import { PURGE_BATCH, type Statements, statements } from './sql.ts';
+import { type Statements, statements } from './sql.ts';
 
 /** A PostgreSQL {@link spi.ConversationStore}, with `ready()` to connect and migrate up front. */
 export interface PostgresStore extends spi.ConversationStore {
@@ -169,7 +170,7 @@ class PostgresStoreImpl implements PostgresStore {
       values: [
         checkpoint.conversationId,
         checkpoint.orchestrator,
-        ...checkpointValues(checkpoint),
+        ...checkpointColumns(checkpoint),
         owner,
         Math.ceil(leaseMs),
       ],
@@ -304,7 +305,7 @@ class PostgresStoreImpl implements PostgresStore {
         ).rows;
         break;
       } catch (error) {
-        if (attempt >= 3 || !RETRYABLE.has(sqlState((error as Error).cause) ?? '')) throw error;
+        if (attempt >= 3 || !RETRYABLE.has(errorCode((error as Error).cause) ?? '')) throw error;
       }
     }
     const byId = new Map(rows.map((r) => [r.conversation_id as string, r]));
@@ -379,15 +380,13 @@ class PostgresStoreImpl implements PostgresStore {
   }
 
   async purgeExpired(): Promise<number> {
-    let total = 0;
-    for (;;) {
+    return purgeInBatches(async () => {
       const { rows } = await this.#query('purgeExpired', {
         text: `${this.#sql.purge} RETURNING 1`,
         values: [this.#retentionMs],
       });
-      total += rows.length;
-      if (rows.length < PURGE_BATCH) return total;
-    }
+      return rows.length;
+    });
   }
 
   async close(): Promise<void> {
@@ -441,22 +440,10 @@ class PostgresStoreImpl implements PostgresStore {
   }
 }
 
-/** What the create and commit statements write of a checkpoint, in their parameter order. */
-function checkpointValues(checkpoint: spi.Checkpoint): unknown[] {
-  return [
-    checkpoint.status,
-    checkpoint.seq,
-    checkpoint.dispatchCount,
-    checkpoint.state,
-    checkpoint.result ?? null,
-    checkpoint.suspendedAt ?? null,
-  ];
-}
-
 function commitValues(checkpoint: spi.Checkpoint, lease: spi.Lease, leaseMs: number): unknown[] {
   return [
     checkpoint.conversationId,
-    ...checkpointValues(checkpoint),
+    ...checkpointColumns(checkpoint),
     lease.owner,
     lease.epoch,
     Math.ceil(leaseMs),
@@ -500,8 +487,8 @@ function toStored(row: Record<string, unknown>): spi.StoredConversation {
   return storedOf(asRow(row), holder, endingOf(row.status as string, row.result as string | null));
 }
 
-/** PostgreSQL's SQLSTATE of a `pg` error (`40P01`: a deadlock), if it is one. */
-function sqlState(error: unknown): string | undefined {
+/** A client error's `code`: PostgreSQL's SQLSTATE (`40P01`: a deadlock) or Node's (`ECONNREFUSED`). */
+function errorCode(error: unknown): string | undefined {
   const code = (error as { code?: unknown } | null | undefined)?.code;
   return typeof code === 'string' ? code : undefined;
 }
@@ -510,13 +497,14 @@ function sqlState(error: unknown): string | undefined {
 function describeFailure(cause: unknown, timeoutMs: number): string {
   if (!(cause instanceof Error)) return String(cause);
   const e = cause as Error & { code?: string };
+  // pg's own timeouts carry no code: only their messages tell them.
   if (e.message === 'Query read timeout')
     return `no answer within queryTimeoutMs (${timeoutMs} ms)`;
   if (/timeout exceeded when trying to connect|connection timeout/i.test(e.message)) {
     return `could not connect within connectTimeoutMs (${e.message})`;
   }
   if (isNewerSchemaError(e)) return e.message;
-  const code = sqlState(e);
+  const code = errorCode(e);
   return `${e.message}${code === undefined ? '' : ` (${code})`}`;
 }
 

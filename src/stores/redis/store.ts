@@ -12,7 +12,7 @@ import { oversizeBytes, oversizeReason } from '../shared/checkpoint-size.ts';
 import { InFlight } from '../shared/in-flight.ts';
 import { checkRetention, clientFormsError, withoutPassword } from '../shared/options.ts';
 import { loadPeer } from '../shared/peer.ts';
-import { purgeEvery } from '../shared/purge-timer.ts';
+import { PURGE_BATCH, purgeEvery, purgeInBatches } from '../shared/purge.ts';
 import { checkpointOf, endingOf, liveHolder, storedOf } from '../shared/rows.ts';
 import { STORE_CODES, StoreError } from '../shared/store-error.ts';
 import { timedCall } from '../shared/timed-call.ts';
@@ -57,7 +57,6 @@ const SCRIPTS = {
 
 /** Ids read per round trip while `list()` filters a page. */
 const LIST_CHUNK = 200;
-const PURGE_BATCH = 1_000;
 
 /**
  * Creates a Redis store. With `{ url }` the store makes its own `ioredis` client (lazy connect,
@@ -367,17 +366,14 @@ class RedisStoreImpl implements RedisStore {
   }
 
   async purgeExpired(): Promise<number> {
-    let total = 0;
-    for (;;) {
-      const n = Number(
+    return purgeInBatches(async () =>
+      Number(
         await this.#run('purgeExpired', SCRIPTS.purge, undefined, [
           String(this.#retentionMs),
           String(PURGE_BATCH),
         ]),
-      );
-      total += n;
-      if (n < PURGE_BATCH) return total;
-    }
+      ),
+    );
   }
 
   async close(): Promise<void> {

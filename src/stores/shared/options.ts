@@ -1,5 +1,6 @@
 /**
- * Option checks the network stores share. Values are shown by the core's `describeValue`, which
+ * Option checks the stores share: integers, the retention options, the network stores' client
+ * forms, and URLs shown without their password. Values are shown by the core's `describeValue`, which
  * bounds what it prints and survives hostile values (a revoked Proxy, a 5 MB string).
  */
 import { describeValue } from '../../core/spi/errors.ts';

@@ -43,6 +43,21 @@ function conversationOf(row: Omit<StoredRow, 'updated_at' | 'suspended_at'>) {
   };
 }
 
+/**
+ * What the SQL stores write of a checkpoint, in column order: status, seq, dispatch_count,
+ * state, result, suspended_at (absent ones as NULL).
+ */
+export function checkpointColumns(checkpoint: Checkpoint): (string | number | null)[] {
+  return [
+    checkpoint.status,
+    checkpoint.seq,
+    checkpoint.dispatchCount,
+    checkpoint.state,
+    checkpoint.result ?? null,
+    checkpoint.suspendedAt ?? null,
+  ];
+}
+
 /** The row's checkpoint. */
 export function checkpointOf(row: CheckpointRow): Checkpoint {
   return {

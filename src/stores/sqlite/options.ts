@@ -50,9 +50,6 @@ export const DEFAULTS = {
   maxCheckpointBytes: 4 * 1024 * 1024,
 } as const;
 
-/** Rows the store's own timer deletes per tick: the bounded rate of the automatic purge. */
-export const PURGE_BATCH = 1_000;
-
 /** Rows `list()` returns at most per call, whatever `limit` asks. */
 export const LIST_CAP = 10_000;
 

@@ -27,8 +27,8 @@ import {
 } from '../shared/group-commit.ts';
 import { InFlight } from '../shared/in-flight.ts';
 import { loadPeer } from '../shared/peer.ts';
-import { purgeEvery } from '../shared/purge-timer.ts';
-import { checkpointOf, liveHolder, storedOf } from '../shared/rows.ts';
+import { PURGE_BATCH, purgeEvery, purgeInBatches } from '../shared/purge.ts';
+import { checkpointColumns, checkpointOf, liveHolder, storedOf } from '../shared/rows.ts';
 import {
   isNewerSchemaError,
   isStoreError,
@@ -37,7 +37,6 @@ import {
 } from '../shared/store-error.ts';
 import {
   LIST_CAP,
-  PURGE_BATCH,
   type ResolvedOptions,
   resolveOptions,
   type SqliteStoreOptions,
@@ -336,12 +335,7 @@ class SqliteStoreImpl implements SqliteStore {
     const running = checkpoint.status === 'running';
     const expiresAt = running ? now + leaseMs : now;
     const changes = this.#sql.commit.run(
-      checkpoint.status,
-      checkpoint.seq,
-      checkpoint.dispatchCount,
-      checkpoint.state,
-      checkpoint.result ?? null,
-      checkpoint.suspendedAt ?? null,
+      ...checkpointColumns(checkpoint),
       now,
       checkpoint.status === 'ended' ? now : null,
       running ? lease.owner : null,
@@ -495,12 +489,7 @@ class SqliteStoreImpl implements SqliteStore {
   async purgeExpired(): Promise<number> {
     this.#ensureOpen('purgeExpired');
     const now = Date.now();
-    let total = 0;
-    for (;;) {
-      const deleted = await this.#write('purgeExpired', () => this.#purgeBatch(now));
-      total += deleted;
-      if (deleted < PURGE_BATCH) return total;
-    }
+    return purgeInBatches(() => this.#write('purgeExpired', () => this.#purgeBatch(now)));
   }
 
   #purgeBatch(now: number): number {
