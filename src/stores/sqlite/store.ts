@@ -148,7 +148,8 @@ function toStored(row: Row, now: number, path: string): spi.StoredConversation {
  * ```
  */
 export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
-  return new SqliteStoreImpl(options);
+  // The options are checked before anything is opened.
+  return new SqliteStoreImpl(resolveOptions(options));
 }
 
 class SqliteStoreImpl implements SqliteStore {
@@ -167,8 +168,8 @@ class SqliteStoreImpl implements SqliteStore {
   #closed = false;
   #purgeTimer: NodeJS.Timeout | undefined;
 
-  constructor(options: SqliteStoreOptions) {
-    this.#options = resolveOptions(options);
+  constructor(options: ResolvedOptions) {
+    this.#options = options;
     this.maxCheckpointBytes = this.#options.maxCheckpointBytes;
     const { path } = this.#options;
     const Database = loadPeer<typeof BetterSqlite3>({
