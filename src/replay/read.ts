@@ -9,6 +9,7 @@ import { createReadStream } from 'node:fs';
 import { isFunction, positiveInteger } from '../core/shared/validate.ts';
 import { OrchestratorError } from '../core/spi/errors.ts';
 import type { RecordedConversation } from './format.ts';
+import { lineRuleProblem } from './line-rules.ts';
 import { recordingSchemaCheck } from './schema.ts';
 
 /** A line of a recording that is not a recorded conversation: where, and why. */
@@ -61,28 +62,10 @@ const isBlank = (text: string): boolean => /^[ \t\r\n]*$/.test(text);
 /**
  * Why `value` is not a recorded conversation of this format, or undefined when it is one: first
  * the JSON Schema (`schemas/recording.schema.json`, interpreted as it is), then what a schema
- * cannot say: dispatch `n` is its position, `elapsedMs` never decreases from one dispatch to the
- * next, and the dispatches number `ending.dispatchCount` (fewer only when `truncated`).
+ * cannot say, the rules across fields of line-rules.ts (which the schema's description states).
  */
 export function recordingProblem(value: unknown): string | undefined {
-  const shape = recordingSchemaCheck()(value, '');
-  if (shape !== undefined) return shape;
-  const r = value as RecordedConversation;
-  const dispatches = r.dispatches;
-  const count = r.ending.dispatchCount;
-  if (dispatches.length > count)
-    return `${dispatches.length} dispatches recorded but ending.dispatchCount is ${count}`;
-  if (r.truncated === undefined && dispatches.length !== count)
-    return `${dispatches.length} dispatches recorded, ending.dispatchCount is ${count} and the line is not truncated`;
-  let previous = 0;
-  for (let i = 0; i < dispatches.length; i++) {
-    const d = dispatches[i] as RecordedConversation['dispatches'][number];
-    if (d.n !== i + 1) return `dispatches[${i}].n is ${JSON.stringify(d.n)}, expected ${i + 1}`;
-    if (d.elapsedMs < previous)
-      return `dispatches[${i}].elapsedMs is ${d.elapsedMs}, less than the previous dispatch's ${previous}`;
-    previous = d.elapsedMs;
-  }
-  return undefined;
+  return recordingSchemaCheck()(value, '') ?? lineRuleProblem(value as RecordedConversation);
 }
 
 function describeParseError(error: unknown): string {

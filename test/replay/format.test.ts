@@ -81,7 +81,7 @@ async function readerAccepts(line: unknown): Promise<boolean> {
 
 /**
  * The corpus: each line with whether the schema accepts it and whether the reader does. They
- * differ only where the schema's `$comment` says the reader checks more (order and count).
+ * differ only where the schema's description says the reader checks more (order and count).
  */
 const corpus: [string, unknown, { schema: boolean; reader: boolean }][] = [
   ['a recorded conversation', good, { schema: true, reader: true }],
@@ -226,7 +226,7 @@ const corpus: [string, unknown, { schema: boolean; reader: boolean }][] = [
 
 describe('the reader and the JSON Schema agree', () => {
   for (const [what, line, expected] of corpus) {
-    it(`${expected.reader ? 'accepts' : 'refuses'} ${what}${expected.schema === expected.reader ? ', as the schema does' : ' (order and count: the schema cannot say, its $comment does)'}`, async () => {
+    it(`${expected.reader ? 'accepts' : 'refuses'} ${what}${expected.schema === expected.reader ? ', as the schema does' : ' (order and count: the schema cannot say, its description does)'}`, async () => {
       expect({
         schema: schemaErrors(line).length === 0,
         reader: await readerAccepts(line),
