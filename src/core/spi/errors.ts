@@ -16,10 +16,15 @@ const LIBRARY_ERROR: unique symbol = Symbol.for('conversation-orchestrator.error
  * and for errors of another copy of the package.
  */
 export class OrchestratorError extends Error {
+  /** The class's name, for logs and `error.type`. */
   override name = 'OrchestratorError';
   /** Stable: the same for the class's whole life, unlike its message. */
   readonly code: string = 'ERR_ORCHESTRATOR';
 
+  /**
+   * `instanceof OrchestratorError` is true for every error of the library, also one from another
+   * copy of the package (a registered mark); a subclass keeps the ordinary prototype check.
+   */
   static override [Symbol.hasInstance](value: unknown): boolean {
     // biome-ignore lint/complexity/noThisInStatic: `this` is the class `instanceof` was asked about; a subclass keeps the ordinary prototype check
     if (this !== OrchestratorError) return Function.prototype[Symbol.hasInstance].call(this, value);
