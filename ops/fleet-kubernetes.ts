@@ -11,7 +11,7 @@ import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
 import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
 import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
 import { Service } from 'kubernetes-models/v1/Service';
-import { DEMO_QUEUE, WORKER_DRAIN_MS } from '../service/worker-names.ts';
+import { DEMO_QUEUE, WORKER_DRAIN_MS } from '../service/fleet/worker-names.ts';
 import type { OpsConfig } from './config-types.ts';
 import { ScaledObject } from './keda.ts';
 import type { Manifest } from './kubernetes.ts';

@@ -22,8 +22,8 @@ import {
   type DeskMessage,
   market,
   seededRandom,
-} from '../service/market.ts';
-import { DEMO_ORCHESTRATORS, DEMO_QUEUE } from '../service/worker-names.ts';
+} from '../service/desks/market.ts';
+import { DEMO_ORCHESTRATORS, DEMO_QUEUE } from '../service/fleet/worker-names.ts';
 import { createConversationQueue } from '../src/fleet/index.ts';
 import { ConversationError, type Message } from '../src/index.ts';
 import { createRedisStore } from '../src/stores/redis/index.ts';

@@ -4,7 +4,7 @@
  */
 import { isIP } from 'node:net';
 import { parseArgs } from 'node:util';
-import { defaultAllowedHosts, parseAllowedHost } from './hosts.ts';
+import { defaultAllowedHosts, parseAllowedHost } from './http/hosts.ts';
 
 export const SCENARIOS = [
   'converge',

@@ -13,15 +13,9 @@ import { context, trace } from '@opentelemetry/api';
 import type { ConversationOrchestrator } from '../src/index.ts';
 import { createConversationTelemetry, createStoreMetrics } from '../src/observability/index.ts';
 import { createConversationRecorder, createRotatingFileSink } from '../src/replay/index.ts';
-import { Approvals, RESUME_PATH, serveResume } from './approvals.ts';
 import { ConfigError, parseConfig, usage } from './config.ts';
-import { openStore, readEndings, Segments, TraderLeft } from './durable.ts';
-import { SharedExposition } from './exposition.ts';
-import { createServiceMetrics, createServiceRegistry } from './health-metrics.ts';
-import { ConversationHistory } from './history.ts';
-import { HostAllowlist } from './hosts.ts';
-import { createHttpServer, ListenError, listen } from './http.ts';
-import { LiveUpdates } from './live.ts';
+import { Approvals, RESUME_PATH, serveResume } from './desks/approvals.ts';
+import { openStore, readEndings, Segments, TraderLeft } from './desks/durable.ts';
 import {
   type Book,
   createDeskOrchestrator,
@@ -29,10 +23,16 @@ import {
   MAX_DISPATCHES,
   market,
   pickScenario,
-} from './market.ts';
-import { Page } from './page.ts';
-import { Progress } from './progress.ts';
-import { RateLimitedReport } from './rate-limited-report.ts';
+} from './desks/market.ts';
+import { SharedExposition } from './http/exposition.ts';
+import { createServiceMetrics, createServiceRegistry } from './http/health-metrics.ts';
+import { HostAllowlist } from './http/hosts.ts';
+import { RateLimitedReport } from './http/rate-limited-report.ts';
+import { createHttpServer, ListenError, listen } from './http/server.ts';
+import { ConversationHistory } from './live/history.ts';
+import { LiveUpdates } from './live/live.ts';
+import { Page } from './live/page.ts';
+import { Progress } from './live/progress.ts';
 import { onStopSignal } from './signals.ts';
 import { describeFlush, startTracing } from './tracing.ts';
 
@@ -65,7 +65,7 @@ async function main(): Promise<number> {
   const cfg = config;
   // Fleet mode (--redis, --workers): the producer and page of BullMQ workers (fleet-mode.ts).
   if (cfg.redis !== undefined)
-    return (await import('./fleet-mode.ts')).runFleetMode(cfg, process.argv.slice(2));
+    return (await import('./fleet/fleet-mode.ts')).runFleetMode(cfg, process.argv.slice(2));
 
   const exportFailures = new RateLimitedReport(EXPORT_FAILURE_REPORT_MS, (spans, exports, error) =>
     process.stderr.write(

@@ -26,13 +26,13 @@ import { createConversationWorker } from '../src/fleet/index.ts';
 import type { ConversationObserver } from '../src/index.ts';
 import { createConversationTelemetry, createStoreMetrics } from '../src/observability/index.ts';
 import { ConfigError, parseConfig } from './config.ts';
-import { SharedExposition } from './exposition.ts';
-import { FLEET_TIMING, openFleetStore } from './fleet-store.ts';
-import { UpdatePublisher, updatesChannel } from './fleet-updates.ts';
-import { createServiceRegistry } from './health-metrics.ts';
-import { type Book, createDeskOrchestrator, type DeskMessage } from './market.ts';
+import { type Book, createDeskOrchestrator, type DeskMessage } from './desks/market.ts';
+import { FLEET_TIMING, openFleetStore } from './fleet/fleet-store.ts';
+import { UpdatePublisher, updatesChannel } from './fleet/fleet-updates.ts';
+import { DEMO_ORCHESTRATORS, DEMO_QUEUE, WORKER_DRAIN_MS } from './fleet/worker-names.ts';
+import { SharedExposition } from './http/exposition.ts';
+import { createServiceRegistry } from './http/health-metrics.ts';
 import { onStopSignal } from './signals.ts';
-import { DEMO_ORCHESTRATORS, DEMO_QUEUE, WORKER_DRAIN_MS } from './worker-names.ts';
 
 let config: ReturnType<typeof parseConfig>;
 try {

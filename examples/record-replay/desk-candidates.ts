@@ -1,12 +1,12 @@
 /**
  * Candidates for replaying a recording of the demo service (`npm start -- --record DIR`), by
- * orchestrator: each is the demo's own policy (service/desk-policies.ts, the module the service
+ * orchestrator: each is the demo's own policy (service/desks/desk-policies.ts, the module the service
  * builds its desks' policy with) with one thing changed. In your own project, import the
  * policies from `conversation-orchestrator` and build your own.
  *
  *   npm run replay -- .tmp/walkthrough/*.ndjson --policy ./examples/record-replay/desk-candidates.ts#baseline
  */
-import { deskPolicies } from '../../service/desk-policies.ts';
+import { deskPolicies } from '../../service/desks/desk-policies.ts';
 import { anyOf, tokenBudget } from '../../src/index.ts';
 
 /** The demo's policies as it runs by default (3 desks on fx_desks, 4 on rates_desks, tolerance 0.05): nothing changes. */

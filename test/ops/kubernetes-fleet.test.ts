@@ -14,7 +14,7 @@ import { parse } from 'yaml';
 import { DEFAULT_OPS_CONFIG, defineOpsConfig } from '../../ops/config.ts';
 import { ScaledObject } from '../../ops/keda.ts';
 import { renderOps } from '../../ops/render.ts';
-import { DEMO_QUEUE, WORKER_DRAIN_MS } from '../../service/worker-names.ts';
+import { DEMO_QUEUE, WORKER_DRAIN_MS } from '../../service/fleet/worker-names.ts';
 
 const DIR = 'kubernetes/fleet';
 const MODELS: Record<string, new (data: never) => { validate(): void }> = {

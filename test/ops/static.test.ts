@@ -6,7 +6,7 @@ import { durationSeconds } from '../../ops/check.ts';
 import { DEFAULT_OPS_CONFIG } from '../../ops/config.ts';
 import { renderOps } from '../../ops/render.ts';
 import { METRIC_CONVERSATION_TOKENS, METRIC_TOKENS } from '../../ops/usage.ts';
-import { WORKER_DRAIN_MS } from '../../service/worker-names.ts';
+import { WORKER_DRAIN_MS } from '../../service/fleet/worker-names.ts';
 import { semconv } from '../../src/observability/index.ts';
 import {
   dashboardFiles,

@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { baseline } from '../../examples/record-replay/desk-candidates.ts';
-import { MAX_DISPATCHES, TIMEOUT_MS } from '../../service/desk-policies.ts';
+import { MAX_DISPATCHES, TIMEOUT_MS } from '../../service/desks/desk-policies.ts';
 import {
   anyOf,
   converged,
@@ -53,7 +53,7 @@ const formerDocsCandidate = anyOf(
 ) as TerminationPolicy<unknown, undefined>;
 
 describe('npm start -- --record DIR', () => {
-  it("records every conversation it ran, and the walkthrough's baseline (the demo's own policies, from service/desk-policies.ts) reports 0 earlier and 0 later", async () => {
+  it("records every conversation it ran, and the walkthrough's baseline (the demo's own policies, from service/desks/desk-policies.ts) reports 0 earlier and 0 later", async () => {
     dir = mkdtempSync(join(tmpdir(), 'service-record-'));
     running = await startService([
       '--record',

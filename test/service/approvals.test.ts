@@ -5,8 +5,8 @@
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
-import { Approvals, RESUME_PATH, serveResume } from '../../service/approvals.ts';
-import { HostAllowlist } from '../../service/hosts.ts';
+import { Approvals, RESUME_PATH, serveResume } from '../../service/desks/approvals.ts';
+import { HostAllowlist } from '../../service/http/hosts.ts';
 import { type ConversationStore, createMemoryStore } from '../../src/index.ts';
 
 let server: Server | undefined;

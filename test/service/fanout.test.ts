@@ -6,7 +6,7 @@
  */
 import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { WebSocket } from 'ws';
-import { FRAME_INTERVAL_MS, SLOW_CLIENT_CUTOFF_MS } from '../../service/live.ts';
+import { FRAME_INTERVAL_MS, SLOW_CLIENT_CUTOFF_MS } from '../../service/live/live.ts';
 import { type RawConnection, rawWebSocket } from '../helpers/raw-client.ts';
 import {
   type RunningService,

@@ -10,7 +10,7 @@ import {
   market,
   quoteUsage,
   TIMEOUT_MS,
-} from '../../service/market.ts';
+} from '../../service/desks/market.ts';
 
 describe('the desks’ simulated models', () => {
   it('read a cached prompt and the transcript so far (up to a context window) and write a short answer', () => {

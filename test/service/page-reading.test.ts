@@ -10,7 +10,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { launchChromium } from '../../service/chromium.ts';
-import { Page as LivePage } from '../../service/page.ts';
+import { Page as LivePage } from '../../service/live/page.ts';
 import { attrs, startOtlpReceiver } from '../helpers/otlp-receiver.ts';
 import {
   type RunningService,

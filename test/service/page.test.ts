@@ -9,7 +9,7 @@ import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { launchChromium } from '../../service/chromium.ts';
-import { CONTENT_SECURITY_POLICY, Page as LivePage } from '../../service/page.ts';
+import { CONTENT_SECURITY_POLICY, Page as LivePage } from '../../service/live/page.ts';
 import {
   type RunningService,
   sampleValue,

@@ -10,7 +10,7 @@ import {
   METRIC_SPANS_DROPPED,
   METRIC_WEBSOCKET_CLIENTS,
   METRIC_WEBSOCKET_REFUSED,
-} from '../../service/health-metrics.ts';
+} from '../../service/http/health-metrics.ts';
 import { attrs, startOtlpReceiver } from '../helpers/otlp-receiver.ts';
 import { docsTableNames, docText } from '../helpers/readme.ts';
 import {

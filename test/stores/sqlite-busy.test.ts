@@ -10,7 +10,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, describe, expect, it, vi } from 'vitest';
-import { SQLITE_FILE } from '../../service/durable.ts';
+import { SQLITE_FILE } from '../../service/desks/durable.ts';
 import type { Checkpoint } from '../../src/index.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
 import { sampleValue, scrape, startService, stopService, sumSamples } from '../helpers/service.ts';

@@ -22,12 +22,12 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
-import { addressKey } from './address-key.ts';
-import type { RefusalReason, ServiceMetrics } from './health-metrics.ts';
-import type { HostAllowlist } from './hosts.ts';
-import { serveIgnoringUpgrade } from './http.ts';
-import { RateLimitedReport } from './rate-limited-report.ts';
-import { type RequestTarget, requestTarget } from './target.ts';
+import { addressKey } from '../http/address-key.ts';
+import type { RefusalReason, ServiceMetrics } from '../http/health-metrics.ts';
+import type { HostAllowlist } from '../http/hosts.ts';
+import { RateLimitedReport } from '../http/rate-limited-report.ts';
+import { serveIgnoringUpgrade } from '../http/server.ts';
+import { type RequestTarget, requestTarget } from '../http/target.ts';
 import {
   compactSpread,
   type DispatchesSince,

@@ -17,8 +17,8 @@ import {
   roundRobin,
   stopWhen,
   suspend,
-} from '../src/index.ts';
-import type { Scenario, ServiceConfig } from './config.ts';
+} from '../../src/index.ts';
+import type { Scenario, ServiceConfig } from '../config.ts';
 import { deskTermination } from './desk-policies.ts';
 
 // The desks' policies live in desk-policies.ts, which the replay walkthrough uses too.

@@ -9,7 +9,7 @@
  * too, but as a stream entry per update and a job-progress write per dispatch.
  */
 import type { Redis } from 'ioredis';
-import type { LiveMessage } from './updates.ts';
+import type { LiveMessage } from '../live/updates.ts';
 
 /** The pub/sub channel of the demo's fleet updates (one per queue). */
 export function updatesChannel(queueName: string): string {

@@ -4,8 +4,8 @@
  * per dispatch and one `EndUpdate` per conversation; clients get them coalesced, in one
  * `updates` frame per interval (`live.ts`).
  */
-import type { TerminationDecision } from '../src/index.ts';
-import type { ApprovalUpdate, DecidedUpdate } from './approvals.ts';
+import type { TerminationDecision } from '../../src/index.ts';
+import type { ApprovalUpdate, DecidedUpdate } from '../desks/approvals.ts';
 
 /** After every dispatch of a conversation. */
 export interface DispatchUpdate {
@@ -52,7 +52,7 @@ export interface EndUpdate {
 /** Every message sent after the hello and the history, each with the orchestrator it concerns. */
 export type LiveMessage = DispatchUpdate | EndUpdate | ApprovalUpdate | DecidedUpdate;
 
-export type { ApprovalsMessage, ApprovalUpdate, DecidedUpdate } from './approvals.ts';
+export type { ApprovalsMessage, ApprovalUpdate, DecidedUpdate } from '../desks/approvals.ts';
 
 /**
  * A spread as `/ws` sends it: four significant digits draw the same on a log scale and take half

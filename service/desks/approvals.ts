@@ -9,9 +9,9 @@
  */
 
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { CONVERSATION_ID_PATTERN } from '../src/core/shared/names.ts';
-import type { ConversationOrchestrator, ConversationStore } from '../src/index.ts';
-import type { HostAllowlist } from './hosts.ts';
+import { CONVERSATION_ID_PATTERN } from '../../src/core/shared/names.ts';
+import type { ConversationOrchestrator, ConversationStore } from '../../src/index.ts';
+import type { HostAllowlist } from '../http/hosts.ts';
 import {
   type ApprovalRequest,
   type Book,

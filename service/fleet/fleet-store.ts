@@ -1,7 +1,7 @@
 /** The store fleet mode's producer and workers share: `--store`, or the Redis of `--redis`. */
-import type { ConversationStore } from '../src/index.ts';
-import { createPostgresStore } from '../src/stores/postgres/index.ts';
-import { createRedisStore } from '../src/stores/redis/index.ts';
+import type { ConversationStore } from '../../src/index.ts';
+import { createPostgresStore } from '../../src/stores/postgres/index.ts';
+import { createRedisStore } from '../../src/stores/redis/index.ts';
 
 /** `postgres://…` or `redis://…`: the store every process of the fleet opens. */
 export function openFleetStore(redisUrl: string, storeUrl: string | undefined): ConversationStore {

@@ -6,7 +6,7 @@
 import { createServer, type IncomingMessage, type Server, ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import type { Duplex } from 'node:stream';
-import type { ServiceConfig } from './config.ts';
+import type { ServiceConfig } from '../config.ts';
 import type { HttpRefusalReason } from './health-metrics.ts';
 import type { HostAllowlist } from './hosts.ts';
 import { type RequestTarget, requestTarget } from './target.ts';

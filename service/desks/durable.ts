@@ -14,11 +14,11 @@ import {
   type ConversationResult,
   type ConversationStore,
   createMemoryStore,
-} from '../src/index.ts';
-import { createPostgresStore } from '../src/stores/postgres/index.ts';
-import { createRedisStore } from '../src/stores/redis/index.ts';
-import { createSqliteStore } from '../src/stores/sqlite/index.ts';
-import type { ServiceConfig } from './config.ts';
+} from '../../src/index.ts';
+import { createPostgresStore } from '../../src/stores/postgres/index.ts';
+import { createRedisStore } from '../../src/stores/redis/index.ts';
+import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+import type { ServiceConfig } from '../config.ts';
 
 /** The default store's file under `--data`. */
 export const SQLITE_FILE = 'conversations.db';

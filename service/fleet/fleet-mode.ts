@@ -15,24 +15,24 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { isIPv6 } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
-import { createConversationQueue } from '../src/fleet/index.ts';
-import type { ServiceConfig } from './config.ts';
-import { SharedExposition } from './exposition.ts';
+import { createConversationQueue } from '../../src/fleet/index.ts';
+import type { ServiceConfig } from '../config.ts';
+import { MAX_DISPATCHES, market, pickScenario } from '../desks/market.ts';
+import { SharedExposition } from '../http/exposition.ts';
+import { createServiceMetrics, createServiceRegistry } from '../http/health-metrics.ts';
+import { HostAllowlist } from '../http/hosts.ts';
+import { createHttpServer, ListenError, listen } from '../http/server.ts';
+import { ConversationHistory } from '../live/history.ts';
+import { LiveUpdates } from '../live/live.ts';
+import { Page } from '../live/page.ts';
+import { Progress } from '../live/progress.ts';
+import type { LiveMessage } from '../live/updates.ts';
+import { onStopSignal } from '../signals.ts';
 import { openFleetStore } from './fleet-store.ts';
 import { parseUpdates, updatesChannel } from './fleet-updates.ts';
-import { createServiceMetrics, createServiceRegistry } from './health-metrics.ts';
-import { ConversationHistory } from './history.ts';
-import { HostAllowlist } from './hosts.ts';
-import { createHttpServer, ListenError, listen } from './http.ts';
-import { LiveUpdates } from './live.ts';
-import { MAX_DISPATCHES, market, pickScenario } from './market.ts';
-import { Page } from './page.ts';
-import { Progress } from './progress.ts';
-import { onStopSignal } from './signals.ts';
-import type { LiveMessage } from './updates.ts';
 import { DEMO_ORCHESTRATORS, DEMO_QUEUE, WORKER_DRAIN_MS } from './worker-names.ts';
 
-const WORKER_ENTRY = fileURLToPath(new URL('./worker.ts', import.meta.url));
+const WORKER_ENTRY = fileURLToPath(new URL('../worker.ts', import.meta.url));
 /** A worker that died is started again after this long (a crash loop stays slow). */
 const RESTART_DELAY_MS = 1_000;
 /** Conversations in flight longer than this are looked up in the store by the sweep. */

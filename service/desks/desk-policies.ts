@@ -5,7 +5,13 @@
  * baseline replay changes nothing. They read only the book's `spread`, which is what the service
  * records (`record: (state) => ({ spread: state.projection.spread })`).
  */
-import { anyOf, converged, maxDispatches, type TerminationPolicy, timeout } from '../src/index.ts';
+import {
+  anyOf,
+  converged,
+  maxDispatches,
+  type TerminationPolicy,
+  timeout,
+} from '../../src/index.ts';
 
 /** A conversation that has not converged after this many dispatches is stopped. */
 export const MAX_DISPATCHES = 400;
