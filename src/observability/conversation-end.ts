@@ -110,23 +110,20 @@ export interface EndMetrics {
 /**
  * Counts the end: the in-progress gauge only, for a segment that did not end its conversation;
  * else the ending (reason, duration, dispatches, tokens, the responder a deadline cut short).
- * `traceId` is the exemplars' (undefined: none now); `clockBase + elapsed` stamps them.
+ * Its exemplars come later, from `keptExemplars`, once the trace is delivered.
  */
 export function countEnd<S, C>(
   to: EndMetrics,
   end: ConversationEnd<S, C>,
   ending: Ending,
   tokens: number | undefined,
-  traceId: string | undefined,
-  clockBase: number,
 ): void {
   const { metrics, record } = to;
   metrics.segmentEnded(record);
   if (!ending.final) return;
   const { reason, elapsedMs } = ending;
-  const endTime = (clockBase + elapsedMs) / 1000;
-  metrics.countEnd(record, reason, elapsedMs / 1000, ending.dispatches, traceId, endTime);
-  if (tokens !== undefined) metrics.conversationTokens(record, reason, tokens, traceId, endTime);
+  metrics.countEnd(record, reason, elapsedMs / 1000, ending.dispatches);
+  if (tokens !== undefined) metrics.conversationTokens(record, reason, tokens);
   if (!end.ok && end.error instanceof DispatchDeadlineError) {
     const index =
       end.error.responder === undefined ? -1 : to.responders.indexOf(end.error.responder);

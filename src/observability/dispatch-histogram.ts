@@ -28,15 +28,12 @@ export class HistogramSeries {
   readonly countAt: number;
   readonly tallyAt: number;
   /**
-   * One exemplar per bucket and scrape: the first observation in the bucket since the last scrape
-   * (trace id, value, timestamp in seconds). Writing one per observation would cost three stores
-   * per dispatch for samples the scrape never sees.
+   * One exemplar per bucket: the latest of a delivered trace (trace id, value, timestamp in
+   * seconds), written when the delivery is known, never per dispatch.
    */
   readonly exemplarTrace: (string | undefined)[];
   readonly exemplarValue: Float64Array;
   readonly exemplarTime: Float64Array;
-  /** 1 where the bucket has its exemplar for this scrape interval. */
-  readonly exemplarTaken: Uint8Array;
 
   /** `name_bucket{le="…",labels} ` etc., formatted once: the scrape only appends numbers. */
   prefixes: readonly string[] | undefined;
@@ -54,7 +51,6 @@ export class HistogramSeries {
     this.exemplarTrace = new Array(buckets).fill(undefined);
     this.exemplarValue = new Float64Array(buckets);
     this.exemplarTime = new Float64Array(buckets);
-    this.exemplarTaken = new Uint8Array(buckets);
   }
 
   get sum(): number {
@@ -93,25 +89,19 @@ export class HistogramSeries {
     return b;
   }
 
-  /** Keeps `traceId` as the exemplar of `bucket` (callers check `exemplarTaken` first). */
-  exemplar(bucket: number, traceId: string, value: number, timeSeconds: number): void {
-    this.exemplarTaken[bucket] = 1;
-    this.exemplarTrace[bucket] = traceId;
-    this.exemplarValue[bucket] = value;
-    this.exemplarTime[bucket] = timeSeconds;
-  }
-
   /**
    * Keeps `traceId` as the exemplar of `value`'s bucket unless the bucket shows a later one: the
-   * exemplars of traces a sampler kept, written once the trace is decided (latest by timestamp,
-   * so Prometheus, which refuses out-of-order exemplars, stores each one).
+   * exemplars of traces the exporter delivered, written once that is known (latest by
+   * timestamp, so Prometheus, which refuses out-of-order exemplars, stores each one).
    */
   keptExemplar(value: number, traceId: string, timeSeconds: number): void {
     if (!(value >= 0 && value < Number.POSITIVE_INFINITY)) return;
     const b = this.bucket(value);
     if (this.exemplarTrace[b] !== undefined && (this.exemplarTime[b] as number) > timeSeconds)
       return;
-    this.exemplar(b, traceId, value, timeSeconds);
+    this.exemplarTrace[b] = traceId;
+    this.exemplarValue[b] = value;
+    this.exemplarTime[b] = timeSeconds;
   }
 
   /** Zeroes the histogram; `withTally` the counter beside it too. */
@@ -120,7 +110,6 @@ export class HistogramSeries {
     this.counts.fill(0);
     if (!withTally) this.counts[this.tallyAt] = tally;
     this.exemplarTrace.fill(undefined);
-    this.exemplarTaken.fill(0);
   }
 }
 
@@ -244,22 +233,14 @@ export class CollectedHistogram implements Collector {
     ];
   }
 
-  /** The exposition (see `#formatted`); a scrape starts a new exemplar interval. */
+  /** The exposition (see `#formatted`). */
   getForPromString(): Exposition {
-    const result = this.#formatted();
-    this.#newInterval();
-    return result;
+    return this.#formatted();
   }
 
   /** The structured values, as prom-client's JSON and aggregation use them. */
   get(): Exposition {
-    const result = this.#structured();
-    this.#newInterval();
-    return result;
-  }
-
-  #newInterval(): void {
-    for (const s of this.#series.values()) s.exemplarTaken.fill(0);
+    return this.#structured();
   }
 
   register(registry: PrometheusRegistry): void {

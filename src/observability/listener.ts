@@ -147,14 +147,7 @@ export function telemetryListener<S, C>(
     }
     if (decision.terminate && metrics !== undefined && orchestratorRecord !== undefined) {
       // A listener sees no conversation start or failure: it keeps no in-progress count.
-      metrics.countEnd(
-        orchestratorRecord,
-        decision.reason,
-        elapsedMs / 1000,
-        dispatchCount,
-        undefined,
-        Date.now() / 1000,
-      );
+      metrics.countEnd(orchestratorRecord, decision.reason, elapsedMs / 1000, dispatchCount);
     }
   };
 }

@@ -103,7 +103,9 @@ export class OrchestratorMetrics {
   readonly #maxReasons: number;
   readonly #logger: DiagLogger;
   /** Each cap is said once per registry, when it is first reached. */
-  readonly #warned = new Set<'orchestrators' | 'responders' | 'reasons' | 'models' | 'durable'>();
+  readonly #warned = new Set<
+    'orchestrators' | 'responders' | 'reasons' | 'models' | 'durable' | 'exemplars'
+  >();
   /**
    * The checkpoint histogram, once the durable metrics are registered (at the first durable
    * conversation); `null` when their names were taken on the registry (said once).
@@ -359,23 +361,25 @@ export class OrchestratorMetrics {
   }
 
   /** Tokens of a conversation that reported any, at its end (after `countEnd`). */
-  conversationTokens(
-    orchestrator: OrchestratorRecord,
-    reason: string,
-    tokens: number,
-    traceId: string | undefined,
-    endTimeSeconds: number,
-  ): void {
+  conversationTokens(orchestrator: OrchestratorRecord, reason: string, tokens: number): void {
     const end = this.#end(orchestrator, reason);
     if (end.tokens === undefined) end.tokens = this.#conversationTokens.series(end.labels);
-    const b = end.tokens.observe(tokens);
-    if (this.exemplars && traceId !== undefined && b >= 0) {
-      end.tokens.exemplar(b, traceId, tokens, endTimeSeconds);
-    }
+    end.tokens.observe(tokens);
+  }
+
+  /**
+   * Exemplars are on but no export tracker is on the registry: none are written (nothing knows
+   * which traces were delivered); said once.
+   */
+  exemplarsWithheld(): void {
+    this.#warnOnce(
+      'exemplars',
+      'conversation-orchestrator: no exemplars on this registry: they point only at traces the exporter delivered, and no export tracker says which were; wrap the exporter with createExportTracker({ exporter, registry })',
+    );
   }
 
   #warnOnce(
-    cap: 'orchestrators' | 'responders' | 'reasons' | 'models' | 'durable',
+    cap: 'orchestrators' | 'responders' | 'reasons' | 'models' | 'durable' | 'exemplars',
     message: string,
   ): void {
     if (this.#warned.has(cap)) return;
@@ -413,32 +417,25 @@ export class OrchestratorMetrics {
   /**
    * Counts an end (reason, duration, dispatches) without the in-progress gauge (`segmentEnded`
    * takes the conversation out of it; the plain listener, which never sees a start or a failure,
-   * keeps none). `endTimeSeconds` stamps the exemplars.
+   * keeps none). Its exemplars are `keptEndExemplars`', once the trace is delivered.
    */
   countEnd(
     orchestrator: OrchestratorRecord,
     reason: string,
     elapsedSeconds: number,
     dispatches: number,
-    traceId: string | undefined,
-    endTimeSeconds: number,
   ): void {
     const end = this.#end(orchestrator, reason);
     end.count++;
     if (end.duration === undefined) end.duration = this.#conversationDuration.series(end.labels);
     if (end.dispatches === undefined)
       end.dispatches = this.#conversationDispatches.series(end.labels);
-    const d = end.duration.observe(elapsedSeconds);
-    const n = end.dispatches.observe(dispatches);
-    if (this.exemplars && traceId !== undefined) {
-      // Per conversation, not per dispatch: keep the latest.
-      if (d >= 0) end.duration.exemplar(d, traceId, elapsedSeconds, endTimeSeconds);
-      if (n >= 0) end.dispatches.exemplar(n, traceId, dispatches, endTimeSeconds);
-    }
+    end.duration.observe(elapsedSeconds);
+    end.dispatches.observe(dispatches);
   }
 
   /**
-   * The exemplars of an end that `countEnd` counted without them, once a sampler kept its trace.
+   * The exemplars of an end that `countEnd` counted without them, once its trace was delivered.
    */
   keptEndExemplars(
     orchestrator: OrchestratorRecord,

@@ -106,11 +106,11 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   /** Set when exemplars are on and the trace is sampled. */
   readonly #traceId: string | undefined;
   /**
-   * The trace id the hot path writes as dispatch exemplars: `#traceId`, unless a conversation
-   * sampler filters the registry's exemplars. Then nothing is written before the trace is decided,
-   * and a kept trace's exemplars are written at the end from its kept dispatches.
+   * The export tracker's word on the registry (undefined: no tracker, no exemplars). Nothing is
+   * written per dispatch: an exemplar must point at a delivered trace, known only after the
+   * conversation's span ends, so its exemplars are written then (or once the batch is delivered)
+   * from its kept dispatches.
    */
-  readonly #dispatchTraceId: string | undefined;
   readonly #exemplarFilter: ExemplarFilter | undefined;
   readonly #stateAttributes: ((state: ConversationState<S, C>) => Attributes) | undefined;
   #lastMessage: Message<C> | undefined;
@@ -180,7 +180,8 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       metrics !== undefined && this.#traceId !== undefined
         ? exemplarFilterOf(metrics.registry)
         : undefined;
-    this.#dispatchTraceId = this.#exemplarFilter === undefined ? this.#traceId : undefined;
+    if (metrics !== undefined && this.#traceId !== undefined && this.#exemplarFilter === undefined)
+      metrics.exemplarsWithheld();
     const records = metrics === undefined ? undefined : startMetrics(metrics, start, segment);
     this.#metricsRecord = records?.record;
     this.#slots = records?.slots;
@@ -239,15 +240,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     const pending = this.#pending as number[];
     pending[index] = (pending[index] as number) + 1;
     const seconds = info.durationMs / 1000;
-    const bucket = series.observe(seconds);
-    if (this.#dispatchTraceId !== undefined && bucket >= 0 && series.exemplarTaken[bucket] === 0) {
-      series.exemplar(
-        bucket,
-        this.#dispatchTraceId,
-        seconds,
-        (this.#clockBase + info.elapsedMs) / 1000,
-      );
-    }
+    series.observe(seconds);
   }
 
   #countDurableAndKeep(info: DispatchInfo<S, C>): void {
@@ -304,15 +297,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     const counts = series.counts;
     counts[series.tallyAt] = (counts[series.tallyAt] as number) + 1;
     const seconds = info.durationMs / 1000;
-    const bucket = series.observe(seconds);
-    if (this.#dispatchTraceId !== undefined && bucket >= 0 && series.exemplarTaken[bucket] === 0) {
-      series.exemplar(
-        bucket,
-        this.#dispatchTraceId,
-        seconds,
-        (this.#clockBase + info.elapsedMs) / 1000,
-      );
-    }
+    series.observe(seconds);
   }
 
   /** A responder's first dispatch for its orchestrator: its series are created now. */
@@ -427,14 +412,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
             responders: this.#responders,
           };
     if (to !== undefined) {
-      countEnd(
-        to,
-        end,
-        ending,
-        tokens,
-        filter === undefined ? this.#traceId : undefined,
-        clockBase,
-      );
+      countEnd(to, end, ending, tokens);
     }
 
     const span = this.#span;
@@ -462,7 +440,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       if (ending.failed && !end.ok) recordFailure(span, end.error, report, endMs);
     }
     span.end(endMs);
-    // The sampler decided as the span ended: exemplars of a kept trace only.
+    // Exemplars of a delivered trace only: now if a batch of it was, else once one is.
     if (filter !== undefined && events !== undefined && to !== undefined) {
       keptExemplars(to, filter, this.#traceId as string, ending, tokens, events, clockBase);
     }

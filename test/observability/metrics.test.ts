@@ -22,6 +22,7 @@ import {
   spansNamed,
   warningsLogger,
 } from '../helpers/tracing.ts';
+import { deliveredTracing } from './delivered-tracing.ts';
 
 afterEach(restoreTracing);
 
@@ -365,13 +366,16 @@ describe('metrics', () => {
     );
   });
 
-  it('attaches the trace id as an exemplar on an OpenMetrics registry', async () => {
+  it('attaches the trace id as an exemplar on an OpenMetrics registry, once the trace is delivered', async () => {
     const registry = openMetricsRegistry();
-    const { exporter, tracer } = memoryTracing();
+    const { exporter, tracer, provider } = deliveredTracing(registry);
     await counter(createConversationTelemetry<number, number>({ registry, tracer })).run({
       sender: 'user',
       content: 0,
     });
+    // Not before its export is heard: the in-memory exporter answers on a timer.
+    expect(await registry.metrics()).not.toContain('# {trace_id=');
+    await provider.forceFlush();
     const [span] = spansNamed(exporter, 'invoke_workflow counter');
     const traceId = span?.spanContext().traceId as string;
     const text = await registry.metrics();
@@ -389,9 +393,9 @@ describe('metrics', () => {
     expect(text.trimEnd().endsWith('# EOF')).toBe(true);
   });
 
-  it('takes a fresh dispatch exemplar after each scrape', async () => {
+  it('shows the latest delivered trace as the dispatch exemplar after each scrape', async () => {
     const registry = openMetricsRegistry();
-    const { exporter, tracer } = memoryTracing();
+    const { exporter, tracer, provider } = deliveredTracing(registry);
     const o = counter(createConversationTelemetry<number, number>({ registry, tracer }));
     const dispatchExemplars = (text: string) =>
       new Set(
@@ -401,8 +405,10 @@ describe('metrics', () => {
           .flatMap((l) => /# \{trace_id="(\w+)"\}/.exec(l)?.[1] ?? []),
       );
     await o.run({ sender: 'user', content: 0 });
+    await provider.forceFlush();
     const first = dispatchExemplars(await registry.metrics());
     await o.run({ sender: 'user', content: 0 });
+    await provider.forceFlush();
     const second = dispatchExemplars(await registry.metrics());
     const [one, two] = spansNamed(exporter, 'invoke_workflow counter').map(
       (s) => s.spanContext().traceId,
@@ -539,7 +545,7 @@ describe('metrics stay exact and bounded on hostile input', () => {
     );
     const record = metrics.orchestrator('many');
     const before = record.ends.size;
-    for (let i = 0; i < 10_000; i++) metrics.countEnd(record, `reason_${i}`, 0.1, 1, undefined, 0);
+    for (let i = 0; i < 10_000; i++) metrics.countEnd(record, `reason_${i}`, 0.1, 1);
     // Three user reasons and `other`: the other 9,997 left nothing behind.
     expect(record.ends.size).toBe(before + 4);
     const s = samples(await registry.metrics());
@@ -663,11 +669,12 @@ describe('the plain listener (the seed SPI)', () => {
 describe('the dispatch-duration exposition', () => {
   async function both(openMetrics: boolean) {
     const registry = openMetrics ? openMetricsRegistry() : new Registry();
-    const { tracer } = memoryTracing();
+    const { tracer, provider } = openMetrics ? deliveredTracing(registry) : memoryTracing();
     await counter(createConversationTelemetry<number, number>({ registry, tracer }), 30).run({
       sender: 'u',
       content: 0,
     });
+    await provider.forceFlush();
     const metric = registry.getSingleMetric(
       'orchestrator_dispatch_duration_seconds',
     ) as unknown as {

@@ -17,6 +17,7 @@ import {
 import {
   createConversationSampler,
   createConversationTelemetry,
+  createExportTracker,
   DEFAULT_CONVERSATION_DURATION_BUCKETS,
 } from '../../src/observability/index.ts';
 import { attrs, type OtlpSpan, startOtlpReceiver } from '../helpers/otlp-receiver.ts';
@@ -66,7 +67,12 @@ beforeAll(async () => {
   context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
   const sampler = createConversationSampler({
     next: new BatchSpanProcessor({
-      exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
+      // Exemplars point at delivered traces: the tracker on the registry hears what was.
+      exporter: createExportTracker({
+        exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
+        registry,
+      }),
+      scheduledDelayMillis: 50,
     }),
     ratio: 0.2,
     registry,
@@ -120,6 +126,8 @@ beforeAll(async () => {
     await sleep(50);
   }
   await sampler.forceFlush();
+  // The last round's traces delivered: their exemplars are on this scrape.
+  scrapes.push(await registry.metrics());
   exported = receiver.spans;
 }, 120_000);
 

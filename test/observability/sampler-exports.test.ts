@@ -1,8 +1,10 @@
 /**
- * Exemplars point only at traces the exporter delivered (issue 31): with the collector
- * unreachable, the telemetry put trace-id exemplars on /metrics for traces of which no span
- * arrived. An export tracker wraps the exporter and gates the exemplars on its results: tested
- * against an OTLP endpoint that refuses (a closed port) and a real receiver that accepts.
+ * Exemplars point only at traces the exporter delivered (issue 31; issue 43, finding 12): with
+ * the collector unreachable, the telemetry put trace-id exemplars on /metrics for traces of which
+ * no span arrived (50 kept conversations, 15 exemplars, with a sampler on the registry and no
+ * export tracker). An export tracker wraps the exporter and gates the exemplars on its results;
+ * without one on the registry there are none (a keep is not a delivery). Tested against an OTLP
+ * endpoint that refuses (a closed port) and a real receiver that accepts.
  */
 import { createServer } from 'node:net';
 import { context, trace } from '@opentelemetry/api';
@@ -18,7 +20,7 @@ import {
   createExportTracker,
 } from '../../src/observability/index.ts';
 import { startOtlpReceiver } from '../helpers/otlp-receiver.ts';
-import { restoreTracing } from '../helpers/tracing.ts';
+import { restoreTracing, warningsLogger } from '../helpers/tracing.ts';
 
 afterEach(restoreTracing);
 
@@ -111,6 +113,64 @@ describe('exemplars and exports', () => {
       await receiver.close();
     }
   });
+
+  it.each([
+    ['a sampler on the registry and no export tracker', 'sampler'],
+    ['an export tracker not given the registry', 'tracker without registry'],
+    ['neither sampler nor tracker', 'telemetry'],
+  ] as const)(
+    'writes no exemplar with %s, the collector refusing, and says why once',
+    async (_, setup) => {
+      context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
+      const registry = new Registry<OpenMetricsContentType>();
+      registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
+      const otlp = new OTLPTraceExporter({
+        url: `http://127.0.0.1:${await closedPort()}/v1/traces`,
+        timeoutMillis: 2000,
+      });
+      const exporter =
+        setup === 'tracker without registry' ? createExportTracker({ exporter: otlp }) : otlp;
+      const batch = new BatchSpanProcessor({ exporter, scheduledDelayMillis: 20 });
+      // Every trace kept (ratio 1), or, without a sampler, every trace sampled and exported.
+      const processor =
+        setup === 'telemetry'
+          ? batch
+          : createConversationSampler({ next: batch, registry, ratio: 1 });
+      const provider = new TracerProvider({ spanProcessors: [processor] });
+      trace.setGlobalTracerProvider(provider);
+      const { logger, warnings } = warningsLogger();
+      const orchestrator = new ConversationOrchestrator<number, number>({
+        name: 'desks',
+        responders: ['a', 'b'].map((name) => ({
+          name,
+          respond: async (m: { content: number }) => {
+            await new Promise((resolve) => setTimeout(resolve, m.content % 3));
+            return { sender: name, content: m.content + 1 };
+          },
+        })),
+        turnPolicy: roundRobin(),
+        projection: { initial: () => 0, fold: (s) => s + 1 },
+        termination: maxDispatches(4),
+        observers: [createConversationTelemetry({ registry, logger })],
+      });
+      const scrapes: string[] = [];
+      for (let i = 0; i < 50; i++) {
+        await orchestrator.run({ sender: 'user', content: i });
+        if (i % 10 === 9) scrapes.push(await registry.metrics());
+      }
+      await processor.forceFlush().catch(() => {});
+      scrapes.push(await registry.metrics());
+      await provider.shutdown().catch(() => {});
+      expect(scrapes.map((text) => exemplarTraceIds(text).size)).toEqual([0, 0, 0, 0, 0, 0]);
+      // The histograms are there, without exemplars.
+      expect(scrapes.at(-1)).toContain(
+        'orchestrator_conversation_duration_seconds_count{orchestrator="desks",reason="max_dispatches"} 50',
+      );
+      expect(warnings).toEqual([
+        'conversation-orchestrator: no exemplars on this registry: they point only at traces the exporter delivered, and no export tracker says which were; wrap the exporter with createExportTracker({ exporter, registry })',
+      ]);
+    },
+  );
 
   it('calls whenExported back once: false when its batch is refused, true when delivered (at once after)', async () => {
     const refused = await run(`http://127.0.0.1:${await closedPort()}/v1/traces`);

@@ -2,7 +2,7 @@
  * The sampler with nested conversations (issue 31, "the sampler's holes today"): an outer
  * conversation whose responder runs thousands of inner ones. Every span counts against the
  * bounds, the inner conversation spans included, and an inner conversation of a kept trace gets
- * its exemplars once the trace is kept (never when it is dropped).
+ * its exemplars once the trace is kept and delivered (never when it is dropped).
  */
 import { context, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
@@ -24,6 +24,7 @@ import {
   type ConversationSamplerOptions,
   createConversationSampler,
   createConversationTelemetry,
+  createExportTracker,
 } from '../../src/observability/index.ts';
 import { restoreTracing } from '../helpers/tracing.ts';
 
@@ -35,14 +36,14 @@ function sampled(options: Partial<ConversationSamplerOptions>) {
   const registry = new Registry<OpenMetricsContentType>();
   registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
   const sampler = createConversationSampler({
-    next: new SimpleSpanProcessor({ exporter: exporter }),
+    next: new SimpleSpanProcessor({ exporter: createExportTracker({ exporter, registry }) }),
     registry,
     ...options,
   });
   const provider = new TracerProvider({ spanProcessors: [sampler] });
   trace.setGlobalTracerProvider(provider);
   const telemetry = createConversationTelemetry<number, number>({ registry });
-  return { exporter, registry, sampler, telemetry };
+  return { exporter, registry, sampler, telemetry, provider };
 }
 
 /** A conversation of two dispatches that converges. */
@@ -132,10 +133,10 @@ describe('nested conversations and the sampler', () => {
     expect(await lost(registry)).toEqual({ trace: 0, total: 950 });
   });
 
-  it('gives the inner conversations of a kept trace their exemplars once the trace is kept', async () => {
+  it('gives the inner conversations of a kept trace their exemplars once the trace is kept and delivered', async () => {
     // ratio 0: the trace is kept only because the outer conversation ends unconverged
     // (max_dispatches, a kept reason); the inner ones converge, ending before that decision.
-    const { registry, telemetry } = sampled({ ratio: 0 });
+    const { registry, telemetry, provider } = sampled({ ratio: 0 });
     let traceId = '';
     let whileUndecided: string[] = ['not read'];
     await outerOrchestrator(telemetry, 3, maxDispatches(1), async () => {
@@ -145,6 +146,7 @@ describe('nested conversations and the sampler', () => {
     expect(traceId).toMatch(/^[0-9a-f]{32}$/);
     // While the outer conversation runs the trace is undecided: no exemplar yet.
     expect(whileUndecided).toEqual([]);
+    await provider.forceFlush();
     const text = await registry.metrics();
     expect(new Set(durationExemplars(text, 'inner'))).toEqual(new Set([traceId]));
     expect(durationExemplars(text, 'outer')).toEqual([traceId]);

@@ -23,6 +23,7 @@ import {
 import {
   createConversationSampler,
   createConversationTelemetry,
+  createExportTracker,
   semconv,
 } from '../../src/observability/index.ts';
 import { memoryTracing, restoreTracing, spansNamed, warningsLogger } from '../helpers/tracing.ts';
@@ -274,12 +275,14 @@ describe('metrics', () => {
     ['without a sampler', false],
     ['with a sampler that keeps the trace', true],
   ])(
-    'put the trace id on orchestrator_conversation_tokens as an exemplar, %s',
+    'put the trace id of a delivered trace on orchestrator_conversation_tokens as an exemplar, %s',
     async (_, sampled) => {
       const registry = new Registry<OpenMetricsContentType>();
       registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
       const exporter = new InMemorySpanExporter();
-      const next = new SimpleSpanProcessor({ exporter: exporter });
+      const next = new SimpleSpanProcessor({
+        exporter: createExportTracker({ exporter, registry }),
+      });
       const provider = new TracerProvider({
         spanProcessors: [sampled ? createConversationSampler({ next, ratio: 1, registry }) : next],
       });

@@ -41,8 +41,9 @@ export interface ExportTrackerOptions {
   readonly exporter: SpanExporterLike;
   /**
    * The telemetry's registry: its exemplars then point only at traces of which a batch was
-   * delivered (written once it is; never when it fails).
-   * @default undefined (exemplars not gated on exports)
+   * delivered (written once it is; never when it fails). Without a tracker on it, the registry
+   * shows no exemplars: nothing else knows what was delivered.
+   * @default undefined (the tracker gates no registry's exemplars)
    */
   readonly registry?: PrometheusRegistry;
   /**
@@ -79,7 +80,6 @@ export class ExportTracker implements SpanExporterLike {
     this.#max = positiveInteger('maxTraces', options.maxTraces ?? 10_000);
     if (options.registry !== undefined) {
       addExemplarFilter(asRegistry(options.registry), {
-        exported: true,
         kept: (traceId) => this.exported(traceId),
         defer: (traceId, write) => {
           this.whenExported(traceId, (delivered) => {

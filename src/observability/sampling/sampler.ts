@@ -12,7 +12,6 @@
 import { type Context, diag, SpanStatusCode } from '@opentelemetry/api';
 import { fail, positiveInteger, positiveNumber } from '../../core/shared/validate.ts';
 import { endReasons } from '../../core/spi/end-reasons.ts';
-import { addExemplarFilter } from '../exemplar-filter.ts';
 import { rateLimited } from '../guard.ts';
 import { asRegistry } from '../registry.ts';
 import {
@@ -68,11 +67,6 @@ interface PendingTrace {
   keepRule: string | undefined;
   /** Spans lost to the bounds. */
   lost: number;
-  /**
-   * Exemplar writes of its conversations that ended before the trace was decided (nested ones):
-   * run if it is kept. Bounded like its spans (`maxSpansPerTrace`, and `maxBufferedSpans` in all).
-   */
-  readonly deferred: (() => void)[];
 }
 
 /** A trace kept while conversations of it were still running (early, or before one started). */
@@ -133,8 +127,6 @@ export class ConversationSampler implements SpanProcessorLike {
    */
   readonly #keptRunning = new WeakMap<SampledSpan, PinnedTrace>();
   #buffered = 0;
-  /** Deferred exemplar writes held, all traces together. */
-  #deferred = 0;
   #closed = false;
   readonly #timer: ReturnType<typeof setInterval>;
 
@@ -198,10 +190,6 @@ export class ConversationSampler implements SpanProcessorLike {
         get pendingTraces() {
           return self.#pending.size;
         },
-      });
-      addExemplarFilter(registry, {
-        kept: (traceId) => this.kept(traceId),
-        defer: (traceId, write) => this.#defer(traceId, write),
       });
     } else {
       this.#metrics = undefined;
@@ -277,7 +265,6 @@ export class ConversationSampler implements SpanProcessorLike {
         open: [],
         keepRule: undefined,
         lost: 0,
-        deferred: [],
       };
       this.#pending.set(traceId, pending);
     }
@@ -431,31 +418,7 @@ export class ConversationSampler implements SpanProcessorLike {
     this.#pending.delete(pending.traceId);
     this.#remember(pending.traceId, keep, rule);
     this.#buffered -= pending.spans.length;
-    this.#deferred -= pending.deferred.length;
     if (keep) for (const span of pending.spans) this.#forward(span);
-    if (keep) {
-      for (const write of pending.deferred) {
-        try {
-          write();
-        } catch {
-          // The telemetry's own write: nothing the app handed over, and no span to lose.
-        }
-      }
-    }
-  }
-
-  /** Holds a nested conversation's exemplars until its trace is decided (within the bounds). */
-  #defer(traceId: string, write: () => void): boolean {
-    const pending = this.#closed ? undefined : this.#pending.get(traceId);
-    if (pending === undefined) return false;
-    if (
-      pending.deferred.length < this.#maxSpansPerTrace &&
-      this.#deferred < this.#maxBufferedSpans
-    ) {
-      pending.deferred.push(write);
-      this.#deferred++;
-    }
-    return true;
   }
 
   /**

@@ -109,9 +109,9 @@ export interface ConversationSamplerOptions {
    */
   readonly maxDecisions?: number;
   /**
-   * The prom-client registry of the telemetry: the decision counters go on it, and the
-   * telemetry's exemplars on it then point only at kept traces.
-   * @default undefined (no metrics, exemplars unfiltered)
+   * The prom-client registry of the telemetry: the decision counters go on it. (Its exemplars
+   * are gated by an export tracker on it, `createExportTracker`: a keep is not a delivery.)
+   * @default undefined (no metrics)
    */
   readonly registry?: PrometheusRegistry;
   /**
