@@ -58,7 +58,6 @@ function cyclesWithin(prefix: string): string[][] {
   return cycles;
 }
 
-
 /**
  * The core's rooms and where each may look: the SPI (the public interfaces) at the bottom, shared
  * helpers over it, the loop over those (it knows nothing of stores: it reaches durability through
