@@ -1,13 +1,52 @@
 import { defineConfig } from 'vitest/config';
 
+/**
+ * Files that measure (heap after a forced collection, event-loop gaps, throughput, latency bounds
+ * under load) or hold the machine's cores themselves (a browser, a fleet of worker processes):
+ * run one at a time, after the rest, so that no other file competes with what they measure.
+ */
+const ALONE = [
+  'test/core/memory-flat.test.ts',
+  'test/replay/scale.test.ts',
+  'test/stores/sqlite-busy.test.ts',
+  'test/service/fanout.test.ts',
+  'test/service/robustness.test.ts',
+  'test/service/network.test.ts',
+  'test/fleet/crash.test.ts',
+  'test/package/install-matrix.test.ts',
+];
+
+const shared = {
+  testTimeout: 60_000,
+  hookTimeout: 60_000,
+  // The memory tests measure the heap after a forced collection.
+  execArgv: ['--expose-gc'],
+};
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
-    testTimeout: 60_000,
-    hookTimeout: 60_000,
-    // The integration tests start servers and Prometheus; keep the 2-core machine calm.
-    fileParallelism: false,
-    // The memory tests measure the heap after a forced collection.
-    execArgv: ['--expose-gc'],
+    projects: [
+      {
+        test: {
+          ...shared,
+          name: 'parallel',
+          include: ['test/**/*.test.ts'],
+          exclude: ALONE,
+          // Two files at a time on the 2-core machine: most of a file's time is spent waiting on
+          // servers and processes it started (each on its own free port and folder).
+          maxWorkers: 2,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        test: {
+          ...shared,
+          name: 'alone',
+          include: ALONE,
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
   },
 });

@@ -4,42 +4,15 @@
  * started. Sent once per connection, right after the hello, as one bounded `history` message.
  */
 import { isSpanContextValid, type SpanContext } from '@opentelemetry/api';
-import { compactSpread } from './updates.ts';
+import { type ConversationTail, compactSpread, type HistoryMessage } from './updates.ts';
+
+export type { ConversationTail, HistoryMessage };
 
 export interface HistoryOptions {
   /** Spreads kept per conversation in flight (the newest); older ones are forgotten. */
   readonly tailPoints: number;
   /** Largest `history` message, in bytes of JSON; conversations past it are left out (counted). */
   readonly maxBytes: number;
-}
-
-/** One conversation in flight, as the history message carries it. */
-export interface ConversationTail {
-  readonly orchestrator: string;
-  readonly conversationId: string;
-  /** The dispatch count of `spreads[0]`; the rest follow one dispatch each. */
-  readonly fromDispatch: number;
-  readonly spreads: readonly number[];
-  /** Set when this segment resumed it after a crash or a shutdown of the service. */
-  readonly resumed?: true;
-}
-
-/** The `history` message. */
-export interface HistoryMessage {
-  readonly type: 'history';
-  /** In flight when the client connected, oldest first, as many as fit in the byte bound. */
-  readonly conversations: readonly ConversationTail[];
-  /** Conversations in flight that did not fit. */
-  readonly omitted: number;
-  /** Endings since the service started, by orchestrator, then reason. */
-  readonly totals: Readonly<Record<string, Readonly<Record<string, number>>>>;
-  /**
-   * When the service started (ISO 8601), for "since the service started": the oldest ending
-   * its store keeps, when it keeps one from an earlier run, else this process's start.
-   */
-  readonly since: string;
-  /** Conversations this process resumed after a crash or a shutdown that have ended since. */
-  readonly resumedEnded: number;
 }
 
 interface Tail {

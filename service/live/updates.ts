@@ -92,4 +92,31 @@ export interface UpdatesMessage {
   readonly ends: readonly Omit<EndUpdate, 'type'>[];
 }
 
-export type { HistoryMessage } from './history.ts';
+/** One conversation in flight, as the history message carries it. */
+export interface ConversationTail {
+  readonly orchestrator: string;
+  readonly conversationId: string;
+  /** The dispatch count of `spreads[0]`; the rest follow one dispatch each. */
+  readonly fromDispatch: number;
+  readonly spreads: readonly number[];
+  /** Set when this segment resumed it after a crash or a shutdown of the service. */
+  readonly resumed?: true;
+}
+
+/** The `history` message. */
+export interface HistoryMessage {
+  readonly type: 'history';
+  /** In flight when the client connected, oldest first, as many as fit in the byte bound. */
+  readonly conversations: readonly ConversationTail[];
+  /** Conversations in flight that did not fit. */
+  readonly omitted: number;
+  /** Endings since the service started, by orchestrator, then reason. */
+  readonly totals: Readonly<Record<string, Readonly<Record<string, number>>>>;
+  /**
+   * When the service started (ISO 8601), for "since the service started": the oldest ending
+   * its store keeps, when it keeps one from an earlier run, else this process's start.
+   */
+  readonly since: string;
+  /** Conversations this process resumed after a crash or a shutdown that have ended since. */
+  readonly resumedEnded: number;
+}

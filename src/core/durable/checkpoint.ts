@@ -221,6 +221,7 @@ function jsonFailurePath(value: unknown): string | undefined {
     done: number;
   }
   const open: Open[] = [];
+  let unwritable: string | undefined;
   function follow(this: unknown, key: string, child: unknown): unknown {
     while (open.length > 0 && (open[open.length - 1] as Open).object !== this) open.pop();
     const holder = open[open.length - 1];
@@ -229,6 +230,8 @@ function jsonFailurePath(value: unknown): string | undefined {
       holder.done++;
       path = joinPath(holder.path, key, holder.array);
     }
+    // JSON throws on a BigInt once the replacer has seen it: the failure is at this path.
+    if (typeof child === 'bigint') unwritable = path;
     if (typeof child === 'object' && child !== null) {
       const array = Array.isArray(child);
       const keys = array
@@ -242,6 +245,7 @@ function jsonFailurePath(value: unknown): string | undefined {
     JSON.stringify(value, follow);
     return undefined;
   } catch {
+    if (unwritable !== undefined) return unwritable;
     const innermost = open[open.length - 1];
     if (innermost === undefined) return undefined;
     const key = innermost.keys[innermost.done];
@@ -266,10 +270,10 @@ export const jsonCodec: CheckpointCodec = Object.freeze({
       return JSON.stringify(value);
     } catch (error) {
       // The check passed but JSON threw: a getter (or a Proxy) answered the check one value and
-      // JSON another. JSON's own walk, followed, tells where; then the check again; past that,
-      // refused as JSON told it.
+      // JSON another. JSON's own walk, followed, tells where; the check again says what (when it
+      // sees it too); past that, refused as JSON told it, at the path JSON failed on.
       const path = jsonFailurePath(value);
-      if (path === undefined) checkAll(value);
+      checkAll(value);
       throw new UnstorableValueError(
         path ?? '$',
         `a value that changed while it was written (${error instanceof Error ? error.message : describeValue(error)})`,
