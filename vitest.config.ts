@@ -9,9 +9,10 @@ const ALONE = [
   'test/core/memory-flat.test.ts',
   'test/replay/scale.test.ts',
   'test/stores/sqlite-busy.test.ts',
-  'test/service/fanout.test.ts',
-  'test/service/robustness.test.ts',
-  'test/service/network.test.ts',
+  // The demo service's tests start it as processes, kill them and time what follows (a resume
+  // within the lease, a launcher taking its child down): run beside other files, two of them
+  // failed on a fresh clone (a resumed conversation not ended in time, a killed child not reaped).
+  'test/service/**/*.test.ts',
   'test/fleet/crash.test.ts',
   'test/package/install-matrix.test.ts',
 ];
