@@ -4,53 +4,21 @@
  * build on them, and ops/config.ts and ops/rules.ts assemble. Read from the files' own import
  * lines (as test/package/layering.test.ts reads src/), so a cycle fails here.
  */
-import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { dirname, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { cyclesIn, importGraph } from '../helpers/import-graph.ts';
 
 const OPS = resolve(dirname(fileURLToPath(import.meta.url)), '../../ops');
 
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sourceFiles(path);
-    return entry.name.endsWith('.ts') ? [path] : [];
-  });
-}
-
-/** Every relative import (`import`, `import type`, `export … from`) of a file, as ops-relative paths. */
-function importsOf(file: string): string[] {
-  const text = readFileSync(file, 'utf8');
-  const specifiers = [
-    ...text.matchAll(/(?:import|export)\s[^'";]*?from\s+'(\.{1,2}\/[^']+)'/g),
-  ].map((m) => m[1] as string);
-  return specifiers.map((s) => relative(OPS, resolve(dirname(file), s)));
-}
-
-const graph = new Map(sourceFiles(OPS).map((f) => [relative(OPS, f), importsOf(f)]));
+const graph = importGraph(OPS);
 
 /** The imports of a file that stay inside ops/ (not src/ or service/). */
 function insideOps(file: string): string[] {
   return (graph.get(file) ?? []).filter((i) => !i.startsWith('..'));
 }
 
-function cycles(): string[][] {
-  const found: string[][] = [];
-  const state = new Map<string, 'visiting' | 'done'>();
-  const visit = (node: string, path: string[]) => {
-    if (state.get(node) === 'done') return;
-    if (state.get(node) === 'visiting') {
-      found.push([...path.slice(path.indexOf(node)), node]);
-      return;
-    }
-    state.set(node, 'visiting');
-    for (const next of insideOps(node)) visit(next, [...path, node]);
-    state.set(node, 'done');
-  };
-  for (const node of graph.keys()) visit(node, []);
-  return found;
-}
+const cycles = (): string[][] => cyclesIn(graph, (file) => !file.startsWith('..'));
 
 describe('layering of the ops bundle', () => {
   it('reads the imports it checks (the graph is not empty)', () => {

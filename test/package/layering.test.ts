@@ -2,31 +2,15 @@
  * Dependencies point one way: the core defines the SPIs, `src/policies/` and the plugin implement
  * them. Read from the source files' own import lines, so an upward import or a cycle fails here.
  */
-import { readdirSync, readFileSync } from 'node:fs';
-import { dirname, join, relative, resolve } from 'node:path';
+import { readFileSync } from 'node:fs';
+import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
+import { cyclesIn, importGraph } from '../helpers/import-graph.ts';
 
 const SRC = resolve(dirname(fileURLToPath(import.meta.url)), '../../src');
 
-function sourceFiles(dir: string): string[] {
-  return readdirSync(dir, { withFileTypes: true }).flatMap((entry) => {
-    const path = join(dir, entry.name);
-    if (entry.isDirectory()) return sourceFiles(path);
-    return entry.name.endsWith('.ts') ? [path] : [];
-  });
-}
-
-/** Every relative import (`import`, `import type`, `export … from`) of a file, as src-relative paths. */
-function importsOf(file: string): string[] {
-  const text = readFileSync(file, 'utf8');
-  const specifiers = [
-    ...text.matchAll(/(?:import|export)\s[^'";]*?from\s+'(\.{1,2}\/[^']+)'/g),
-  ].map((m) => m[1] as string);
-  return specifiers.map((s) => relative(SRC, resolve(dirname(file), s)));
-}
-
-const graph = new Map(sourceFiles(SRC).map((f) => [relative(SRC, f), importsOf(f)]));
+const graph = importGraph(SRC);
 
 const DATABASE_CLIENTS = ['better-sqlite3', 'pg', 'ioredis', 'bullmq'];
 
@@ -40,22 +24,7 @@ function clientsOf(file: string): string[] {
 }
 
 function cyclesWithin(prefix: string): string[][] {
-  const cycles: string[][] = [];
-  const state = new Map<string, 'visiting' | 'done'>();
-  const visit = (node: string, path: string[]) => {
-    if (state.get(node) === 'done') return;
-    if (state.get(node) === 'visiting') {
-      cycles.push([...path.slice(path.indexOf(node)), node]);
-      return;
-    }
-    state.set(node, 'visiting');
-    for (const next of graph.get(node) ?? []) {
-      if (next.startsWith(prefix)) visit(next, [...path, node]);
-    }
-    state.set(node, 'done');
-  };
-  for (const node of graph.keys()) if (node.startsWith(prefix)) visit(node, []);
-  return cycles;
+  return cyclesIn(graph, (file) => file.startsWith(prefix));
 }
 
 /**
