@@ -277,7 +277,11 @@ describe('nothing happens after the run has settled', () => {
     expect(ended.ok).toBe(false);
     expect(listened).toEqual([1, 2]);
     expect(getEventListeners(controller.signal, 'abort')).toHaveLength(0);
-    expect(process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length).toBe(before);
+    // At most as many as before: the run left none (a timer of an earlier test may have fired
+    // meanwhile, which made an exact count fail on a loaded machine).
+    expect(
+      process.getActiveResourcesInfo().filter((r) => r === 'Timeout').length,
+    ).toBeLessThanOrEqual(before);
   });
 
   it('removes its abort listener and leaves no immediate after a normal end', async () => {
