@@ -262,13 +262,15 @@ export function keptExemplars(
   tokens: number | undefined,
   events: DispatchEvents,
   clockBase: number,
+  endMs: number,
 ): void {
   const { metrics, record } = to;
   const durations = to.slots.durations as HistogramSeries[];
   const { final, reason, elapsedMs, dispatches } = ending;
   const endExemplars = (): void => {
     if (!final) return;
-    const endTime = (clockBase + elapsedMs) / 1000;
+    // Stamped with the span's own end, so the latest exemplar per bucket is the trace that ended last.
+    const endTime = endMs / 1000;
     metrics.keptEndExemplars(
       record,
       reason,

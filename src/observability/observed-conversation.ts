@@ -442,7 +442,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     span.end(endMs);
     // Exemplars of a delivered trace only: now if a batch of it was, else once one is.
     if (filter !== undefined && events !== undefined && to !== undefined) {
-      keptExemplars(to, filter, this.#traceId as string, ending, tokens, events, clockBase);
+      keptExemplars(to, filter, this.#traceId as string, ending, tokens, events, clockBase, endMs);
     }
     events?.release();
   }
