@@ -5,6 +5,7 @@ export {
   suspend,
   UnstorableValueError,
 } from './core/durable/checkpoint.ts';
+export type { CheckpointOptions } from './core/durable/config.ts';
 export {
   isLeaseOwnerAlive,
   type LeaseOwnerParts,
@@ -50,13 +51,16 @@ export {
 export type {
   AcquireOutcome,
   Checkpoint,
+  CheckpointEntry,
   CommitOutcome,
   ConversationStatus,
   ConversationStore,
   CreateOutcome,
   Durability,
+  IncrementalStore,
   Lease,
   ListQuery,
+  SnapshotOutcome,
   StoredConversation,
   StoreStats,
 } from './core/spi/store.ts';

@@ -4,7 +4,7 @@
  */
 
 import { bounded, type CheckpointCodec } from './durable/checkpoint.ts';
-import { type DurableConfig, durableConfig } from './durable/config.ts';
+import { type CheckpointOptions, type DurableConfig, durableConfig } from './durable/config.ts';
 import { isCancelOwner } from './durable/lease-owner.ts';
 import {
   ALREADY_ENDED,
@@ -142,6 +142,13 @@ export interface OrchestratorOptions<S, C = unknown> {
    * @default jsonCodec (JSON, refusing with their path the values it cannot store faithfully)
    */
   readonly codec?: CheckpointCodec;
+  /**
+   * How a long conversation is checkpointed on a store that takes entries: a commit writes what
+   * the dispatches since the previous one added, a snapshot of the whole state now and then.
+   * Needs a `store`. See docs/durability.md, "What a checkpoint holds".
+   * @default { incremental: true, snapshotEveryDispatches: 10000, maxConversationBytes: 268435456 }
+   */
+  readonly checkpoints?: CheckpointOptions;
 }
 
 /**

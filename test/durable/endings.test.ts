@@ -10,6 +10,7 @@ import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
 import {
   CheckpointError,
+  type CheckpointOptions,
   ConversationAbortedError,
   type ConversationEnd,
   ConversationLeaseError,
@@ -35,6 +36,7 @@ interface Options<S> {
   readonly dispatchTimeoutMs?: number;
   readonly steps?: number;
   readonly projection?: { initial: () => S; fold: (s: S, m: { content: unknown }) => S };
+  readonly checkpoints?: CheckpointOptions;
 }
 
 function make<S = number>(respond: Responder<S, unknown>['respond'], options: Options<S> = {}) {
@@ -52,6 +54,7 @@ function make<S = number>(respond: Responder<S, unknown>['respond'], options: Op
     ...(options.dispatchTimeoutMs === undefined
       ? {}
       : { dispatchTimeoutMs: options.dispatchTimeoutMs }),
+    ...(options.checkpoints === undefined ? {} : { checkpoints: options.checkpoints }),
   });
 }
 
@@ -83,15 +86,37 @@ describe('the stored ending', () => {
     expect(again.dispatchCount).toBe(3);
   });
 
-  it('still refuses a projection past maxCheckpointBytes, naming both sizes', async () => {
+  it('committing whole states, still refuses a projection past maxCheckpointBytes, naming both sizes', async () => {
     const store = createMemoryStore({ maxCheckpointBytes: 1_000_000 });
     const big = 'x'.repeat(1_100_000);
-    const o = make<string>(answer, { store, projection: { initial: () => '', fold: () => big } });
+    const o = make<string>(answer, {
+      store,
+      checkpoints: { incremental: false },
+      projection: { initial: () => '', fold: () => big },
+    });
     const error = await o.run(input, { conversationId: 'huge' }).catch((e: unknown) => e);
     expect(error).toBeInstanceOf(CheckpointError);
     expect((error as CheckpointError).message).toMatch(
       /expected at most 1000000 bytes \(the store's maxCheckpointBytes\), got 1100\d{3}/,
     );
+  });
+
+  it('with entries, refuses a conversation past checkpoints.maxConversationBytes, naming it and both sizes, its state handed back', async () => {
+    const store = createMemoryStore({ maxCheckpointBytes: 1_000_000 });
+    const big = 'x'.repeat(1_100_000);
+    const o = make<string>(answer, {
+      store,
+      checkpoints: { maxConversationBytes: 1_050_000 },
+      projection: { initial: () => '', fold: () => big },
+    });
+    const error = await o.run(input, { conversationId: 'huge' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CheckpointError);
+    expect((error as CheckpointError).message).toMatch(
+      /outgrew the orchestrator's checkpoints\.maxConversationBytes: expected at most 1050000 bytes in the store, got 1100\d{3}/,
+    );
+    expect((error as CheckpointError).state.projection).toBe(big);
+    // Ended in the store as failed, not left running for recover() to retry forever.
+    expect((await store.get('huge'))?.status).toBe('ended');
   });
 });
 

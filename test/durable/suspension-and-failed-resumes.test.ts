@@ -319,7 +319,7 @@ describe('a store that answers something other than an outcome', () => {
     await expect(resumed).rejects.toBeInstanceOf(CheckpointError);
     await expect(resumed).rejects.toMatchObject({
       message: expect.stringMatching(
-        /^Conversation q10 could not be resumed: The store `odd` answered acquire\(\) with `\{"status":"acquired"\}` \(object\), expected \{ status: 'acquired', checkpoint, lease, takenOver \}/,
+        /^Conversation q10 could not be resumed: The store `odd` answered acquire\(\) with `\{"status":"acquired"\}` \(object\), expected \{ status: 'acquired', checkpoint, lease, takenOver, entries\? \(strings\) \}/,
       ),
     });
   });

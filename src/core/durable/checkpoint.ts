@@ -441,8 +441,9 @@ export function checkedState<S, C>(
 const OUTCOMES = {
   create: '{ created: true, lease } or { created: false }',
   acquire:
-    "{ status: 'acquired', checkpoint, lease, takenOver }, { status: 'held', owner, leaseExpiresAt }, { status: 'ended', checkpoint } or { status: 'not_found' }",
+    "{ status: 'acquired', checkpoint, lease, takenOver, entries? (strings) }, { status: 'held', owner, leaseExpiresAt }, { status: 'ended', checkpoint } or { status: 'not_found' }",
   commit: "{ ok: true, lease } or { ok: false, reason: 'fenced' | 'sequence' | 'not_found' }",
+  append: "{ ok: true, lease } or { ok: false, reason: 'fenced' | 'sequence' | 'not_found' }",
   renew: 'a lease { owner, epoch, expiresAt } or undefined',
   get: 'undefined or { conversationId, orchestrator, status, dispatchCount, seq, updatedAt }',
 } as const;
@@ -452,6 +453,7 @@ interface Outcomes {
   create: CreateOutcome;
   acquire: AcquireOutcome;
   commit: CommitOutcome;
+  append: CommitOutcome;
   renew: Lease | undefined;
   get: StoredConversation | undefined;
 }
@@ -502,6 +504,7 @@ function fits(method: keyof Outcomes, value: unknown): boolean {
     case 'create':
       return value.created === false || (value.created === true && isLease(value.lease));
     case 'commit':
+    case 'append':
       return (
         (value.ok === true && isLease(value.lease)) ||
         (value.ok === false &&
@@ -515,7 +518,10 @@ function fits(method: keyof Outcomes, value: unknown): boolean {
           return (
             isCheckpoint(value.checkpoint) &&
             isLease(value.lease) &&
-            typeof value.takenOver === 'boolean'
+            typeof value.takenOver === 'boolean' &&
+            (value.entries === undefined ||
+              (Array.isArray(value.entries) &&
+                value.entries.every((entry) => typeof entry === 'string')))
           );
         case 'held':
           return typeof value.owner === 'string' && Number.isFinite(value.leaseExpiresAt);

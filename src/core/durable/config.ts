@@ -1,9 +1,46 @@
 /** A durable orchestrator's store settings, and the stored conversation a segment continues. */
 
-import { fail, positiveNumber, timerDelay } from '../shared/validate.ts';
+import { fail, positiveInteger, positiveNumber, timerDelay } from '../shared/validate.ts';
 import type { Checkpoint, ConversationStore, Durability, Lease } from '../spi/store.ts';
 import type { Message } from '../spi/types.ts';
 import { type CheckpointCodec, jsonCodec } from './checkpoint.ts';
+import type { CheckpointPlan } from './incremental.ts';
+
+/**
+ * How a long conversation is checkpointed on a store that takes entries (the memory, SQLite,
+ * PostgreSQL and Redis stores do): a commit writes what the dispatches since the previous commit
+ * added, and a snapshot of the whole state is written now and then (docs/durability.md).
+ */
+export interface CheckpointOptions {
+  /**
+   * Commit entries where the store takes them; `false` commits the whole state every time.
+   * @default true
+   */
+  readonly incremental?: boolean | undefined;
+  /**
+   * A snapshot once this many dispatches were committed as entries since the last one.
+   * @default 10000
+   */
+  readonly snapshotEveryDispatches?: number | undefined;
+  /**
+   * A snapshot once the entries since the last one hold this many bytes (whichever comes first).
+   * @default as many bytes as the last snapshot holds, at least 1 MiB (a snapshot then costs
+   * a fixed share of what is written, and a resume reads at most twice the state)
+   */
+  readonly snapshotEveryBytes?: number | undefined;
+  /**
+   * The largest a conversation may grow in the store: its last snapshot (or whole checkpoint)
+   * plus the entries after it, in UTF-8 bytes. Past it the conversation fails with a
+   * `CheckpointError` naming this option and both sizes, its state handed back.
+   * @default 268435456 (256 MiB), or the store's `maxSnapshotBytes` when that is less
+   */
+  readonly maxConversationBytes?: number | undefined;
+}
+
+/** A state below this many bytes is committed whole: an entry would cost as much. */
+export const WHOLE_BELOW_BYTES = 16 * 1024;
+
+const DEFAULT_MAX_CONVERSATION_BYTES = 256 * 1024 * 1024;
 
 /** A durable orchestrator's store and how it commits (undefined without a store). */
 export interface DurableConfig {
@@ -13,6 +50,8 @@ export interface DurableConfig {
   readonly storeTimeoutMs: number;
   readonly codec: CheckpointCodec;
   readonly maxCheckpointBytes: number;
+  /** Entries and snapshots, or whole checkpoints only. */
+  readonly plan: CheckpointPlan;
 }
 
 /** A stored conversation a run continues (resume, recover, cancel): its lease, as acquired. */
@@ -25,6 +64,20 @@ export interface Segment<C> {
   readonly input?: Message<C> | undefined;
   /** Set by `cancel()`: the segment ends the conversation as aborted, running nothing. */
   readonly cancel?: { readonly reason: unknown } | undefined;
+  /** What the store holds of it: its base and the entries after it (for when to snapshot). */
+  readonly stored: StoredLog;
+}
+
+/** What the store holds of a conversation, as its session counts it. */
+export interface StoredLog {
+  /** UTF-8 bytes of the base's state (snapshot or whole checkpoint). */
+  readonly baseBytes: number;
+  /** The base's seq. */
+  readonly baseSeq: number;
+  /** The base's dispatch count. */
+  readonly baseDispatch: number;
+  /** UTF-8 bytes of the entries after it. */
+  readonly logBytes: number;
 }
 
 /** The orchestrator's durable options, as given (checked by `durableConfig()`). */
@@ -34,6 +87,7 @@ export interface DurableOptions {
   readonly leaseMs?: number | undefined;
   readonly storeTimeoutMs?: number | undefined;
   readonly codec?: CheckpointCodec | undefined;
+  readonly checkpoints?: CheckpointOptions | undefined;
 }
 
 const STORE_METHODS = [
@@ -49,9 +103,10 @@ const STORE_METHODS = [
 
 /** The durable options, checked; `undefined` without a store (and then none of them may be set). */
 export function durableConfig(options: DurableOptions): DurableConfig | undefined {
-  const { store, durability, leaseMs, storeTimeoutMs, codec } = options;
+  const { store, durability, leaseMs, storeTimeoutMs, codec, checkpoints } = options;
   if (store === undefined) {
     if (durability !== undefined) fail('durability', 'set only with a `store`', durability);
+    if (checkpoints !== undefined) fail('checkpoints', 'set only with a `store`', checkpoints);
     return undefined;
   }
   if (typeof store !== 'object' || store === null) {
@@ -93,12 +148,63 @@ export function durableConfig(options: DurableOptions): DurableConfig | undefine
     fail('codec', 'an object with `encode(value)` and `decode(text)` functions', codec);
   }
   const max = store.maxCheckpointBytes;
+  const maxCheckpointBytes = typeof max === 'number' && max > 0 ? max : Number.POSITIVE_INFINITY;
   return {
     store,
     durability: mode,
     leaseMs: lease,
     storeTimeoutMs: timeoutMs,
     codec: chosen,
-    maxCheckpointBytes: typeof max === 'number' && max > 0 ? max : Number.POSITIVE_INFINITY,
+    maxCheckpointBytes,
+    plan: checkpointPlan(store, checkpoints, maxCheckpointBytes),
+  };
+}
+
+/** The `checkpoints` option, checked, for `store`. */
+function checkpointPlan(
+  store: ConversationStore,
+  options: CheckpointOptions | undefined,
+  maxCheckpointBytes: number,
+): CheckpointPlan {
+  if (options !== undefined && (typeof options !== 'object' || options === null)) {
+    fail('checkpoints', 'an object', options);
+  }
+  const { incremental, snapshotEveryDispatches, snapshotEveryBytes, maxConversationBytes } =
+    options ?? {};
+  if (incremental !== undefined && typeof incremental !== 'boolean') {
+    fail('checkpoints.incremental', 'a boolean', incremental);
+  }
+  const takesEntries = typeof store.append === 'function' && typeof store.snapshot === 'function';
+  const snapshotMax = store.maxSnapshotBytes;
+  const maxSnapshotBytes = takesEntries
+    ? typeof snapshotMax === 'number' && snapshotMax > 0
+      ? snapshotMax
+      : maxCheckpointBytes
+    : maxCheckpointBytes;
+  const conversationMax =
+    maxConversationBytes === undefined
+      ? Math.min(DEFAULT_MAX_CONVERSATION_BYTES, maxSnapshotBytes)
+      : positiveInteger('checkpoints.maxConversationBytes', maxConversationBytes);
+  // Its snapshot must fit the store: a conversation the store cannot snapshot could not resume.
+  if (conversationMax > maxSnapshotBytes) {
+    fail(
+      'checkpoints.maxConversationBytes',
+      `at most the store's ${takesEntries ? 'maxSnapshotBytes' : 'maxCheckpointBytes'} (${maxSnapshotBytes})`,
+      maxConversationBytes,
+    );
+  }
+  return {
+    incremental: takesEntries && incremental !== false,
+    wholeBelowBytes: WHOLE_BELOW_BYTES,
+    snapshotEveryDispatches:
+      snapshotEveryDispatches === undefined
+        ? 10_000
+        : positiveInteger('checkpoints.snapshotEveryDispatches', snapshotEveryDispatches),
+    snapshotEveryBytes:
+      snapshotEveryBytes === undefined
+        ? undefined
+        : positiveInteger('checkpoints.snapshotEveryBytes', snapshotEveryBytes),
+    maxConversationBytes: conversationMax,
+    maxSnapshotBytes,
   };
 }

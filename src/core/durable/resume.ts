@@ -26,6 +26,7 @@ import {
   type FreshState,
 } from './checkpoint.ts';
 import type { DurableConfig, Segment } from './config.ts';
+import { checkedEntry, foldEntries } from './incremental.ts';
 import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
 import { resumption } from './session.ts';
 
@@ -184,10 +185,27 @@ export async function resumeStored<S, C>(
   }
   let restored: CheckpointState<S, C> | FreshState<C>;
   let decoded = false;
+  const entries = outcome.entries ?? [];
+  let baseDispatch = 0;
+  let logBytes = 0;
   try {
     const value = durable.codec.decode(outcome.checkpoint.state);
     decoded = true;
     restored = checkedState<S, C>(value, config.responders.length);
+    if (!('fresh' in restored)) baseDispatch = restored.dispatchCount;
+    if (entries.length > 0) {
+      // The base and the entries after it: the projection folds what each entry folded.
+      decoded = false;
+      const decodedEntries = entries.map((text, i) => {
+        logBytes += Buffer.byteLength(text);
+        return checkedEntry<C>(durable.codec.decode(text), i + 1);
+      });
+      decoded = true;
+      restored = checkedState<S, C>(
+        foldEntries(config, restored, decodedEntries),
+        config.responders.length,
+      );
+    }
   } catch (error) {
     // Released as it was: a process with the right version (or codec) can still resume it. One
     // taken over from a dead holder is left to lapse instead, so that its crash mark stays.
@@ -216,6 +234,12 @@ export async function resumeStored<S, C>(
     takenOver: outcome.takenOver,
     input: options.input,
     cancel: options.cancel,
+    stored: {
+      baseBytes: Buffer.byteLength(outcome.checkpoint.state),
+      baseSeq: outcome.checkpoint.seq - entries.length,
+      baseDispatch,
+      logBytes,
+    },
   };
   return new ConversationRun(
     config,

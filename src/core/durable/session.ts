@@ -10,6 +10,7 @@ import type {
   CutPoint,
   DurabilityOpener,
   DurableHost,
+  LoopPosition,
   Resumption,
   RunDurability,
 } from '../loop/durability.ts';
@@ -22,7 +23,7 @@ import {
   describeCause,
   storedFailure,
 } from '../spi/errors.ts';
-import type { Checkpoint, ConversationStatus, Lease } from '../spi/store.ts';
+import type { Checkpoint, CheckpointEntry, ConversationStatus, Lease } from '../spi/store.ts';
 import type { ConversationResult, ConversationSuspension } from '../spi/types.ts';
 import {
   bounded,
@@ -34,6 +35,7 @@ import {
 } from './checkpoint.ts';
 import type { DurableConfig, Segment } from './config.ts';
 import { planFailure } from './failure-plan.ts';
+import { entryOf, snapshotDue } from './incremental.ts';
 import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
 
 /** How a durable orchestrator's new conversations open their store session. */
@@ -89,6 +91,16 @@ class StoreSession<S, C> implements RunDurability<S, C> {
   #committedInvocations: number;
   #inflight: Promise<void> | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
+  // What the store holds (incremental stores): the base (whole checkpoint or snapshot) and the
+  // entries after it, counted to know when a snapshot is due and how large the conversation is.
+  #baseBytes = 0;
+  #baseSeq = 0;
+  #baseDispatch = 0;
+  #logBytes = 0;
+  /** Set while a snapshot is in flight (one at a time, never awaited by the loop). */
+  #snapshotting = false;
+  /** After a snapshot failed: the log bytes before the next is tried. */
+  #snapshotRetryAt = 0;
   /**
    * The CheckpointError of a state the codec refused or that outgrew the store's limit: no retry
    * can store it, so the conversation ends as failed instead of staying resumable.
@@ -113,6 +125,11 @@ class StoreSession<S, C> implements RunDurability<S, C> {
       this.#owner = segment.owner;
       this.#lease = segment.lease;
       this.#seq = segment.checkpoint.seq;
+      const stored = segment.stored;
+      this.#baseBytes = stored.baseBytes;
+      this.#baseSeq = stored.baseSeq;
+      this.#baseDispatch = stored.baseDispatch;
+      this.#logBytes = stored.logBytes;
     }
   }
 
@@ -159,6 +176,8 @@ class StoreSession<S, C> implements RunDurability<S, C> {
             this.#owner = owner;
             this.#lease = outcome.lease;
             this.#seq = 1;
+            this.#baseSeq = 1;
+            this.#baseBytes = Buffer.byteLength(state);
           }
         },
         (error: unknown) => failed(this.#checkpointError(error, 'its creation')),
@@ -320,30 +339,56 @@ class StoreSession<S, C> implements RunDurability<S, C> {
   }
 
   /**
-   * Commits the conversation's current state (`status`, with `result` text when it ended).
-   * Resolves when the store has it; rejects with a CheckpointError (unstorable value, store
-   * failure or timeout) or a ConversationLeaseError (refused: another process holds it).
+   * Commits the conversation's current state (`status`, with `result` text when it ended): an
+   * entry or the whole state (`#build`). Resolves when the store has it; rejects with a
+   * CheckpointError (unstorable value, store failure or timeout) or a ConversationLeaseError
+   * (refused: another process holds it).
    */
   #commit(status: ConversationStatus, result?: string, reopen = false): Promise<void> {
     const durable = this.#durable;
     const host = this.#host;
-    let checkpoint: Checkpoint;
+    let built: Built;
     try {
-      checkpoint = this.#checkpoint(status, result, reopen);
+      built = this.#build(status, result, reopen);
     } catch (error) {
       return Promise.reject(error);
     }
+    const { checkpoint, entry } = built;
+    const seq = built.seq;
     const started = performance.now();
     const invocations = reopen ? host.invocations - 1 : host.invocations;
     const lease = this.#lease as Lease;
     const observations = host.observations;
     const store = durable.store;
+    const landedNow = (): void => {
+      this.#seq = seq;
+      this.#committedInvocations = invocations;
+      // What landed is in the store: the next entry starts after it.
+      host.folded?.splice(0, built.foldedUpTo);
+      if (entry === undefined) {
+        this.#baseBytes = built.bytes;
+        this.#baseSeq = seq;
+        this.#baseDispatch = built.dispatchCount;
+        this.#logBytes = 0;
+      } else {
+        this.#logBytes += built.bytes;
+        if (built.snapshot !== undefined) this.#snapshot(built.snapshot, built.snapshotBytes);
+      }
+    };
     const commit = bounded(
-      () => store.commit(checkpoint, lease, durable.leaseMs),
+      () =>
+        entry === undefined
+          ? store.commit(checkpoint as Checkpoint, lease, durable.leaseMs)
+          : (store.append as NonNullable<typeof store.append>).call(
+              store,
+              entry,
+              lease,
+              durable.leaseMs,
+            ),
       durable.storeTimeoutMs,
-      `commit (seq ${checkpoint.seq})`,
+      `${entry === undefined ? 'commit' : 'append'} (seq ${seq})`,
     )
-      .then((outcome) => checkedOutcome(store, 'commit', outcome))
+      .then((outcome) => checkedOutcome(store, entry === undefined ? 'commit' : 'append', outcome))
       .then(
         (outcome) => {
           observations.checkpointed(performance.now() - started, undefined, false);
@@ -353,23 +398,29 @@ class StoreSession<S, C> implements RunDurability<S, C> {
               ? this.#deleted()
               : this.#leaseLost(`its commit was refused (${outcome.reason})`);
           }
-          this.#seq = checkpoint.seq;
           this.#lease = outcome.lease;
-          this.#committedInvocations = invocations;
+          landedNow();
         },
         async (error: unknown) => {
           // A commit whose answer was lost (a timeout, a dropped connection) may have landed:
           // asked once, so that a stored ending is not run again by recover() nor left uncounted,
           // and a stored dispatch is counted and goes on (it would not run again on resume). A
           // running checkpoint counts as ours only while our lease still holds it.
-          if (await landed(durable, checkpoint, status === 'running' ? lease.owner : undefined)) {
+          if (
+            await landed(
+              durable,
+              host.conversationId,
+              seq,
+              status,
+              status === 'running' ? lease.owner : undefined,
+            )
+          ) {
             observations.checkpointed(performance.now() - started, undefined, false);
-            this.#seq = checkpoint.seq;
-            this.#committedInvocations = invocations;
+            landedNow();
             return;
           }
           observations.checkpointed(performance.now() - started, error, true);
-          throw this.#checkpointError(error, `the commit of dispatch ${checkpoint.dispatchCount}`);
+          throw this.#checkpointError(error, `the commit of dispatch ${built.dispatchCount}`);
         },
       );
     this.#inflight = commit;
@@ -381,64 +432,138 @@ class StoreSession<S, C> implements RunDurability<S, C> {
   }
 
   /**
-   * The checkpoint of the conversation as it stands (a consistent point: between steps). With
-   * `reopen`, a responder's call is open (the run was cut while it ran): the checkpoint is the
-   * point before that call, its attempt raised, so the call runs again with its key and attempt > 1.
+   * What to commit now: on an incremental store, a running conversation past the size of a
+   * whole commit writes an entry (the messages folded since the last commit, and the rest of the
+   * position), with a snapshot of the whole state when one is due (sent once the entry lands);
+   * anything else writes the whole state. With `reopen`, a responder's call is open (the run was
+   * cut while it ran): the point before that call is committed, its attempt raised, so the call
+   * runs again with its key and attempt > 1.
    */
-  #checkpoint(status: ConversationStatus, result: string | undefined, reopen: boolean): Checkpoint {
+  #build(status: ConversationStatus, result: string | undefined, reopen: boolean): Built {
     const host = this.#host;
-    const codec = this.#durable.codec;
-    let text: string;
-    try {
-      if (status === 'ended') {
-        const ended: EndedState = {
-          v: 1,
-          ended: true,
-          dispatchCount: host.dispatchCount,
-          segment: this.#segmentNumber,
-          elapsedMs: host.elapsedMs(),
-          // Saved as at every commit: an observer counts what this commit stores when it lands.
-          observers: host.observations.save(),
-        };
-        text = codec.encode(ended);
-      } else {
-        const p = host.position(reopen);
-        // Field by field, in the order the format has always had (the stored text is unchanged).
-        const state: CheckpointState<S, C> = {
-          v: 1,
-          input: p.input,
-          projection: p.projection,
-          lastMessage: p.lastMessage,
-          queue: p.queue,
-          history: p.history,
-          answering: p.answering,
-          dispatchCount: p.dispatchCount,
-          invocations: p.invocations,
-          attempt: p.attempt,
-          segment: this.#segmentNumber,
-          elapsedMs: p.elapsedMs,
-          usage: p.usage,
-          termination: p.termination,
-          turn: p.turn,
-          observers: p.observers,
-          suspended: p.suspended,
-        };
-        text = codec.encode(state);
-      }
-    } catch (error) {
-      throw this.#checkpointError(error, `dispatch ${host.dispatchCount}`, true);
+    const durable = this.#durable;
+    const plan = durable.plan;
+    const seq = this.#seq + 1;
+    const folded = host.folded;
+    const foldedUpTo = folded?.length ?? 0;
+    if (status === 'ended') {
+      const ended: EndedState = {
+        v: 1,
+        ended: true,
+        dispatchCount: host.dispatchCount,
+        segment: this.#segmentNumber,
+        elapsedMs: host.elapsedMs(),
+        // Saved as at every commit: an observer counts what this commit stores when it lands.
+        observers: host.observations.save(),
+      };
+      const text = this.#encode(ended);
+      return this.#whole(status, seq, text, result, foldedUpTo);
     }
-    return this.#checkpointOf(status, text, result);
+    const position = host.position(reopen);
+    if (
+      plan.incremental &&
+      status === 'running' &&
+      folded !== undefined &&
+      this.#baseBytes + this.#logBytes >= plan.wholeBelowBytes
+    ) {
+      const text = this.#encode(entryOf(position, folded, this.#segmentNumber));
+      const bytes = Buffer.byteLength(text);
+      const total = this.#baseBytes + this.#logBytes + bytes;
+      // An entry as large as half of what it adds to (a first commit after a long run on 'exit')
+      // is no cheaper than the whole state, which also starts a new base.
+      if (bytes <= durable.maxCheckpointBytes && bytes * 2 <= total) {
+        if (total > plan.maxConversationBytes) throw this.#outgrown(total);
+        let snapshot: Checkpoint | undefined;
+        let snapshotBytes = 0;
+        if (
+          !this.#snapshotting &&
+          this.#logBytes + bytes >= this.#snapshotRetryAt &&
+          snapshotDue(
+            plan,
+            this.#baseBytes,
+            this.#logBytes + bytes,
+            position.dispatchCount - this.#baseDispatch,
+          )
+        ) {
+          // The whole state at this entry's seq, encoded now (the position moves on once the loop
+          // goes on), written once the entry has landed, without the loop waiting for it.
+          const state = this.#encode(this.#stateOf(position));
+          snapshotBytes = Buffer.byteLength(state);
+          if (snapshotBytes <= plan.maxSnapshotBytes) {
+            snapshot = this.#checkpointAt('running', seq, position.dispatchCount, state, undefined);
+          }
+        }
+        return {
+          seq,
+          dispatchCount: position.dispatchCount,
+          entry: {
+            conversationId: host.conversationId,
+            seq,
+            dispatchCount: position.dispatchCount,
+            entry: text,
+          },
+          bytes,
+          foldedUpTo,
+          snapshot,
+          snapshotBytes,
+        };
+      }
+    }
+    return this.#whole(status, seq, this.#encode(this.#stateOf(position)), result, foldedUpTo);
   }
 
-  /** The checkpoint to commit, once its size is checked against the store's limit. */
-  #checkpointOf(status: ConversationStatus, text: string, result: string | undefined): Checkpoint {
+  /** The whole state at `position`, in the order the format has always had (the text is unchanged). */
+  #stateOf(p: LoopPosition<S, C>): CheckpointState<S, C> {
+    return {
+      v: 1,
+      input: p.input,
+      projection: p.projection,
+      lastMessage: p.lastMessage,
+      queue: p.queue,
+      history: p.history,
+      answering: p.answering,
+      dispatchCount: p.dispatchCount,
+      invocations: p.invocations,
+      attempt: p.attempt,
+      segment: this.#segmentNumber,
+      elapsedMs: p.elapsedMs,
+      usage: p.usage,
+      termination: p.termination,
+      turn: p.turn,
+      observers: p.observers,
+      suspended: p.suspended,
+    };
+  }
+
+  /** `value` as the codec writes it; a refusal fails the conversation (no retry can store it). */
+  #encode(value: unknown): string {
+    try {
+      return this.#durable.codec.encode(value);
+    } catch (error) {
+      throw this.#checkpointError(error, `dispatch ${this.#host.dispatchCount}`, true);
+    }
+  }
+
+  /** A whole commit of `text`, once its size is checked against the store's limits. */
+  #whole(
+    status: ConversationStatus,
+    seq: number,
+    text: string,
+    result: string | undefined,
+    foldedUpTo: number,
+  ): Built {
     const host = this.#host;
-    const max = this.#durable.maxCheckpointBytes;
-    const bytes = Buffer.byteLength(text) + (result === undefined ? 0 : Buffer.byteLength(result));
-    if (bytes > max) {
+    const durable = this.#durable;
+    const plan = durable.plan;
+    const bytes = Buffer.byteLength(text);
+    const whole = bytes + (result === undefined ? 0 : Buffer.byteLength(result));
+    // An incremental store bounds an entry by maxCheckpointBytes, a whole state by the
+    // conversation's bound (and its maxSnapshotBytes); another, every commit by maxCheckpointBytes.
+    if (plan.incremental && whole > plan.maxConversationBytes) throw this.#outgrown(whole);
+    const max = plan.incremental ? plan.maxSnapshotBytes : durable.maxCheckpointBytes;
+    if (whole > max) {
       const error = new CheckpointError<S, C>(
-        `Conversation ${host.conversationId} could not be checkpointed at dispatch ${host.dispatchCount}: expected at most ${max} bytes (the store's maxCheckpointBytes), got ${bytes}`,
+        `Conversation ${host.conversationId} could not be checkpointed at dispatch ${host.dispatchCount}: expected at most ${max} bytes (the store's ${plan.incremental ? 'maxSnapshotBytes' : 'maxCheckpointBytes'}), got ${whole}`,
         host.state(),
         host.elapsedMs(),
       );
@@ -446,15 +571,85 @@ class StoreSession<S, C> implements RunDurability<S, C> {
       throw error;
     }
     return {
-      conversationId: host.conversationId,
+      seq,
+      dispatchCount: host.dispatchCount,
+      checkpoint: this.#checkpointAt(status, seq, host.dispatchCount, text, result),
+      bytes,
+      foldedUpTo,
+      snapshotBytes: 0,
+    };
+  }
+
+  /** The conversation grew past `checkpoints.maxConversationBytes`: it ends, failed, its state handed back. */
+  #outgrown(bytes: number): CheckpointError<S, C> {
+    const host = this.#host;
+    const max = this.#durable.plan.maxConversationBytes;
+    const error = new CheckpointError<S, C>(
+      `Conversation ${host.conversationId} could not be checkpointed at dispatch ${host.dispatchCount}: it outgrew the orchestrator's checkpoints.maxConversationBytes: expected at most ${max} bytes in the store, got ${bytes}`,
+      host.state(),
+      host.elapsedMs(),
+    );
+    this.#unstorable = error;
+    return error;
+  }
+
+  #checkpointAt(
+    status: ConversationStatus,
+    seq: number,
+    dispatchCount: number,
+    text: string,
+    result: string | undefined,
+  ): Checkpoint {
+    return {
+      conversationId: this.#host.conversationId,
       orchestrator: this.#orchestrator,
       status,
-      seq: this.#seq + 1,
-      dispatchCount: host.dispatchCount,
+      seq,
+      dispatchCount,
       state: text,
       ...(result === undefined ? {} : { result }),
       ...(status === 'suspended' ? { suspendedAt: Date.now() } : {}),
     };
+  }
+
+  /**
+   * Writes `snapshot` (the whole state at a seq the store holds as an entry) behind the loop:
+   * the store makes it the base and drops the entries it covers. A failure changes nothing (the
+   * entries stay); the next is tried once the log has grown by another quarter.
+   */
+  #snapshot(snapshot: Checkpoint, bytes: number): void {
+    const durable = this.#durable;
+    const store = durable.store;
+    const lease = this.#lease as Lease;
+    const covered = this.#logBytes;
+    this.#snapshotting = true;
+    bounded(
+      () => (store.snapshot as NonNullable<typeof store.snapshot>).call(store, snapshot, lease),
+      durable.storeTimeoutMs,
+      `snapshot (seq ${snapshot.seq})`,
+    )
+      .then(
+        (outcome) => {
+          if (
+            typeof outcome === 'object' &&
+            outcome !== null &&
+            outcome.ok === true &&
+            snapshot.seq > this.#baseSeq
+          ) {
+            this.#baseBytes = bytes;
+            this.#baseSeq = snapshot.seq;
+            this.#baseDispatch = snapshot.dispatchCount;
+            this.#logBytes = Math.max(0, this.#logBytes - covered);
+            this.#snapshotRetryAt = 0;
+          } else if (outcome?.ok !== true) this.#snapshotRetryAt = covered * 1.25;
+        },
+        () => {
+          this.#snapshotRetryAt = covered * 1.25;
+        },
+      )
+      .finally(() => {
+        this.#snapshotting = false;
+      });
   }
 
   /**
@@ -530,28 +725,44 @@ class StoreSession<S, C> implements RunDurability<S, C> {
 }
 
 /**
- * Whether `checkpoint` is what the store holds (its status at its seq): a commit whose answer was
+ * Whether the store holds the commit of `seq` (its status at its seq): a commit whose answer was
  * lost may have been applied. `false` when the store cannot tell within `storeTimeoutMs`.
  */
 async function landed(
   durable: DurableConfig,
-  checkpoint: Checkpoint,
+  conversationId: string,
+  seq: number,
+  status: ConversationStatus,
   owner: string | undefined,
 ): Promise<boolean> {
   try {
     const stored = await bounded(
-      () => durable.store.get(checkpoint.conversationId),
+      () => durable.store.get(conversationId),
       durable.storeTimeoutMs,
       'get',
     );
     return (
       typeof stored === 'object' &&
       stored !== null &&
-      stored.seq === checkpoint.seq &&
-      stored.status === checkpoint.status &&
+      stored.seq === seq &&
+      stored.status === status &&
       (owner === undefined || stored.owner === owner)
     );
   } catch {
     return false;
   }
+}
+
+/** One commit, built: a whole checkpoint or an entry (with the snapshot to send once it lands). */
+interface Built {
+  readonly seq: number;
+  readonly dispatchCount: number;
+  readonly checkpoint?: Checkpoint | undefined;
+  readonly entry?: CheckpointEntry | undefined;
+  /** UTF-8 bytes of the state or entry text. */
+  readonly bytes: number;
+  /** How many of the folded messages it holds (trimmed once it lands). */
+  readonly foldedUpTo: number;
+  readonly snapshot?: Checkpoint | undefined;
+  readonly snapshotBytes: number;
 }

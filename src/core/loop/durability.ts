@@ -106,6 +106,11 @@ export interface DurableHost<S, C> extends FailurePoint<S, C> {
   /** Responder invocations so far. */
   readonly invocations: number;
   readonly dispatchCount: number;
+  /**
+   * The messages folded since the last commit landed, in order (the session trims what lands):
+   * what an incremental commit writes, the projection's `fold` rebuilding the rest on resume.
+   */
+  readonly folded: Message<C>[] | undefined;
   /** The run's observers now (a commit keeps the ones it started with). */
   readonly observations: CommitObservers;
   /** The position to commit; `reopen`: the responder call in flight is undone, to run again. */

@@ -120,6 +120,11 @@ export abstract class RunState<S, C> implements ContextHost, FailurePoint<S, C> 
   // The store session (core/durable/session.ts) does every store call; undefined without a store.
   protected _durable: RunDurability<S, C> | undefined;
   protected _slow: boolean;
+  /**
+   * The messages folded since the last commit landed, in order: what an incremental commit
+   * writes (the store session takes them and trims what landed). Undefined without a store.
+   */
+  protected readonly _folded: Message<C>[] | undefined;
   protected _suspension: ConversationSuspension | undefined;
   /** Responder invocations so far (idempotency keys), and which one is a re-run, how often. */
   protected _invocations = 0;
@@ -150,6 +155,9 @@ export abstract class RunState<S, C> implements ContextHost, FailurePoint<S, C> 
   get dispatchCount(): number {
     return this._dispatchCount;
   }
+  get folded(): Message<C>[] | undefined {
+    return this._folded;
+  }
   get observations(): Observations<S, C> {
     return this._observations;
   }
@@ -165,6 +173,7 @@ export abstract class RunState<S, C> implements ContextHost, FailurePoint<S, C> 
   ) {
     this._config = config;
     this._slow = config.durable !== undefined || resumption !== undefined;
+    this._folded = this._slow ? [] : undefined;
     this._resumption = resumption;
     this._restored = resumption?.position;
     if (resumption !== undefined) {

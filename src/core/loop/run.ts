@@ -271,6 +271,7 @@ export class ConversationRun<S, C> extends LoopSteps<S, C> implements DurableHos
       }
       this._lastMessage = input;
       this._history?.push(input);
+      this._folded?.push(input);
       this._queue.push(input);
     }
     for (const message of restored.queue) this._queue.push(message);

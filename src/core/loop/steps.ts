@@ -390,6 +390,7 @@ export abstract class LoopSteps<S, C> extends RunState<S, C> {
     }
     this._queue.push(message as Message<C>);
     this._history?.push(message as Message<C>);
+    this._folded?.push(message as Message<C>);
     this._lastMessage = message as Message<C>;
   }
   protected callListener(

@@ -1,7 +1,10 @@
 /**
  * The storage interface of durable conversations (DESIGN §3b). The core commits a checkpoint of a
- * conversation's current state through a `ConversationStore` and replaces it on each commit: a
- * store keeps one row (key, document) per conversation, never a history.
+ * conversation through a `ConversationStore`. A store that implements only the required methods
+ * keeps one row (key, document) per conversation, replaced whole on each commit. An incremental
+ * store (`append` and `snapshot`, see `IncrementalStore`) also keeps a log: a commit then
+ * writes what the dispatches since the previous one added (an entry), and now and then the core
+ * writes a snapshot of the whole state, behind which the store deletes the entries it covers.
  *
  * What a store promises, and what `verifyConversationStore` (conversation-orchestrator/testing)
  * checks for any implementation:
@@ -57,6 +60,39 @@ export interface Checkpoint {
   readonly suspendedAt?: number | undefined;
 }
 
+/**
+ * One commit of an incremental store: what the dispatches since the previous commit added (the
+ * messages folded, the counters, the queue, the policies' saved state), as text made by the core.
+ * It takes the place of a whole checkpoint at `seq`, for a `running` conversation.
+ */
+export interface CheckpointEntry {
+  /** The conversation's id. */
+  readonly conversationId: string;
+  /** Commit sequence: the stored seq + 1, as for a whole checkpoint. */
+  readonly seq: number;
+  /** Successful dispatches so far. */
+  readonly dispatchCount: number;
+  /** JSON text of the entry, made by the core. Opaque to the store. */
+  readonly entry: string;
+}
+
+/** What `snapshot()` answers. */
+export type SnapshotOutcome =
+  | {
+      /** Stored: the snapshot is the conversation's base, the entries it covers deleted. */
+      readonly ok: true;
+      /** How many entries were deleted behind it. */
+      readonly compacted: number;
+    }
+  | {
+      /**
+       * Refused, nothing changed: `fenced` (another owner or epoch), `stale` (the stored snapshot
+       * is at this seq or later, or the seq is past the stored one), `not_found` (deleted).
+       */
+      readonly ok: false;
+      readonly reason: 'fenced' | 'stale' | 'not_found';
+    };
+
 /** A holder's claim on a conversation. */
 export interface Lease {
   /** Who holds it: `{host}/{pid}/{token}`, unique per segment of a conversation (see `leaseOwner`). */
@@ -109,8 +145,16 @@ export type AcquireOutcome =
   | {
       /** The lease is now the caller's (epoch raised). */
       readonly status: 'acquired';
-      /** The stored checkpoint. */
+      /**
+       * The stored checkpoint: its `seq`, `status` and `dispatchCount` the conversation's latest;
+       * on an incremental store its `state` is the latest snapshot's, which `entries` continue.
+       */
       readonly checkpoint: Checkpoint;
+      /**
+       * An incremental store's entries after the snapshot, in commit order (their `entry` texts);
+       * absent or empty when `state` is whole.
+       */
+      readonly entries?: readonly string[] | undefined;
       /** The lease taken. */
       readonly lease: Lease;
       /**
@@ -236,4 +280,41 @@ export interface ConversationStore {
   purgeExpired(): Promise<number>;
   /** Closes connections and timers the store owns (not a client passed in). Idempotent. */
   close(): Promise<void>;
+  /**
+   * Appends an entry (incremental stores; see `IncrementalStore`). Optional: a store
+   * without it gets whole checkpoints only, and every commit replaces the whole state.
+   */
+  append?(entry: CheckpointEntry, lease: Lease, leaseMs: number): Promise<CommitOutcome>;
+  /** Stores a snapshot (incremental stores; see `IncrementalStore`). Optional, with `append`. */
+  snapshot?(checkpoint: Checkpoint, lease: Lease): Promise<SnapshotOutcome>;
+  /**
+   * The largest snapshot or whole checkpoint (`state` + `result`, UTF-8 bytes) an incremental
+   * store accepts; `maxCheckpointBytes` then bounds one entry. Defaults to `maxCheckpointBytes`.
+   */
+  readonly maxSnapshotBytes?: number | undefined;
+}
+
+/**
+ * A store that keeps entries: `ConversationStore` with `append` and `snapshot` (both, or neither). The core then
+ * commits a long conversation as a log: a commit costs what the dispatch added, not what the
+ * conversation holds. What it promises, checked by `verifyConversationStore`:
+ * - `append(entry, lease, leaseMs)` is a commit: fenced and sequenced exactly as `commit` (the
+ *   lease's owner and epoch, `entry.seq` the stored seq + 1), atomic, renews the lease, leaves the
+ *   status `running`, and answers as `commit` does. A zombie's append after losing its lease is
+ *   refused (`fenced`) and stores nothing.
+ * - `commit(checkpoint, …)` stores a whole checkpoint: it becomes the base and every entry is
+ *   deleted (suspensions and endings are always committed whole).
+ * - `snapshot(checkpoint, lease)` stores the whole state at `checkpoint.seq`, a seq the store
+ *   already holds (committed by an entry), without changing the seq, status, dispatch count or
+ *   lease: fenced by owner and epoch, refused as `stale` unless `checkpoint.seq` is after the
+ *   stored base's and at most the stored seq. Atomically, it becomes the base and the entries up to
+ *   its seq are deleted (compaction); the entries after it stay.
+ * - `acquire` answers the base as `checkpoint.state` (with the latest seq, status and dispatch
+ *   count) and the entries after it as `entries`, in order. `get` and `list` tell the latest seq.
+ * - `maxCheckpointBytes` bounds an entry; `maxSnapshotBytes` a snapshot or whole checkpoint.
+ */
+export interface IncrementalStore extends ConversationStore {
+  append(entry: CheckpointEntry, lease: Lease, leaseMs: number): Promise<CommitOutcome>;
+  snapshot(checkpoint: Checkpoint, lease: Lease): Promise<SnapshotOutcome>;
+  readonly maxSnapshotBytes: number;
 }

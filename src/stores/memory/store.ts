@@ -25,6 +25,12 @@ export interface MemoryStoreOptions {
    */
   readonly maxCheckpointBytes?: number | undefined;
   /**
+   * The largest snapshot or whole checkpoint it accepts (an entry is bounded by
+   * `maxCheckpointBytes`).
+   * @default 268435456 (256 MiB)
+   */
+  readonly maxSnapshotBytes?: number | undefined;
+  /**
    * The store's clock (epoch milliseconds), for tests of lease expiry and retention.
    * @default Date.now
    */
@@ -32,19 +38,23 @@ export interface MemoryStoreOptions {
 }
 
 interface Row {
+  /** The base (whole checkpoint or snapshot), with the latest seq, status and dispatch count. */
   checkpoint: spi.Checkpoint;
+  /** The entries after the base, in order (their texts), and their bytes. */
+  entries: string[];
+  entryBytes: number;
   updatedAt: number;
   /** The lease holder; undefined once released (or never held). */
   owner: string | undefined;
   epoch: number;
   expiresAt: number;
-  /** Bytes of state + result, for stats in tests. */
+  /** Bytes of the base's state + result, for stats in tests. */
   bytes: number;
 }
 
 /** The memory store with its byte count, which the tests of bounded storage read. */
-export interface MemoryStore extends spi.ConversationStore {
-  /** UTF-8 bytes of every stored checkpoint's `state` and `result` together. */
+export interface MemoryStore extends spi.IncrementalStore {
+  /** UTF-8 bytes of every stored checkpoint's `state` and `result`, and entry, together. */
   storedBytes(): number;
 }
 
@@ -66,6 +76,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     'createMemoryStore({ maxCheckpointBytes })',
     options.maxCheckpointBytes ?? 16 * 1024 * 1024,
   );
+  const maxSnapshotBytes = positiveInteger(
+    'createMemoryStore({ maxSnapshotBytes })',
+    options.maxSnapshotBytes ?? 256 * 1024 * 1024,
+  );
   const now = options.now ?? Date.now;
   if (typeof now !== 'function') fail('createMemoryStore({ now })', 'a function', now);
   const rows = new Map<string, Row>();
@@ -77,9 +91,18 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
   };
   const checkSize = (checkpoint: spi.Checkpoint): number => {
     const bytes = checkpointBytes(checkpoint);
+    if (bytes > maxSnapshotBytes) {
+      throw new RangeError(
+        `Expected a checkpoint of at most ${maxSnapshotBytes} bytes (the memory store's maxSnapshotBytes), got ${bytes} bytes for conversation ${checkpoint.conversationId}`,
+      );
+    }
+    return bytes;
+  };
+  const checkEntrySize = (entry: spi.CheckpointEntry): number => {
+    const bytes = Buffer.byteLength(entry.entry);
     if (bytes > maxCheckpointBytes) {
       throw new RangeError(
-        `Expected a checkpoint of at most ${maxCheckpointBytes} bytes (the memory store's maxCheckpointBytes), got ${bytes} bytes for conversation ${checkpoint.conversationId}`,
+        `Expected an entry of at most ${maxCheckpointBytes} bytes (the memory store's maxCheckpointBytes), got ${bytes} bytes for conversation ${entry.conversationId}`,
       );
     }
     return bytes;
@@ -122,6 +145,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
   const store: MemoryStore = {
     name: 'memory',
     maxCheckpointBytes,
+    maxSnapshotBytes,
     async create(checkpoint, owner, leaseMs) {
       open();
       const at = now();
@@ -130,6 +154,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       if (rows.has(checkpoint.conversationId)) return { created: false };
       const row: Row = {
         checkpoint,
+        entries: [],
+        entryBytes: 0,
         updatedAt: at,
         owner: checkpoint.status === 'running' ? owner : undefined,
         epoch: 1,
@@ -152,7 +178,13 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       row.owner = owner;
       row.epoch++;
       row.expiresAt = at + leaseMs;
-      return { status: 'acquired', checkpoint: row.checkpoint, lease: leaseOf(row), takenOver };
+      return {
+        status: 'acquired',
+        checkpoint: row.checkpoint,
+        entries: [...row.entries],
+        lease: leaseOf(row),
+        takenOver,
+      };
     },
     async commit(checkpoint, lease, leaseMs): Promise<spi.CommitOutcome> {
       open();
@@ -167,6 +199,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       const bytes = checkSize(checkpoint);
       const at = now();
       row.checkpoint = checkpoint;
+      row.entries = [];
+      row.entryBytes = 0;
       row.updatedAt = at;
       row.bytes = bytes;
       if (checkpoint.status === 'running') {
@@ -177,6 +211,55 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       row.owner = undefined;
       row.expiresAt = 0;
       return { ok: true, lease: released };
+    },
+    async append(entry, lease, leaseMs): Promise<spi.CommitOutcome> {
+      open();
+      const row = rows.get(entry.conversationId);
+      if (row === undefined) return { ok: false, reason: 'not_found' };
+      if (row.owner !== lease.owner || row.epoch !== lease.epoch) {
+        return { ok: false, reason: 'fenced', storedSeq: row.checkpoint.seq };
+      }
+      if (entry.seq !== row.checkpoint.seq + 1) {
+        return { ok: false, reason: 'sequence', storedSeq: row.checkpoint.seq };
+      }
+      const bytes = checkEntrySize(entry);
+      const at = now();
+      const { result: _result, suspendedAt: _suspendedAt, ...base } = row.checkpoint;
+      row.checkpoint = {
+        ...base,
+        status: 'running',
+        seq: entry.seq,
+        dispatchCount: entry.dispatchCount,
+      };
+      row.entries.push(entry.entry);
+      row.entryBytes += bytes;
+      row.updatedAt = at;
+      row.expiresAt = at + leaseMs;
+      return { ok: true, lease: leaseOf(row) };
+    },
+    async snapshot(checkpoint, lease): Promise<spi.SnapshotOutcome> {
+      open();
+      const row = rows.get(checkpoint.conversationId);
+      if (row === undefined) return { ok: false, reason: 'not_found' };
+      if (row.owner !== lease.owner || row.epoch !== lease.epoch) {
+        return { ok: false, reason: 'fenced' };
+      }
+      const seq = row.checkpoint.seq;
+      const baseSeq = seq - row.entries.length;
+      if (
+        checkpoint.seq <= baseSeq ||
+        checkpoint.seq > seq ||
+        row.checkpoint.status !== 'running'
+      ) {
+        return { ok: false, reason: 'stale' };
+      }
+      const bytes = checkSize(checkpoint);
+      const compacted = checkpoint.seq - baseSeq;
+      const dropped = row.entries.splice(0, compacted);
+      for (const text of dropped) row.entryBytes -= Buffer.byteLength(text);
+      row.checkpoint = { ...row.checkpoint, state: checkpoint.state };
+      row.bytes = bytes;
+      return { ok: true, compacted };
     },
     async renew(conversationId, lease, leaseMs) {
       open();
@@ -262,7 +345,7 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     },
     storedBytes() {
       let bytes = 0;
-      for (const row of rows.values()) bytes += row.bytes;
+      for (const row of rows.values()) bytes += row.bytes + row.entryBytes;
       return bytes;
     },
   };
