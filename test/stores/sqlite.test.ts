@@ -41,7 +41,7 @@ async function createdLease(
 }
 
 describe('the SQLite store file', () => {
-  it('is in WAL mode at schema version 1, with one row per conversation whatever the commits', async () => {
+  it('is in WAL mode at schema version 2, with one row per conversation whatever the commits', async () => {
     const path = newPath();
     const store = createSqliteStore({ path });
     let lease: Lease = await createdLease(store, cp('c1', 1));
@@ -53,10 +53,12 @@ describe('the SQLite store file', () => {
     const raw = new Database(path, { readonly: true });
     try {
       expect(raw.pragma('journal_mode', { simple: true })).toBe('wal');
-      expect(raw.pragma('user_version', { simple: true })).toBe(1);
+      expect(raw.pragma('user_version', { simple: true })).toBe(2);
       expect(raw.prepare('SELECT id, seq, state FROM conversations').all()).toEqual([
         { id: 'c1', seq: 200, state: '{"seq":200}' },
       ]);
+      // Whole commits keep no entries.
+      expect(raw.prepare('SELECT COUNT(*) AS n FROM conversation_entries').get()).toEqual({ n: 0 });
     } finally {
       raw.close();
       await store.close();
@@ -70,7 +72,7 @@ describe('the SQLite store file', () => {
     raw.pragma('user_version = 7');
     raw.close();
     expect(() => createSqliteStore({ path })).toThrow(
-      `sqlite store: the database ${path} has schema version 7, newer than the version 1 this conversation-orchestrator writes; open it with a newer conversation-orchestrator (or use another file)`,
+      `sqlite store: the database ${path} has schema version 7, newer than the version 2 this conversation-orchestrator writes; open it with a newer conversation-orchestrator (or use another file)`,
     );
   });
 
@@ -101,18 +103,72 @@ describe('the SQLite store file', () => {
     );
   });
 
-  it('has the documented defaults: 4 MiB checkpoints, the name sqlite', async () => {
+  it('has the documented defaults: 4 MiB entries, 256 MiB snapshots, the name sqlite', async () => {
     const store = createSqliteStore({ path: ':memory:' });
-    expect([store.name, store.maxCheckpointBytes]).toEqual(['sqlite', 4_194_304]);
+    expect([store.name, store.maxCheckpointBytes, store.maxSnapshotBytes]).toEqual([
+      'sqlite',
+      4_194_304,
+      268_435_456,
+    ]);
     await store.close();
-    const small = createSqliteStore({ path: ':memory:', maxCheckpointBytes: 2_048 });
+    const small = createSqliteStore({
+      path: ':memory:',
+      maxCheckpointBytes: 2_048,
+      maxSnapshotBytes: 4_096,
+    });
     expect(small.maxCheckpointBytes).toBe(2_048);
     await expect(
-      small.create(cp('big', 1, { state: 'x'.repeat(2_049) }), OWNER, 1),
+      small.create(cp('big', 1, { state: 'x'.repeat(4_097) }), OWNER, 1),
     ).rejects.toThrow(
-      'sqlite store: create() of conversation big (seq 1) refused: the checkpoint is 2049 bytes (state + result, UTF-8), past maxCheckpointBytes 2048',
+      'sqlite store: create() of conversation big (seq 1) refused: the checkpoint is 4097 bytes (state + result, UTF-8), past maxSnapshotBytes 4096',
+    );
+    const { lease } = (await small.create(cp('e', 1), OWNER, 60_000)) as { lease: Lease };
+    await expect(
+      small.append(
+        { conversationId: 'e', seq: 2, dispatchCount: 1, entry: 'y'.repeat(2_049) },
+        lease,
+        1,
+      ),
+    ).rejects.toThrow(
+      'sqlite store: append() of conversation e (seq 2) refused: the entry is 2049 bytes (UTF-8), past maxCheckpointBytes 2048',
     );
     await small.close();
+  });
+
+  it('migrates a version 1 database to version 2, keeping its conversations', async () => {
+    const path = newPath();
+    const raw = new Database(path);
+    raw.pragma('journal_mode = WAL');
+    raw.exec(`CREATE TABLE conversations (
+      id TEXT PRIMARY KEY NOT NULL, orchestrator TEXT NOT NULL,
+      status TEXT NOT NULL CHECK (status IN ('running', 'suspended', 'ended')),
+      seq INTEGER NOT NULL, dispatch_count INTEGER NOT NULL, state TEXT NOT NULL, result TEXT,
+      suspended_at INTEGER, updated_at INTEGER NOT NULL, ended_at INTEGER, owner TEXT,
+      epoch INTEGER NOT NULL, lease_expires_at INTEGER);
+      CREATE INDEX conversations_live ON conversations (orchestrator, status) WHERE status <> 'ended';
+      CREATE INDEX conversations_ended ON conversations (ended_at) WHERE status = 'ended';
+      INSERT INTO conversations VALUES ('old', 'o', 'running', 4, 3, '{"seq":4}', NULL, NULL, 1, NULL, NULL, 2, NULL);`);
+    raw.pragma('user_version = 1');
+    raw.close();
+    const store = createSqliteStore({ path });
+    const acquired = await store.acquire('old', OWNER, 60_000);
+    expect(acquired).toMatchObject({
+      status: 'acquired',
+      checkpoint: { seq: 4, dispatchCount: 3, state: '{"seq":4}' },
+      entries: [],
+    });
+    const lease = (acquired as { lease: Lease }).lease;
+    expect(
+      await store.append(
+        { conversationId: 'old', seq: 5, dispatchCount: 4, entry: '{}' },
+        lease,
+        60_000,
+      ),
+    ).toMatchObject({ ok: true });
+    await store.close();
+    const reopened = new Database(path, { readonly: true });
+    expect(reopened.pragma('user_version', { simple: true })).toBe(2);
+    reopened.close();
   });
 });
 

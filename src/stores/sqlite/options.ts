@@ -35,11 +35,18 @@ export interface SqliteStoreOptions {
    */
   readonly purgeIntervalMs?: number | undefined;
   /**
-   * The largest checkpoint (`state` + `result`, UTF-8 bytes) the store accepts; a larger one is
-   * rejected with an error naming the conversation and both sizes.
+   * The largest checkpoint (`state` + `result`, UTF-8 bytes) the store accepts, and with
+   * incremental checkpoints the largest entry (what one commit adds); a larger one is rejected
+   * with an error naming the conversation and both sizes.
    * @default 4194304 (4 MiB)
    */
   readonly maxCheckpointBytes?: number | undefined;
+  /**
+   * The largest snapshot or whole checkpoint (`state` + `result`, UTF-8 bytes) the store accepts:
+   * what bounds a long conversation's whole state (SQLite's own limit is 1,000,000,000 bytes).
+   * @default 268435456 (256 MiB)
+   */
+  readonly maxSnapshotBytes?: number | undefined;
 }
 
 export const DEFAULTS = {
@@ -48,6 +55,7 @@ export const DEFAULTS = {
   retentionMs: 7 * 24 * 60 * 60 * 1000,
   purgeIntervalMs: 60_000,
   maxCheckpointBytes: 4 * 1024 * 1024,
+  maxSnapshotBytes: 256 * 1024 * 1024,
 } as const;
 
 /** Rows `list()` returns at most per call, whatever `limit` asks. */
@@ -60,6 +68,7 @@ export interface ResolvedOptions {
   readonly retentionMs: number;
   readonly purgeIntervalMs: number;
   readonly maxCheckpointBytes: number;
+  readonly maxSnapshotBytes: number;
 }
 
 function expected(option: string, what: string, value: unknown): never {
@@ -101,6 +110,10 @@ export function resolveOptions(options: SqliteStoreOptions): ResolvedOptions {
       options.maxCheckpointBytes,
       DEFAULTS.maxCheckpointBytes,
       1,
+    ),
+    maxSnapshotBytes: Math.min(
+      integer('maxSnapshotBytes', options.maxSnapshotBytes, DEFAULTS.maxSnapshotBytes, 1),
+      1_000_000_000,
     ),
   };
 }

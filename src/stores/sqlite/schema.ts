@@ -7,10 +7,10 @@ import type BetterSqlite3 from 'better-sqlite3';
 import { NEWER_SCHEMA_CODE, StoreError } from '../shared/store-error.ts';
 
 /** The schema version this code writes. A database at a higher version is refused. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /**
- * One row per conversation, replaced on each commit (never appended).
+ * One row per conversation (its base state, latest seq and lease), and its entries.
  * - `owner`/`epoch`/`lease_expires_at`: the lease. `owner` is NULL once released; `epoch` only
  *   grows (fencing token), so a released or taken-over holder's commits are refused.
  * - `ended_at`: when it ended, for retention (`conversations_ended` is a partial index on it).
@@ -33,6 +33,14 @@ const MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX conversations_live ON conversations (orchestrator, status) WHERE status <> 'ended';
   CREATE INDEX conversations_ended ON conversations (ended_at) WHERE status = 'ended';`,
+  // Version 2, incremental checkpoints: the entries after a conversation's base (its `state`, a
+  // whole checkpoint or snapshot), deleted by the snapshot that covers them and by a whole commit.
+  `CREATE TABLE conversation_entries (
+    id TEXT NOT NULL,
+    seq INTEGER NOT NULL,
+    entry TEXT NOT NULL,
+    PRIMARY KEY (id, seq)
+  ) WITHOUT ROWID;`,
 ];
 
 /** Brings the database to `SCHEMA_VERSION`, or throws when it is newer than this code. */

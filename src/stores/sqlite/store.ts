@@ -44,7 +44,7 @@ import {
 import { migrate } from './schema.ts';
 
 /** A SQLite store ({@link createSqliteStore}). */
-export interface SqliteStore extends spi.ConversationStore {
+export interface SqliteStore extends spi.IncrementalStore {
   readonly name: 'sqlite';
 }
 
@@ -72,7 +72,13 @@ type Pending =
       readonly owner: string;
       readonly leaseMs: number;
     })
-  | (QueuedCommit & { readonly kind: 'commit' });
+  | (QueuedCommit & { readonly kind: 'commit' })
+  | (Settles<spi.CommitOutcome> & {
+      readonly kind: 'append';
+      readonly entry: spi.CheckpointEntry;
+      readonly lease: spi.Lease;
+      readonly leaseMs: number;
+    });
 
 /** What a SQLite error code means for the person reading the message. */
 const HINTS: Record<string, string> = {
@@ -155,6 +161,7 @@ export function createSqliteStore(options: SqliteStoreOptions): SqliteStore {
 class SqliteStoreImpl implements SqliteStore {
   readonly name = 'sqlite' as const;
   readonly maxCheckpointBytes: number;
+  readonly maxSnapshotBytes: number;
   readonly #options: ResolvedOptions;
   readonly #db: BetterSqlite3.Database;
   readonly #sql: ReturnType<typeof prepare>;
@@ -171,6 +178,7 @@ class SqliteStoreImpl implements SqliteStore {
   constructor(options: ResolvedOptions) {
     this.#options = options;
     this.maxCheckpointBytes = this.#options.maxCheckpointBytes;
+    this.maxSnapshotBytes = this.#options.maxSnapshotBytes;
     const { path } = this.#options;
     const Database = loadPeer<typeof BetterSqlite3>({
       name: 'better-sqlite3',
@@ -202,7 +210,9 @@ class SqliteStoreImpl implements SqliteStore {
       return items.map((item) =>
         item.kind === 'create'
           ? this.#applyCreate(item.checkpoint, item.owner, item.leaseMs, now)
-          : this.#applyCommit(item.checkpoint, item.lease, item.leaseMs, now),
+          : item.kind === 'commit'
+            ? this.#applyCommit(item.checkpoint, item.lease, item.leaseMs, now)
+            : this.#applyAppend(item.entry, item.lease, item.leaseMs, now),
       );
     });
     this.#applyBatch = (items) => batch.immediate(items);
@@ -222,11 +232,24 @@ class SqliteStoreImpl implements SqliteStore {
     }
   }
 
+  /** A whole checkpoint (create, commit, snapshot) is bounded by maxSnapshotBytes. */
   #checkSize(checkpoint: spi.Checkpoint, method: string): void {
-    const bytes = oversizeBytes(checkpoint, this.maxCheckpointBytes);
+    const bytes = oversizeBytes(checkpoint, this.maxSnapshotBytes);
     if (bytes === undefined) return;
     throw new StoreError(
-      `sqlite store: ${method}() of conversation ${checkpoint.conversationId} (seq ${checkpoint.seq}) refused: the checkpoint is ${bytes} bytes (state + result, UTF-8), past maxCheckpointBytes ${this.maxCheckpointBytes}`,
+      `sqlite store: ${method}() of conversation ${checkpoint.conversationId} (seq ${checkpoint.seq}) refused: the checkpoint is ${bytes} bytes (state + result, UTF-8), past maxSnapshotBytes ${this.maxSnapshotBytes}`,
+      STORE_CODES.tooLarge,
+    );
+  }
+
+  /** An entry is bounded by maxCheckpointBytes. */
+  #checkEntrySize(entry: spi.CheckpointEntry): void {
+    const text = entry.entry;
+    if (text.length * 3 <= this.maxCheckpointBytes) return;
+    const bytes = Buffer.byteLength(text);
+    if (bytes <= this.maxCheckpointBytes) return;
+    throw new StoreError(
+      `sqlite store: append() of conversation ${entry.conversationId} (seq ${entry.seq}) refused: the entry is ${bytes} bytes (UTF-8), past maxCheckpointBytes ${this.maxCheckpointBytes}`,
       STORE_CODES.tooLarge,
     );
   }
@@ -247,10 +270,19 @@ class SqliteStoreImpl implements SqliteStore {
     return this.#enqueue({ kind: 'commit', checkpoint, lease, leaseMs });
   }
 
-  /** Queues a create or a commit for this turn's transaction (see `#flush`). */
+  async append(
+    entry: spi.CheckpointEntry,
+    lease: spi.Lease,
+    leaseMs: number,
+  ): Promise<spi.CommitOutcome> {
+    return this.#enqueue({ kind: 'append', entry, lease, leaseMs });
+  }
+
+  /** Queues a create, a commit or an append for this turn's transaction (see `#flush`). */
   #enqueue<T>(item: Unsettled<Pending>): Promise<T> {
     this.#ensureOpen(item.kind);
-    this.#checkSize(item.checkpoint, item.kind);
+    if (item.kind === 'append') this.#checkEntrySize(item.entry);
+    else this.#checkSize(item.checkpoint, item.kind);
     return queued<T, Pending>(this.#pending, item);
   }
 
@@ -346,14 +378,74 @@ class SqliteStoreImpl implements SqliteStore {
       lease.epoch,
       checkpoint.seq - 1,
     ).changes;
-    if (changes === 1)
+    if (changes === 1) {
+      // A whole checkpoint is the new base: the entries before it are done with.
+      this.#sql.clearEntries.run(checkpoint.conversationId);
       return { ok: true, lease: { owner: lease.owner, epoch: lease.epoch, expiresAt } };
-    const row = this.#sql.fence.get(checkpoint.conversationId) as
+    }
+    return this.#refused(checkpoint.conversationId, lease);
+  }
+
+  /** Why a fenced write changed nothing. */
+  #refused(conversationId: string, lease: spi.Lease): spi.CommitOutcome {
+    const row = this.#sql.fence.get(conversationId) as
       | Pick<Row, 'owner' | 'epoch' | 'seq'>
       | undefined;
     if (row === undefined) return { ok: false, reason: 'not_found' };
     const holder = row.owner === lease.owner && row.epoch === lease.epoch;
     return { ok: false, reason: holder ? 'sequence' : 'fenced', storedSeq: row.seq };
+  }
+
+  /** An entry: the row's seq, count and lease moved on, compare-and-set, and the entry inserted. */
+  #applyAppend(
+    entry: spi.CheckpointEntry,
+    lease: spi.Lease,
+    leaseMs: number,
+    now: number,
+  ): spi.CommitOutcome {
+    const expiresAt = now + leaseMs;
+    const changes = this.#sql.append.run(
+      entry.seq,
+      entry.dispatchCount,
+      now,
+      expiresAt,
+      entry.conversationId,
+      lease.owner,
+      lease.epoch,
+      entry.seq - 1,
+    ).changes;
+    if (changes !== 1) return this.#refused(entry.conversationId, lease);
+    this.#sql.insertEntry.run(entry.conversationId, entry.seq, entry.entry);
+    return { ok: true, lease: { owner: lease.owner, epoch: lease.epoch, expiresAt } };
+  }
+
+  async snapshot(checkpoint: spi.Checkpoint, lease: spi.Lease): Promise<spi.SnapshotOutcome> {
+    this.#ensureOpen('snapshot');
+    this.#checkSize(checkpoint, 'snapshot');
+    const id = checkpoint.conversationId;
+    return this.#write(`snapshot of conversation ${id}`, (): spi.SnapshotOutcome => {
+      const row = this.#sql.fence.get(id) as
+        | Pick<Row, 'owner' | 'epoch' | 'seq' | 'status'>
+        | undefined;
+      if (row === undefined) return { ok: false, reason: 'not_found' };
+      if (row.owner !== lease.owner || row.epoch !== lease.epoch) {
+        return { ok: false, reason: 'fenced' };
+      }
+      const first = this.#sql.firstEntry.get(id) as number | null | undefined;
+      // Stale unless an entry at or before its seq is still stored (the base is older).
+      if (
+        row.status !== 'running' ||
+        first === null ||
+        first === undefined ||
+        checkpoint.seq < first ||
+        checkpoint.seq > row.seq
+      ) {
+        return { ok: false, reason: 'stale' };
+      }
+      this.#sql.setBase.run(checkpoint.state, id);
+      const compacted = this.#sql.compact.run(id, checkpoint.seq).changes;
+      return { ok: true, compacted };
+    });
   }
 
   #values(checkpoint: spi.Checkpoint, now: number) {
@@ -394,6 +486,7 @@ class SqliteStoreImpl implements SqliteStore {
       return {
         status: 'acquired',
         checkpoint: checkpointOf(row),
+        entries: this.#sql.entries.all(conversationId) as string[],
         lease,
         takenOver: row.owner !== null && row.owner !== owner,
       };
@@ -435,10 +528,10 @@ class SqliteStoreImpl implements SqliteStore {
 
   async delete(conversationId: string): Promise<boolean> {
     this.#ensureOpen('delete');
-    return this.#write(
-      `delete of conversation ${conversationId}`,
-      () => this.#sql.delete.run(conversationId).changes === 1,
-    );
+    return this.#write(`delete of conversation ${conversationId}`, () => {
+      this.#sql.clearEntries.run(conversationId);
+      return this.#sql.delete.run(conversationId).changes === 1;
+    });
   }
 
   async list(query: spi.ListQuery): Promise<readonly spi.StoredConversation[]> {
@@ -529,14 +622,29 @@ function isBusy(error: unknown): boolean {
 }
 
 function idsOf(batch: readonly Pending[]): string {
-  const ids = batch.slice(0, 3).map((item) => item.checkpoint.conversationId);
+  const ids = batch
+    .slice(0, 3)
+    .map((item) => (item.kind === 'append' ? item.entry : item.checkpoint).conversationId);
   return batch.length > 3 ? `${ids.join(', ')} and ${batch.length - 3} more` : ids.join(', ');
 }
 
 function prepare(db: BetterSqlite3.Database) {
   return {
     get: db.prepare(`SELECT ${SELECTED} FROM conversations WHERE id = ?`),
-    fence: db.prepare('SELECT owner, epoch, seq FROM conversations WHERE id = ?'),
+    fence: db.prepare('SELECT owner, epoch, seq, status FROM conversations WHERE id = ?'),
+    // An entry's compare-and-set: the row's seq, count and lease move on; the state (the base)
+    // stays. A suspended conversation resumed is running again.
+    append: db.prepare(
+      `UPDATE conversations SET status = 'running', seq = ?, dispatch_count = ?, suspended_at = NULL,
+         updated_at = ?, lease_expires_at = ?
+       WHERE id = ? AND owner = ? AND epoch = ? AND seq = ?`,
+    ),
+    insertEntry: db.prepare('INSERT INTO conversation_entries (id, seq, entry) VALUES (?, ?, ?)'),
+    entries: db.prepare('SELECT entry FROM conversation_entries WHERE id = ? ORDER BY seq').pluck(),
+    firstEntry: db.prepare('SELECT MIN(seq) FROM conversation_entries WHERE id = ?').pluck(),
+    setBase: db.prepare('UPDATE conversations SET state = ? WHERE id = ?'),
+    compact: db.prepare('DELETE FROM conversation_entries WHERE id = ? AND seq <= ?'),
+    clearEntries: db.prepare('DELETE FROM conversation_entries WHERE id = ?'),
     insert: db.prepare(
       `INSERT INTO conversations (${COLUMNS}, ended_at)
        VALUES (@id, @orchestrator, @status, @seq, @dispatchCount, @state, @result, @suspendedAt,

@@ -1,0 +1,186 @@
+/**
+ * Incremental checkpoints on the memory store: a transcript conversation (a message of 1 KB per
+ * dispatch, folded into a growing list) commits entries and now and then a snapshot; handed back
+ * at any dispatch and resumed by another orchestrator, it ends exactly as an uninterrupted run.
+ */
+import { describe, expect, it } from 'vitest';
+import {
+  type CheckpointEntry,
+  type CheckpointOptions,
+  ConversationAbortedError,
+  ConversationOrchestrator,
+  type ConversationStore,
+  createMemoryStore,
+  type IncrementalStore,
+  type MemoryStore,
+  type Message,
+  maxDispatches,
+  roundRobin,
+} from '../../src/index.ts';
+import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+
+interface Transcript {
+  readonly lines: string[];
+}
+
+const METHODS = [
+  'create',
+  'acquire',
+  'commit',
+  'append',
+  'snapshot',
+  'renew',
+  'release',
+  'get',
+  'delete',
+  'list',
+  'stats',
+  'purgeExpired',
+  'close',
+] as const;
+
+/** `store` with some of its methods replaced (a forwarding object: stores have private fields). */
+function wrap(store: ConversationStore, overrides: Partial<IncrementalStore>): IncrementalStore {
+  const s = store as IncrementalStore;
+  const forwarded: Record<string, unknown> = {
+    name: s.name,
+    maxCheckpointBytes: s.maxCheckpointBytes,
+    maxSnapshotBytes: s.maxSnapshotBytes,
+  };
+  for (const method of METHODS) {
+    forwarded[method] = (...args: unknown[]) =>
+      (s[method] as (...a: unknown[]) => unknown).apply(s, args);
+  }
+  return Object.assign(forwarded, overrides) as unknown as IncrementalStore;
+}
+
+/** A store that counts what the core asks of it, and the bytes. */
+function counting(store: ConversationStore) {
+  const calls = { commit: 0, append: 0, snapshot: 0, appendBytes: 0, wholeBytes: 0 };
+  const s = store as IncrementalStore;
+  const counted = wrap(store, {
+    commit: (...args: Parameters<MemoryStore['commit']>) => {
+      calls.commit++;
+      calls.wholeBytes += args[0].state.length;
+      return s.commit(...args);
+    },
+    append: (entry: CheckpointEntry, ...rest: [never, number]) => {
+      calls.append++;
+      calls.appendBytes += entry.entry.length;
+      return s.append(entry, ...rest);
+    },
+    snapshot: (...args: Parameters<MemoryStore['snapshot']>) => {
+      calls.snapshot++;
+      return s.snapshot(...args);
+    },
+  });
+  return { store: counted, calls };
+}
+
+const line = (n: number, who: string) => `${who}:${n}:${'x'.repeat(1000)}`;
+
+function transcript(
+  store: ConversationStore,
+  dispatches: number,
+  checkpoints: CheckpointOptions = {},
+  historySize = 0,
+  drainAt?: { at: number; controller: AbortController },
+) {
+  return new ConversationOrchestrator<Transcript, string>({
+    name: 'transcript',
+    store,
+    checkpoints,
+    historySize,
+    responders: ['a', 'b'].map((name) => ({
+      name,
+      respond: (m: Message<string>, state) => ({
+        sender: name,
+        content: line(state.projection.lines.length, `${name}<${m.sender}`),
+      }),
+    })),
+    turnPolicy: roundRobin(),
+    projection: {
+      initial: (input) => ({ lines: [input.content] }),
+      fold: (s, m) => {
+        s.lines.push(m.content);
+        return s;
+      },
+    },
+    termination: maxDispatches(dispatches),
+    listener: (_state, _decision, dispatchCount) => {
+      if (drainAt !== undefined && dispatchCount === drainAt.at) drainAt.controller.abort('drain');
+    },
+  });
+}
+
+const input = { sender: 'user', content: 'begin' };
+
+const stores: [string, () => ConversationStore][] = [
+  ['memory', () => createMemoryStore()],
+  ['sqlite', () => createSqliteStore({ path: ':memory:', synchronous: 'NORMAL' })],
+];
+
+describe.each(stores)('a transcript conversation on the %s store', (_name, newStore) => {
+  it('commits entries past the first few dispatches, and snapshots now and then', async () => {
+    const { store, calls } = counting(newStore());
+    const result = await transcript(store, 400, { snapshotEveryDispatches: 100 }).run(input, {
+      conversationId: 't1',
+    });
+    expect(result.dispatchCount).toBe(400);
+    // Whole commits while the state is small (under 16 KiB), then entries; the ending is whole.
+    expect(calls.append).toBeGreaterThan(380);
+    expect(calls.commit).toBeLessThan(20);
+    expect(calls.snapshot).toBeGreaterThanOrEqual(3);
+    // An entry holds the dispatch's message, not the transcript.
+    expect(calls.appendBytes / calls.append).toBeLessThan(1600);
+  });
+
+  it.each([
+    { at: 3, checkpoints: {} },
+    { at: 57, checkpoints: {} },
+    { at: 233, checkpoints: { snapshotEveryDispatches: 50 } },
+    { at: 250, checkpoints: { snapshotEveryDispatches: 50 } },
+    { at: 301, checkpoints: { snapshotEveryBytes: 20_000 } },
+  ])(
+    'handed back at dispatch $at and resumed elsewhere, ends as an uninterrupted run ($checkpoints)',
+    async ({ at, checkpoints }) => {
+      const baseline = await transcript(createMemoryStore(), 320, checkpoints, 7).run(input, {
+        conversationId: 'b',
+      });
+      const store = newStore();
+      const controller = new AbortController();
+      const first = transcript(store, 320, checkpoints, 7, { at, controller });
+      const drained = await first
+        .run(input, { conversationId: 'd', drain: controller.signal })
+        .catch((e: unknown) => e);
+      expect(drained).toBeInstanceOf(ConversationAbortedError);
+      const handedBack = (drained as ConversationAbortedError<Transcript, string>).state;
+      expect(handedBack.dispatchCount).toBe(at);
+      // A snapshot written behind the loop lands before the next orchestrator reads.
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      let folded = -1;
+      const reading = wrap(store, {
+        acquire: async (...args: Parameters<MemoryStore['acquire']>) => {
+          const outcome = await store.acquire(...args);
+          if (outcome.status === 'acquired') folded = outcome.entries?.length ?? 0;
+          return outcome;
+        },
+      });
+      const resumed = await transcript(reading, 320, checkpoints, 7).resume('d');
+      // Past the first whole commits, the resume folded entries after a base.
+      if (at > 20) expect(folded).toBeGreaterThan(0);
+      else expect(folded).toBe(0);
+      expect(resumed.dispatchCount).toBe(320);
+      expect(resumed.state.projection).toEqual(baseline.state.projection);
+      expect(resumed.state.history).toEqual(baseline.state.history);
+      expect(resumed.state.lastMessage).toEqual(baseline.state.lastMessage);
+    },
+  );
+
+  it('commits whole states with checkpoints.incremental false', async () => {
+    const { store, calls } = counting(newStore());
+    await transcript(store, 50, { incremental: false }).run(input, { conversationId: 't2' });
+    expect(calls.append).toBe(0);
+    expect(calls.commit).toBe(50);
+  });
+});
