@@ -42,6 +42,7 @@ import { langgraphTable } from './langgraph.ts';
 import { networkStoresTable } from './network-stores.ts';
 import { samplerTable } from './sampler.ts';
 import { storesTables } from './stores.ts';
+import { transcriptTable } from './transcript.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 150_000);
@@ -908,6 +909,10 @@ async function main(): Promise<void> {
     await langgraphTable();
     return;
   }
+  if (only === 'transcript') {
+    await transcriptTable();
+    return;
+  }
   if (only === 'network-stores') {
     await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
     return;
@@ -944,6 +949,7 @@ async function main(): Promise<void> {
 
   await samplerTable(ROUNDS, clock);
   await durableTable(ROUNDS, clock);
+  await transcriptTable();
   await storesTables();
   await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
   await langgraphTable();

@@ -24,8 +24,9 @@ export interface CheckpointOptions {
   readonly snapshotEveryDispatches?: number | undefined;
   /**
    * A snapshot once the entries since the last one hold this many bytes (whichever comes first).
-   * @default as many bytes as the last snapshot holds, at least 1 MiB (a snapshot then costs
-   * a fixed share of what is written, and a resume reads at most twice the state)
+   * @default 4 times the bytes of the last snapshot, at least 1 MiB (a snapshot then costs a
+   * fixed share of what is written whatever the conversation's length, and a resume reads about
+   * the state's size)
    */
   readonly snapshotEveryBytes?: number | undefined;
   /**

@@ -184,8 +184,9 @@ export interface CheckpointPlan {
   /** A snapshot after this many dispatches since the base. */
   readonly snapshotEveryDispatches: number;
   /**
-   * A snapshot once the entries since the base hold this many bytes; undefined: as many as the
-   * base holds, at least `MIN_SNAPSHOT_LOG_BYTES` (so that snapshots cost a fixed share per byte).
+   * A snapshot once the entries since the base hold this many bytes; undefined:
+   * `SNAPSHOT_LOG_RATIO` times what the base holds, at least `MIN_SNAPSHOT_LOG_BYTES` (so that
+   * snapshots cost a fixed share of what is written, whatever the conversation's length).
    */
   readonly snapshotEveryBytes: number | undefined;
   /** The largest a conversation may grow: its base plus the entries after it, in bytes. */
@@ -197,6 +198,14 @@ export interface CheckpointPlan {
 /** With the automatic rule, the entries since the base may hold at least this before a snapshot. */
 export const MIN_SNAPSHOT_LOG_BYTES = 1024 * 1024;
 
+/**
+ * With the automatic rule, a snapshot once the entries since the base hold this many times the
+ * base's bytes: a snapshot then writes at most (1 + 1/4) of the bytes it covers again, so the
+ * bytes written per dispatch stay within a quarter of the entries' whatever the length, and a
+ * resume reads about the state's size (the base and entries mostly of new messages).
+ */
+export const SNAPSHOT_LOG_RATIO = 4;
+
 /** Whether a snapshot is due, `logBytes` and `dispatches` since a base of `baseBytes`. */
 export function snapshotDue(
   plan: CheckpointPlan,
@@ -205,6 +214,7 @@ export function snapshotDue(
   dispatches: number,
 ): boolean {
   if (dispatches >= plan.snapshotEveryDispatches) return true;
-  const every = plan.snapshotEveryBytes ?? Math.max(MIN_SNAPSHOT_LOG_BYTES, baseBytes);
+  const every =
+    plan.snapshotEveryBytes ?? Math.max(MIN_SNAPSHOT_LOG_BYTES, baseBytes * SNAPSHOT_LOG_RATIO);
   return logBytes >= every;
 }

@@ -35,12 +35,20 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX conversations_ended ON conversations (ended_at) WHERE status = 'ended';`,
   // Version 2, incremental checkpoints: the entries after a conversation's base (its `state`, a
   // whole checkpoint or snapshot), deleted by the snapshot that covers them and by a whole commit.
+  // A snapshot lives in a row of its own, so that an entry's update of the conversation's row
+  // does not rewrite it (SQLite rewrites a whole row, overflow pages and all, on any update); the
+  // conversation's `state` is then '' and the snapshot is its base.
   `CREATE TABLE conversation_entries (
     id TEXT NOT NULL,
     seq INTEGER NOT NULL,
     entry TEXT NOT NULL,
     PRIMARY KEY (id, seq)
-  ) WITHOUT ROWID;`,
+  ) WITHOUT ROWID;
+  CREATE TABLE conversation_snapshots (
+    id TEXT PRIMARY KEY NOT NULL,
+    seq INTEGER NOT NULL,
+    state TEXT NOT NULL
+  );`,
 ];
 
 /** Brings the database to `SCHEMA_VERSION`, or throws when it is newer than this code. */

@@ -379,8 +379,9 @@ class SqliteStoreImpl implements SqliteStore {
       checkpoint.seq - 1,
     ).changes;
     if (changes === 1) {
-      // A whole checkpoint is the new base: the entries before it are done with.
+      // A whole checkpoint is the new base: the entries and snapshot before it are done with.
       this.#sql.clearEntries.run(checkpoint.conversationId);
+      this.#sql.clearSnapshot.run(checkpoint.conversationId);
       return { ok: true, lease: { owner: lease.owner, epoch: lease.epoch, expiresAt } };
     }
     return this.#refused(checkpoint.conversationId, lease);
@@ -442,7 +443,8 @@ class SqliteStoreImpl implements SqliteStore {
       ) {
         return { ok: false, reason: 'stale' };
       }
-      this.#sql.setBase.run(checkpoint.state, id);
+      this.#sql.setSnapshot.run(id, checkpoint.seq, checkpoint.state);
+      this.#sql.clearState.run(id);
       const compacted = this.#sql.compact.run(id, checkpoint.seq).changes;
       return { ok: true, compacted };
     });
@@ -483,9 +485,12 @@ class SqliteStoreImpl implements SqliteStore {
       }
       const lease = { owner, epoch: row.epoch + 1, expiresAt: now + leaseMs };
       this.#sql.take.run({ id: conversationId, ...lease });
+      // The base: the snapshot when there is one (the row's state is then '').
+      const snapshot = this.#sql.snapshotOf.get(conversationId) as string | undefined;
+      const checkpoint = checkpointOf(row);
       return {
         status: 'acquired',
-        checkpoint: checkpointOf(row),
+        checkpoint: snapshot === undefined ? checkpoint : { ...checkpoint, state: snapshot },
         entries: this.#sql.entries.all(conversationId) as string[],
         lease,
         takenOver: row.owner !== null && row.owner !== owner,
@@ -530,6 +535,7 @@ class SqliteStoreImpl implements SqliteStore {
     this.#ensureOpen('delete');
     return this.#write(`delete of conversation ${conversationId}`, () => {
       this.#sql.clearEntries.run(conversationId);
+      this.#sql.clearSnapshot.run(conversationId);
       return this.#sql.delete.run(conversationId).changes === 1;
     });
   }
@@ -642,7 +648,12 @@ function prepare(db: BetterSqlite3.Database) {
     insertEntry: db.prepare('INSERT INTO conversation_entries (id, seq, entry) VALUES (?, ?, ?)'),
     entries: db.prepare('SELECT entry FROM conversation_entries WHERE id = ? ORDER BY seq').pluck(),
     firstEntry: db.prepare('SELECT MIN(seq) FROM conversation_entries WHERE id = ?').pluck(),
-    setBase: db.prepare('UPDATE conversations SET state = ? WHERE id = ?'),
+    setSnapshot: db.prepare(
+      'INSERT OR REPLACE INTO conversation_snapshots (id, seq, state) VALUES (?, ?, ?)',
+    ),
+    snapshotOf: db.prepare('SELECT state FROM conversation_snapshots WHERE id = ?').pluck(),
+    clearState: db.prepare("UPDATE conversations SET state = '' WHERE id = ? AND state <> ''"),
+    clearSnapshot: db.prepare('DELETE FROM conversation_snapshots WHERE id = ?'),
     compact: db.prepare('DELETE FROM conversation_entries WHERE id = ? AND seq <= ?'),
     clearEntries: db.prepare('DELETE FROM conversation_entries WHERE id = ?'),
     insert: db.prepare(
