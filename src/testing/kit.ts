@@ -3,7 +3,7 @@
  * for checkpoints, owners and ids. Independent of any test framework (node:assert only).
  */
 import { randomBytes } from 'node:crypto';
-import type { Checkpoint, ConversationStore } from '../core/spi/store.ts';
+import type { Checkpoint, ConversationStore, IncrementalStore } from '../core/spi/store.ts';
 
 /** What a check's store is made with (the factory may ignore what it cannot honour). */
 export interface StoreFactoryOptions {
@@ -12,6 +12,12 @@ export interface StoreFactoryOptions {
    * retention check passes it (1,000 ms); other checks pass `{}`.
    */
   readonly retentionMs?: number | undefined;
+  /**
+   * The largest snapshot or whole checkpoint an incremental store must accept, in UTF-8 bytes.
+   * Only the size checks pass it (`SNAPSHOT_LIMIT`, 32 MiB), so that they need not write a
+   * store's default (256 MiB on this package's stores); other checks pass `{}`.
+   */
+  readonly maxSnapshotBytes?: number | undefined;
 }
 
 /** Makes a fresh store for one check (closed by the kit when the check ends). */
@@ -43,6 +49,31 @@ export interface Check {
   readonly run: (context: CheckContext) => Promise<void>;
   /** Options the check's store is made with. */
   readonly storeOptions?: StoreFactoryOptions;
+  /**
+   * The check is of an incremental store (`append` and `snapshot`): skipped, saying so, for a
+   * store without them.
+   */
+  readonly incremental?: true;
+}
+
+/** What the size checks ask an incremental store's factory for (`maxSnapshotBytes`). */
+export const SNAPSHOT_LIMIT = 32 * 1024 * 1024;
+
+/** A store's `append` and `snapshot`, when it has both (an incremental store). */
+export function incremental(store: ConversationStore): IncrementalStore | undefined {
+  return typeof store.append === 'function' && typeof store.snapshot === 'function'
+    ? (store as IncrementalStore)
+    : undefined;
+}
+
+/**
+ * The largest whole checkpoint the store accepts: `maxSnapshotBytes` on an incremental store
+ * (defaulting to `maxCheckpointBytes`, as the interface says), `maxCheckpointBytes` otherwise.
+ */
+export function wholeCheckpointLimit(store: ConversationStore): number {
+  return incremental(store) === undefined
+    ? store.maxCheckpointBytes
+    : (store.maxSnapshotBytes ?? store.maxCheckpointBytes);
 }
 
 export function runPrefix(): string {

@@ -4,6 +4,7 @@
  * it reports it.
  */
 import type { ConversationStore } from '../core/spi/store.ts';
+import { entryChecks } from './checks-entries.ts';
 import { fencingChecks } from './checks-fencing.ts';
 import { limitChecks } from './checks-limits.ts';
 import { recordChecks } from './checks-records.ts';
@@ -11,11 +12,17 @@ import {
   type Check,
   type CheckContext,
   type ConversationStoreFactory,
+  incremental,
   runPrefix,
   type StoreFactoryOptions,
 } from './kit.ts';
 
-const CHECKS: readonly Check[] = [...recordChecks, ...fencingChecks, ...limitChecks];
+const CHECKS: readonly Check[] = [
+  ...recordChecks,
+  ...fencingChecks,
+  ...limitChecks,
+  ...entryChecks,
+];
 
 /** The names of the conformance checks, in the order they run. */
 export const conformanceCheckNames: readonly string[] = CHECKS.map((c) => c.name);
@@ -52,8 +59,13 @@ export interface ConformanceCheck {
   readonly ok: boolean;
   /** Why it failed: the assertion's or the store's message. */
   readonly error?: string | undefined;
-  /** `true` when `skip` named it. */
+  /** `true` when `skip` named it, or when it checks what the store does not have. */
   readonly skipped?: boolean | undefined;
+  /**
+   * Why a check the store does not concern was skipped (e.g. the incremental checks, of a store
+   * without `append` and `snapshot`).
+   */
+  readonly reason?: string | undefined;
   /** How long it took, in milliseconds. */
   readonly durationMs: number;
 }
@@ -79,7 +91,11 @@ function unknownNames(names: readonly string[] | undefined, option: string): voi
  * Checks that a `ConversationStore` keeps its promises (see `ConversationStore`): round trips,
  * get/delete, list and stats, suspended and ended conversations, create, acquire and commit races
  * (exactly one wins, never a fork), stale epochs, sequence gaps and replays, renew, release and
- * lease expiry, retention, 1,000 conversations at once, the size limit, and a closed store.
+ * lease expiry, retention, 1,000 conversations at once, the size limit, and a closed store; on
+ * an incremental store (`append` and `snapshot`) also appends fenced like commits (a zombie's
+ * refused, racing writers never forking the log), entries read back in order, snapshots and
+ * compaction, whole commits and endings deleting the log, the entry and snapshot size limits, and
+ * delete. A store without `append` and `snapshot` passes those skipped, saying why.
  * Each check gets a fresh store from `factory` and closes it after; conversation ids and
  * orchestrator names are unique to the run, so a factory may hand out stores on one database.
  *
@@ -112,12 +128,14 @@ export async function verifyConversationStore(
     if (options.skip?.includes(check.name)) {
       outcome = { name: check.name, ok: true, skipped: true, durationMs: 0 };
     } else {
-      const error = await runOne(check, factory, prefix, timeoutMs);
+      const ran = await runOne(check, factory, prefix, timeoutMs);
       const durationMs = Math.round(performance.now() - started);
       outcome =
-        error === undefined
-          ? { name: check.name, ok: true, durationMs }
-          : { name: check.name, ok: false, error, durationMs };
+        'skipped' in ran
+          ? { name: check.name, ok: true, skipped: true, reason: ran.skipped, durationMs }
+          : ran.error === undefined
+            ? { name: check.name, ok: true, durationMs }
+            : { name: check.name, ok: false, error: ran.error, durationMs };
     }
     checks.push(outcome);
     options.onCheck?.(outcome);
@@ -146,16 +164,22 @@ async function within<T>(operation: () => T | Promise<T>, timeoutMs: number, mes
   }
 }
 
+/** Why an incremental check does not concern a store. */
+const NOT_INCREMENTAL =
+  'the store has no append() and snapshot(): it keeps whole checkpoints only, which the other checks cover';
+
 /**
- * Runs one check on fresh stores; resolves with the failure's message, or `undefined`. The
- * factory's calls, the check and the stores' `close()` are each bounded by `timeoutMs`.
+ * Runs one check on fresh stores; resolves with the failure's message (`undefined` if none), or
+ * why it was skipped. The factory's calls, the check and the stores' `close()` are each bounded
+ * by `timeoutMs`.
  */
 async function runOne(
   check: Check,
   factory: ConversationStoreFactory,
   prefix: string,
   timeoutMs: number,
-): Promise<string | undefined> {
+): Promise<{ readonly error: string | undefined } | { readonly skipped: string }> {
+  let skipped = false;
   const stores: ConversationStore[] = [];
   const makeStore = async (options: StoreFactoryOptions) => {
     const made = Promise.resolve().then(() => factory(options));
@@ -174,6 +198,7 @@ async function runOne(
   let failure: string | undefined;
   try {
     const store = await makeStore(check.storeOptions ?? {});
+    skipped = check.incremental === true && incremental(store) === undefined;
     const context: CheckContext = {
       store,
       makeStore,
@@ -181,11 +206,13 @@ async function runOne(
       orchestrator: (label) => `${prefix}-${label}`,
       owner: (label) => `conformance-kit.invalid/1/${prefix}-${label}`,
     };
-    await within(
-      () => check.run(context),
-      timeoutMs,
-      `the check did not finish within ${timeoutMs} ms`,
-    );
+    if (!skipped) {
+      await within(
+        () => check.run(context),
+        timeoutMs,
+        `the check did not finish within ${timeoutMs} ms`,
+      );
+    }
   } catch (error) {
     failure = error instanceof Error ? error.message : String(error);
   }
@@ -203,6 +230,8 @@ async function runOne(
     ),
   );
   const hung = closes.find((c) => c !== undefined);
-  if (hung === undefined) return failure;
-  return failure === undefined ? hung : `${failure}; then ${hung}`;
+  if (hung === undefined) {
+    return skipped && failure === undefined ? { skipped: NOT_INCREMENTAL } : { error: failure };
+  }
+  return { error: failure === undefined ? hung : `${failure}; then ${hung}` };
 }

@@ -14,7 +14,7 @@ import type {
   StoredConversation,
   StoreStats,
 } from '../../src/core/spi/store.ts';
-import { createMemoryStore } from '../../src/index.ts';
+import { createMemoryStore, type MemoryStore } from '../../src/index.ts';
 import { conformanceCheckNames, verifyConversationStore } from '../../src/testing/index.ts';
 
 type Defect =
@@ -235,7 +235,7 @@ describe('the conformance kit', () => {
     expect(report.checks.filter((c) => !c.ok)).toEqual([]);
     expect(report.passed).toBe(true);
     expect(report.checks.map((c) => c.name)).toEqual(conformanceCheckNames);
-    expect(conformanceCheckNames.length).toBe(25);
+    expect(conformanceCheckNames.length).toBe(37);
   }, 60_000);
 
   const DEFECTS: [Defect, string[]][] = [
@@ -260,6 +260,67 @@ describe('the conformance kit', () => {
       expect(report.passed).toBe(false);
       expect(report.checks.map((c) => [c.name, c.ok])).toEqual(only.map((n) => [n, false]));
       for (const c of report.checks) expect(c.error).toMatch(/\S/);
+    }, 60_000);
+  }
+
+  it('skips the incremental checks of a store without append and snapshot, saying why', async () => {
+    const only = conformanceCheckNames.filter((n) => n.startsWith('snapshot'));
+    expect(only.length).toBe(3);
+    const report = await verifyConversationStore(() => new MapStore('none'), { only });
+    expect(report.checks.map((c) => [c.ok, c.skipped, c.reason])).toEqual(
+      only.map(() => [
+        true,
+        true,
+        'the store has no append() and snapshot(): it keeps whole checkpoints only, which the other checks cover',
+      ]),
+    );
+  });
+
+  const planted: [string, (store: MemoryStore) => void, string[]][] = [
+    [
+      'appends whatever the seq',
+      (store) => {
+        const append = store.append.bind(store);
+        store.append = async (entry, lease, leaseMs) => {
+          const seq = ((await store.get(entry.conversationId))?.seq ?? 0) + 1;
+          return append({ ...entry, seq }, lease, leaseMs);
+        };
+      },
+      ['append: fenced', 'appends of many conversations'],
+    ],
+    [
+      'snapshots without compacting',
+      (store) => {
+        store.snapshot = async (cp) => ({ ok: true, compacted: cp.seq });
+      },
+      [
+        'snapshot: at a seq',
+        'snapshot and append',
+        'snapshot refused:',
+        'entry and snapshot size:',
+      ],
+    ],
+    [
+      'has append() without snapshot()',
+      (store) => {
+        (store as { snapshot?: unknown }).snapshot = undefined;
+      },
+      ['incremental:'],
+    ],
+  ];
+  for (const [defect, plant, starts] of planted) {
+    it(`fails a memory store that ${defect} on ${starts.join(' ')}`, async () => {
+      const only = conformanceCheckNames.filter((n) => starts.some((s) => n.startsWith(s)));
+      expect(only.length).toBe(starts.length);
+      const report = await verifyConversationStore(
+        (o) => {
+          const store = createMemoryStore(o);
+          plant(store);
+          return store;
+        },
+        { only },
+      );
+      expect(report.checks.map((c) => [c.name, c.ok])).toEqual(only.map((n) => [n, false]));
     }, 60_000);
   }
 
