@@ -332,29 +332,47 @@ export function storeCases(label: string, open: () => ConversationStore): void {
       expect((await s.get(runningId))?.status).toBe('running');
     });
 
-    it('rejects a checkpoint past maxCheckpointBytes with an error naming it, writing nothing', async () => {
+    it('rejects a checkpoint past its limit (maxSnapshotBytes on an incremental store) and an entry past maxCheckpointBytes with an error naming it, writing nothing', async () => {
       const s = store();
       const cid = id();
-      const big = 'x'.repeat(s.maxCheckpointBytes + 1);
+      const [limit, limitName] =
+        s.maxSnapshotBytes === undefined
+          ? [s.maxCheckpointBytes, 'maxCheckpointBytes']
+          : [s.maxSnapshotBytes, 'maxSnapshotBytes'];
+      const big = 'x'.repeat(limit + 1);
       await expect(
         s.create(checkpoint(cid, 1, { state: big }), remoteOwner(), LONG),
       ).rejects.toThrow(
         new RegExp(
-          `create of conversation "${cid}" failed: its checkpoint is [\\d,]+ bytes \\(state \\+ result, UTF-8\\), past maxCheckpointBytes`,
+          `create of conversation "${cid}" failed: its checkpoint is [\\d,]+ bytes \\(state \\+ result, UTF-8\\), past ${limitName}`,
         ),
       );
       expect(await s.get(cid)).toBeUndefined();
       const { lease } = (await s.create(checkpoint(cid, 1), remoteOwner(), LONG)) as {
         lease: Lease;
       };
-      const half = 'y'.repeat(Math.floor(s.maxCheckpointBytes / 2));
+      const half = 'y'.repeat(Math.floor(limit / 2));
       await expect(
         s.commit(checkpoint(cid, 2, { state: half, result: `${half}zz` }), lease, LONG),
-      ).rejects.toThrow(/past maxCheckpointBytes/);
+      ).rejects.toThrow(new RegExp(`past ${limitName}`));
       // Recognized by its code, as every store error: not by its message.
       await expect(s.commit(checkpoint(cid, 2, { state: big }), lease, LONG)).rejects.toMatchObject(
         { name: 'StoreError', code: 'ERR_STORE_CHECKPOINT_TOO_LARGE' },
       );
+      if (s.append !== undefined) {
+        const entry = 'é'.repeat(Math.floor(s.maxCheckpointBytes / 2) + 1);
+        await expect(
+          s.append({ conversationId: cid, seq: 2, dispatchCount: 1, entry }, lease, LONG),
+        ).rejects.toMatchObject({
+          name: 'StoreError',
+          code: 'ERR_STORE_CHECKPOINT_TOO_LARGE',
+          message: expect.stringMatching(
+            new RegExp(
+              `append of conversation "${cid}" \\(seq 2\\) failed: its entry is [\\d,]+ bytes \\(UTF-8\\), past maxCheckpointBytes`,
+            ),
+          ),
+        });
+      }
       expect((await s.get(cid))?.seq).toBe(1);
     });
 

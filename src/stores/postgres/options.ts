@@ -62,11 +62,18 @@ export interface PostgresStoreCommonOptions {
    */
   readonly purgeIntervalMs?: number | undefined;
   /**
-   * The largest checkpoint (`state` + `result`, UTF-8 bytes) the store accepts; `create` and
-   * `commit` reject a larger one with an error naming the conversation and both sizes.
+   * The largest entry (an incremental commit, `append`: UTF-8 bytes) the store accepts; a larger
+   * one is rejected with an error naming the conversation and both sizes.
    * @default 16_777_216 (16 MiB)
    */
   readonly maxCheckpointBytes?: number | undefined;
+  /**
+   * The largest snapshot or whole checkpoint (`state` + `result`, UTF-8 bytes) the store accepts:
+   * what bounds a long conversation's whole state, while `maxCheckpointBytes` bounds one entry
+   * (`append`). At most 1,000,000,000 (PostgreSQL's limit of a text value is 1 GB).
+   * @default 268_435_456 (256 MiB)
+   */
+  readonly maxSnapshotBytes?: number | undefined;
   /**
    * How long one call may wait for the server, in milliseconds: each query's answer
    * (`query_timeout`), and the whole call including a wait for a connection. Past it the call
@@ -120,6 +127,7 @@ export const DEFAULTS = {
   retentionMs: 7 * 24 * 60 * 60 * 1000,
   purgeIntervalMs: 10 * 60 * 1000,
   maxCheckpointBytes: 16 * 1024 * 1024,
+  maxSnapshotBytes: 256 * 1024 * 1024,
   queryTimeoutMs: 10_000,
   connectTimeoutMs: 5_000,
   poolSize: 10,

@@ -10,7 +10,7 @@ import { NEWER_SCHEMA_CODE } from '../shared/store-error.ts';
 import type { PostgresPoolClient } from './options.ts';
 
 /** The schema version this code writes and reads. */
-export const SCHEMA_VERSION = 1;
+export const SCHEMA_VERSION = 2;
 
 /** The table that records each conversations table's schema version. */
 export const VERSIONS_TABLE = 'co_schema_versions';
@@ -47,6 +47,20 @@ const MIGRATIONS: readonly ((table: string) => string)[] = [
     CREATE INDEX "${t}_by_status" ON "${t}" (status, conversation_id);
     CREATE INDEX "${t}_by_orchestrator" ON "${t}" (orchestrator, status, conversation_id);
     CREATE INDEX "${t}_ended" ON "${t}" (ended_at) WHERE status = 'ended';
+  `,
+  // 2: incremental checkpoints (issue 41). `state` is the base (a whole checkpoint or a
+  // snapshot); `base_seq` its seq when entries follow it, NULL when the base is at `seq` (a whole
+  // commit; every version-1 row). The entries after the base are rows of `{t}_entries`, deleted
+  // with their conversation (the cascade also covers delete() and purgeExpired()). Adding a
+  // nullable column rewrites nothing, so the migration is instant on a large table.
+  (t) => `
+    ALTER TABLE "${t}" ADD COLUMN base_seq bigint;
+    CREATE TABLE "${t}_entries" (
+      conversation_id text COLLATE "C" NOT NULL REFERENCES "${t}" (conversation_id) ON DELETE CASCADE,
+      seq bigint NOT NULL,
+      entry text NOT NULL,
+      PRIMARY KEY (conversation_id, seq)
+    );
   `,
 ];
 

@@ -1,6 +1,8 @@
 /**
  * The store's statements. Each change is one statement (atomic on its own, no transaction held
- * across round trips); every time is the server's clock (`now()`, epoch milliseconds).
+ * across round trips; an append's update and insert, a commit's update and the entries' delete
+ * are data-modifying CTEs of one statement); every time is the server's clock (`now()`, epoch
+ * milliseconds).
  */
 import { PURGE_BATCH } from '../shared/purge.ts';
 
@@ -16,6 +18,10 @@ export interface Statements {
   readonly acquire: string;
   readonly commitOne: string;
   readonly commitMany: string;
+  readonly appendOne: string;
+  readonly appendMany: string;
+  readonly snapshot: string;
+  readonly entries: string;
   readonly renew: string;
   readonly release: string;
   readonly get: string;
@@ -27,16 +33,39 @@ export interface Statements {
 
 export function statements(table: string): Statements {
   const t = `"${table}"`;
+  const e = `"${table}_entries"`;
   /** The assignments of a commit from a row `i` of its input. */
   const commitSet = (i: string) => `
     status = ${i}.status, seq = ${i}.seq, dispatch_count = ${i}.dispatch_count, state = ${i}.state,
-    result = ${i}.result, suspended_at = ${i}.suspended_at,
+    result = ${i}.result, suspended_at = ${i}.suspended_at, base_seq = NULL,
     owner = CASE WHEN ${i}.status = 'running' THEN c.owner END,
     lease_expires_at = CASE WHEN ${i}.status = 'running' THEN ${NOW} + ${i}.lease_ms END,
     updated_at = ${NOW}, ended_at = CASE WHEN ${i}.status = 'ended' THEN ${NOW} END`;
   /** The compare-and-set: the caller's lease (owner and epoch) and the next seq. */
   const fence = (i: string) =>
     `c.conversation_id = ${i}.conversation_id AND c.owner = ${i}.owner AND c.epoch = ${i}.epoch AND c.seq = ${i}.seq - 1`;
+  /** A whole commit deletes the entries of the conversations `upd` committed. */
+  const dropEntries = `dropped AS (DELETE FROM ${e} x USING upd WHERE x.conversation_id = upd.conversation_id)`;
+  /**
+   * An append: the fenced update of the row (seq, count, lease; the base stays, `base_seq`
+   * remembering where it is) and, in the same statement, the entry's insert for each row updated.
+   */
+  const appendTail = `
+      cur AS (SELECT c.conversation_id, c.seq, c.owner, c.epoch FROM ${t} c JOIN i USING (conversation_id)),
+      upd AS (
+        UPDATE ${t} c SET status = 'running', seq = i.seq, dispatch_count = i.dispatch_count,
+          result = NULL, suspended_at = NULL, base_seq = coalesce(c.base_seq, c.seq),
+          lease_expires_at = ${NOW} + i.lease_ms, updated_at = ${NOW}, ended_at = NULL
+        FROM i WHERE ${fence('i')}
+        RETURNING c.conversation_id, c.seq, c.lease_expires_at, c.updated_at
+      ),
+      inserted AS (
+        INSERT INTO ${e} (conversation_id, seq, entry)
+        SELECT upd.conversation_id, upd.seq, i.entry FROM upd JOIN i USING (conversation_id)
+      )
+      SELECT i.conversation_id, cur.seq AS stored_seq, cur.owner AS stored_owner,
+        cur.epoch AS stored_epoch, upd.updated_at AS committed_at, upd.lease_expires_at
+      FROM i LEFT JOIN cur USING (conversation_id) LEFT JOIN upd USING (conversation_id)`;
   return {
     // Inserts with the lease (epoch 1; released at once unless running) unless the id is taken:
     // two racing creates, one row.
@@ -73,8 +102,9 @@ export function statements(table: string): Statements {
       cur AS (SELECT seq, owner, epoch FROM ${t} WHERE conversation_id = $1),
       upd AS (
         UPDATE ${t} c SET ${commitSet('i')} FROM i WHERE ${fence('i')}
-        RETURNING c.lease_expires_at, c.updated_at
-      )
+        RETURNING c.conversation_id, c.lease_expires_at, c.updated_at
+      ),
+      ${dropEntries}
       SELECT cur.seq AS stored_seq, cur.owner AS stored_owner, cur.epoch AS stored_epoch,
         upd.updated_at AS committed_at, upd.lease_expires_at
       FROM (SELECT 1) one LEFT JOIN cur ON true LEFT JOIN upd ON true`,
@@ -90,10 +120,52 @@ export function statements(table: string): Statements {
       upd AS (
         UPDATE ${t} c SET ${commitSet('i')} FROM i WHERE ${fence('i')}
         RETURNING c.conversation_id, c.lease_expires_at, c.updated_at
-      )
+      ),
+      ${dropEntries}
       SELECT i.conversation_id, cur.seq AS stored_seq, cur.owner AS stored_owner,
         cur.epoch AS stored_epoch, upd.updated_at AS committed_at, upd.lease_expires_at
       FROM i LEFT JOIN cur USING (conversation_id) LEFT JOIN upd USING (conversation_id)`,
+    // One append, fenced as a commit is.
+    appendOne: `
+      WITH i AS (
+        SELECT $1::text AS conversation_id, $2::bigint AS seq, $3::bigint AS dispatch_count,
+          $4::text AS entry, $5::text AS owner, $6::bigint AS epoch, $7::bigint AS lease_ms
+      ),${appendTail}`,
+    // Group commit of appends: many conversations' entries in one statement, each row fenced.
+    appendMany: `
+      WITH i AS (
+        SELECT * FROM unnest($1::text[], $2::bigint[], $3::bigint[], $4::text[], $5::text[],
+          $6::bigint[], $7::bigint[])
+        AS x(conversation_id, seq, dispatch_count, entry, owner, epoch, lease_ms)
+      ),${appendTail}`,
+    // A snapshot: the base replaced at a seq held as an entry, fenced by owner and epoch (the seq,
+    // count and lease unchanged), and the entries it covers deleted, in one statement. `cur`
+    // explains a refusal; `compacted` counts what was deleted.
+    snapshot: `
+      WITH i AS (
+        SELECT $1::text AS conversation_id, $2::bigint AS seq, $3::text AS state,
+          $4::text AS owner, $5::bigint AS epoch
+      ),
+      cur AS (SELECT seq, owner, epoch FROM ${t} WHERE conversation_id = $1),
+      upd AS (
+        UPDATE ${t} c SET state = i.state,
+          base_seq = CASE WHEN i.seq = c.seq THEN NULL ELSE i.seq END
+        FROM i WHERE c.conversation_id = i.conversation_id AND c.owner = i.owner
+          AND c.epoch = i.epoch AND c.status = 'running'
+          AND i.seq > coalesce(c.base_seq, c.seq) AND i.seq <= c.seq
+        RETURNING c.conversation_id
+      ),
+      compacted AS (
+        DELETE FROM ${e} x USING upd WHERE x.conversation_id = upd.conversation_id AND x.seq <= $2
+        RETURNING 1
+      )
+      SELECT cur.seq AS stored_seq, cur.owner AS stored_owner, cur.epoch AS stored_epoch,
+        (SELECT count(*) FROM upd) AS applied, (SELECT count(*) FROM compacted) AS compacted
+      FROM (SELECT 1) one LEFT JOIN cur ON true`,
+    // The entries after the base, read once acquire has raised the epoch: no other holder can
+    // append then, and a statement of its own sees every append that committed before.
+    entries: `
+      SELECT entry FROM ${e} WHERE conversation_id = $1 AND seq > $2 AND seq <= $3 ORDER BY seq`,
     renew: `
       UPDATE ${t} SET lease_expires_at = ${NOW} + $4::bigint
       WHERE conversation_id = $1 AND owner = $2 AND epoch = $3 AND status = 'running'

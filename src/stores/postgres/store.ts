@@ -6,20 +6,13 @@
 import type pg from 'pg';
 import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
 import type * as spi from '../../core/spi/store.ts';
-import { oversizeBytes, oversizeReason } from '../shared/checkpoint-size.ts';
-import { type QueuedCommit, queued, TurnQueue } from '../shared/group-commit.ts';
+import { oversizeBytes } from '../shared/checkpoint-size.ts';
+import { type QueuedCommit, queued, type Settles, TurnQueue } from '../shared/group-commit.ts';
 import { InFlight } from '../shared/in-flight.ts';
 import { checkRetention, clientFormsError, withoutPassword } from '../shared/options.ts';
 import { loadPeer } from '../shared/peer.ts';
 import { purgeEvery, purgeInBatches } from '../shared/purge.ts';
-import {
-  type ConversationRow,
-  checkpointColumns,
-  checkpointOf,
-  endingOf,
-  liveHolder,
-  storedOf,
-} from '../shared/rows.ts';
+import { checkpointColumns, checkpointOf } from '../shared/rows.ts';
 import {
   isNewerSchemaError,
   isStoreError,
@@ -27,6 +20,7 @@ import {
   StoreError,
 } from '../shared/store-error.ts';
 import { timedCall } from '../shared/timed-call.ts';
+import { sendInGroups } from './groups.ts';
 import {
   CLIENT_FORMS,
   checkInteger,
@@ -38,9 +32,22 @@ import {
 } from './options.ts';
 import { migrate } from './schema.ts';
 import { type Statements, statements } from './sql.ts';
+import {
+  appendValues,
+  asRow,
+  commitOutcome,
+  commitValues,
+  describeFailure,
+  describePool,
+  errorCode,
+  toStored,
+} from './values.ts';
 
-/** A PostgreSQL {@link spi.ConversationStore}, with `ready()` to connect and migrate up front. */
-export interface PostgresStore extends spi.ConversationStore {
+/**
+ * A PostgreSQL {@link spi.IncrementalStore} (entries and snapshots), with `ready()` to connect and
+ * migrate up front.
+ */
+export interface PostgresStore extends spi.IncrementalStore {
   readonly name: 'postgres';
   /**
    * Connects and brings the table to the current schema (the first call of any method does it
@@ -48,6 +55,13 @@ export interface PostgresStore extends spi.ConversationStore {
    * login, or holds a table of a newer schema version.
    */
   ready(): Promise<void>;
+}
+
+/** An `append()` waiting for its group. */
+interface QueuedAppend extends Settles<spi.CommitOutcome> {
+  readonly entry: spi.CheckpointEntry;
+  readonly lease: spi.Lease;
+  readonly leaseMs: number;
 }
 
 /** Most commits in one group-commit statement. */
@@ -67,6 +81,7 @@ export function createPostgresStore(options: PostgresStoreOptions): PostgresStor
 class PostgresStoreImpl implements PostgresStore {
   readonly name = 'postgres' as const;
   readonly maxCheckpointBytes: number;
+  readonly maxSnapshotBytes: number;
   readonly #pool: PostgresPool;
   readonly #ownPool: pg.Pool | undefined;
   readonly #label: string;
@@ -79,6 +94,7 @@ class PostgresStoreImpl implements PostgresStore {
   #ready: Promise<void> | undefined;
   #closed = false;
   readonly #commits = new TurnQueue<QueuedCommit>((pending) => this.#flush(pending));
+  readonly #appends = new TurnQueue<QueuedAppend>((pending) => this.#flushAppends(pending));
   readonly #inFlight = new InFlight();
   readonly #purgeTimer: NodeJS.Timeout | undefined;
 
@@ -90,6 +106,10 @@ class PostgresStoreImpl implements PostgresStore {
     const retention = checkRetention('createPostgresStore', options, DEFAULTS);
     this.#retentionMs = retention.retentionMs;
     this.maxCheckpointBytes = retention.maxCheckpointBytes;
+    this.maxSnapshotBytes = Math.min(
+      checkInteger('maxSnapshotBytes', options.maxSnapshotBytes ?? DEFAULTS.maxSnapshotBytes, 1),
+      1_000_000_000,
+    );
     this.#timeoutMs = checkInteger(
       'queryTimeoutMs',
       options.queryTimeoutMs ?? DEFAULTS.queryTimeoutMs,
@@ -208,12 +228,38 @@ class PostgresStoreImpl implements PostgresStore {
       };
     }
     const previous = row.owner as string | null;
+    const entries = await this.#entriesAfterBase(conversationId, row);
     return {
       status: 'acquired',
       checkpoint: checkpointOf(asRow(row)),
+      ...(entries === undefined ? {} : { entries }),
       lease: { owner, epoch: Number(row.new_epoch), expiresAt: Number(row.new_expires_at) },
       takenOver: previous !== null && previous !== owner,
     };
+  }
+
+  /**
+   * The entries after the base of an acquired row (none when its base is whole). Read after the
+   * acquire, in a statement of its own: the acquire's row lock may have waited for an append
+   * whose entry its own snapshot of the entries table would not see; now the epoch is raised, no
+   * other holder appends, and every append that committed before is seen.
+   */
+  async #entriesAfterBase(
+    conversationId: string,
+    row: Record<string, unknown>,
+  ): Promise<string[] | undefined> {
+    if (row.base_seq === null || row.base_seq === undefined) return undefined;
+    const [base, seq] = [Number(row.base_seq), Number(row.seq)];
+    const what = `acquire of conversation "${conversationId}" (its entries after seq ${base})`;
+    const { rows } = await this.#query(what, {
+      text: this.#sql.entries,
+      values: [conversationId, base, seq],
+    });
+    if (rows.length !== seq - base) {
+      // Deleted meanwhile (delete() cascades): never answer a log with a hole in it.
+      throw this.#error(what, new Error(`found ${rows.length} of the ${seq - base} entries`));
+    }
+    return rows.map((r) => r.entry as string);
   }
 
   commit(
@@ -235,23 +281,13 @@ class PostgresStoreImpl implements PostgresStore {
 
   /** Sends what is pending: one statement per group, at most one commit per conversation each. */
   #flush(pending: QueuedCommit[]): void {
-    while (pending.length > 0) {
-      const group: QueuedCommit[] = [];
-      const waiting: QueuedCommit[] = [];
-      const rest: QueuedCommit[] = [];
-      const ids = new Set<string>();
-      for (const p of pending) {
-        if (ids.has(p.checkpoint.conversationId)) waiting.push(p);
-        else if (group.length < MAX_GROUP) {
-          ids.add(p.checkpoint.conversationId);
-          group.push(p);
-        } else rest.push(p);
-      }
-      pending = rest;
-      const sent = this.#send(group);
-      // A conversation's later commit goes after its earlier one has been answered.
-      if (waiting.length > 0) void sent.then(() => this.#commits.push(...waiting));
-    }
+    sendInGroups(
+      pending,
+      (p) => p.checkpoint.conversationId,
+      MAX_GROUP,
+      (group) => this.#send(group),
+      (waiting) => this.#commits.push(...waiting),
+    );
   }
 
   /** One group: resolves (never rejects) once each of its commits has its answer or error. */
@@ -285,7 +321,7 @@ class PostgresStoreImpl implements PostgresStore {
       text: this.#sql.commitOne,
       values: commitValues(checkpoint, lease, leaseMs),
     });
-    return commitOutcome(rows[0] ?? {}, lease, checkpoint);
+    return commitOutcome(rows[0] ?? {}, lease, checkpoint.status);
   }
 
   async #commitMany(group: readonly QueuedCommit[]): Promise<void> {
@@ -294,24 +330,126 @@ class PostgresStoreImpl implements PostgresStore {
       const values = commitValues(p.checkpoint, p.lease, p.leaseMs);
       for (let i = 0; i < 10; i++) columns[i]?.push(values[i]);
     }
-    let rows: Record<string, unknown>[] = [];
+    const rows = await this.#groupQuery(`group commit of ${group.length} conversations`, {
+      text: this.#sql.commitMany,
+      values: columns,
+    });
+    const byId = new Map(rows.map((r) => [r.conversation_id as string, r]));
+    for (const p of group) {
+      p.resolve(
+        commitOutcome(byId.get(p.checkpoint.conversationId) ?? {}, p.lease, p.checkpoint.status),
+      );
+    }
+  }
+
+  /** A group's statement, sent again when it was rolled back as a whole (a deadlock). */
+  async #groupQuery(
+    what: string,
+    query: { text: string; values: unknown[] },
+  ): Promise<Record<string, unknown>[]> {
     for (let attempt = 1; ; attempt++) {
       try {
-        rows = (
-          await this.#query(`group commit of ${group.length} conversations`, {
-            text: this.#sql.commitMany,
-            values: columns,
-          })
-        ).rows;
-        break;
+        return (await this.#query(what, query)).rows;
       } catch (error) {
         if (attempt >= 3 || !RETRYABLE.has(errorCode((error as Error).cause) ?? '')) throw error;
       }
     }
+  }
+
+  append(
+    entry: spi.CheckpointEntry,
+    lease: spi.Lease,
+    leaseMs: number,
+  ): Promise<spi.CommitOutcome> {
+    const what = `append of conversation "${entry.conversationId}" (seq ${entry.seq})`;
+    try {
+      this.#checkEntrySize(entry, what);
+      if (this.#closed) throw this.#closedError(what);
+    } catch (error) {
+      return Promise.reject(error);
+    }
+    if (!this.#groupCommit) return this.#appendOne(entry, lease, leaseMs);
+    return queued<spi.CommitOutcome, QueuedAppend>(this.#appends, { entry, lease, leaseMs });
+  }
+
+  /** As #flush, for appends. */
+  #flushAppends(pending: QueuedAppend[]): void {
+    sendInGroups(
+      pending,
+      (p) => p.entry.conversationId,
+      MAX_GROUP,
+      (group) => this.#sendAppends(group),
+      (waiting) => this.#appends.push(...waiting),
+    );
+  }
+
+  #sendAppends(group: readonly QueuedAppend[]): Promise<void> {
+    const only = group.length === 1 ? group[0] : undefined;
+    const work =
+      only === undefined
+        ? this.#appendMany(group)
+        : this.#appendOne(only.entry, only.lease, only.leaseMs).then(only.resolve);
+    return work.catch((error: Error) => {
+      if (only !== undefined) return only.reject(error);
+      for (const p of group) {
+        p.reject(
+          this.#error(
+            `append of conversation "${p.entry.conversationId}" (in a group commit of ${group.length})`,
+            error.cause ?? error,
+          ),
+        );
+      }
+    });
+  }
+
+  async #appendOne(
+    entry: spi.CheckpointEntry,
+    lease: spi.Lease,
+    leaseMs: number,
+  ): Promise<spi.CommitOutcome> {
+    const { rows } = await this.#query(
+      `append of conversation "${entry.conversationId}" (seq ${entry.seq})`,
+      { text: this.#sql.appendOne, values: appendValues(entry, lease, leaseMs) },
+    );
+    return commitOutcome(rows[0] ?? {}, lease, 'running');
+  }
+
+  async #appendMany(group: readonly QueuedAppend[]): Promise<void> {
+    const columns: unknown[][] = Array.from({ length: 7 }, () => []);
+    for (const p of group) {
+      const values = appendValues(p.entry, p.lease, p.leaseMs);
+      for (let i = 0; i < 7; i++) columns[i]?.push(values[i]);
+    }
+    const rows = await this.#groupQuery(`group commit of ${group.length} appends`, {
+      text: this.#sql.appendMany,
+      values: columns,
+    });
     const byId = new Map(rows.map((r) => [r.conversation_id as string, r]));
     for (const p of group) {
-      p.resolve(commitOutcome(byId.get(p.checkpoint.conversationId) ?? {}, p.lease, p.checkpoint));
+      p.resolve(commitOutcome(byId.get(p.entry.conversationId) ?? {}, p.lease, 'running'));
     }
+  }
+
+  async snapshot(checkpoint: spi.Checkpoint, lease: spi.Lease): Promise<spi.SnapshotOutcome> {
+    const what = `snapshot of conversation "${checkpoint.conversationId}" (seq ${checkpoint.seq})`;
+    this.#checkSize(checkpoint, 'snapshot');
+    const { rows } = await this.#query(what, {
+      text: this.#sql.snapshot,
+      values: [
+        checkpoint.conversationId,
+        checkpoint.seq,
+        checkpoint.state,
+        lease.owner,
+        lease.epoch,
+      ],
+    });
+    const row = rows[0] ?? {};
+    if (Number(row.applied) === 1) return { ok: true, compacted: Number(row.compacted) };
+    if (row.stored_seq === null || row.stored_seq === undefined) {
+      return { ok: false, reason: 'not_found' };
+    }
+    const fenced = row.stored_owner !== lease.owner || Number(row.stored_epoch) !== lease.epoch;
+    return { ok: false, reason: fenced ? 'fenced' : 'stale' };
   }
 
   async renew(
@@ -392,19 +530,38 @@ class PostgresStoreImpl implements PostgresStore {
   async close(): Promise<void> {
     if (this.#closed) return;
     if (this.#purgeTimer !== undefined) clearInterval(this.#purgeTimer);
-    // Commits already accepted are sent and answered before the pool closes.
+    // Commits and appends already accepted are sent and answered before the pool closes.
     this.#commits.flush();
+    this.#appends.flush();
     this.#closed = true;
     await this.#inFlight.drain();
     if (this.#ownPool !== undefined) await this.#ownPool.end();
   }
 
+  /** A whole checkpoint (create, commit, snapshot) is bounded by maxSnapshotBytes. */
   #checkSize(checkpoint: spi.Checkpoint, operation: string): void {
-    const bytes = oversizeBytes(checkpoint, this.maxCheckpointBytes);
+    const bytes = oversizeBytes(checkpoint, this.maxSnapshotBytes);
     if (bytes === undefined) return;
     throw this.#error(
       `${operation} of conversation "${checkpoint.conversationId}"`,
-      new Error(oversizeReason(bytes, this.maxCheckpointBytes)),
+      new Error(
+        `its checkpoint is ${bytes.toLocaleString('en')} bytes (state + result, UTF-8), past maxSnapshotBytes ${this.maxSnapshotBytes.toLocaleString('en')}`,
+      ),
+      STORE_CODES.tooLarge,
+    );
+  }
+
+  /** An entry is bounded by maxCheckpointBytes. */
+  #checkEntrySize(entry: spi.CheckpointEntry, what: string): void {
+    const max = this.maxCheckpointBytes;
+    if (entry.entry.length * 3 <= max) return;
+    const bytes = Buffer.byteLength(entry.entry, 'utf8');
+    if (bytes <= max) return;
+    throw this.#error(
+      what,
+      new Error(
+        `its entry is ${bytes.toLocaleString('en')} bytes (UTF-8), past maxCheckpointBytes ${max.toLocaleString('en')}`,
+      ),
       STORE_CODES.tooLarge,
     );
   }
@@ -438,80 +595,4 @@ class PostgresStoreImpl implements PostgresStore {
       cause,
     );
   }
-}
-
-function commitValues(checkpoint: spi.Checkpoint, lease: spi.Lease, leaseMs: number): unknown[] {
-  return [
-    checkpoint.conversationId,
-    ...checkpointColumns(checkpoint),
-    lease.owner,
-    lease.epoch,
-    Math.ceil(leaseMs),
-  ];
-}
-
-function commitOutcome(
-  row: Record<string, unknown>,
-  lease: spi.Lease,
-  checkpoint: spi.Checkpoint,
-): spi.CommitOutcome {
-  if (row.committed_at !== null && row.committed_at !== undefined) {
-    const running = checkpoint.status === 'running';
-    return {
-      ok: true,
-      lease: {
-        owner: lease.owner,
-        epoch: lease.epoch,
-        expiresAt: Number(running ? row.lease_expires_at : row.committed_at),
-      },
-    };
-  }
-  if (row.stored_seq === null || row.stored_seq === undefined)
-    return { ok: false, reason: 'not_found' };
-  const storedSeq = Number(row.stored_seq);
-  const fenced = row.stored_owner !== lease.owner || Number(row.stored_epoch) !== lease.epoch;
-  return { ok: false, reason: fenced ? 'fenced' : 'sequence', storedSeq };
-}
-
-/** A row as `pg` answers it (the statements select the shared columns). */
-function asRow(row: Record<string, unknown>): ConversationRow {
-  return row as unknown as ConversationRow;
-}
-
-function toStored(row: Record<string, unknown>): spi.StoredConversation {
-  const holder = liveHolder(
-    row.owner as string | null,
-    row.lease_expires_at as string | null,
-    Number(row.now_ms),
-  );
-  return storedOf(asRow(row), holder, endingOf(row.status as string, row.result as string | null));
-}
-
-/** A client error's `code`: PostgreSQL's SQLSTATE (`40P01`: a deadlock) or Node's (`ECONNREFUSED`). */
-function errorCode(error: unknown): string | undefined {
-  const code = (error as { code?: unknown } | null | undefined)?.code;
-  return typeof code === 'string' ? code : undefined;
-}
-
-/** What failed, in words: timeouts and refusals named, PostgreSQL's own code kept. */
-function describeFailure(cause: unknown, timeoutMs: number): string {
-  if (!(cause instanceof Error)) return String(cause);
-  const e = cause as Error & { code?: string };
-  // pg's own timeouts carry no code: only their messages tell them.
-  if (e.message === 'Query read timeout')
-    return `no answer within queryTimeoutMs (${timeoutMs} ms)`;
-  if (/timeout exceeded when trying to connect|connection timeout/i.test(e.message)) {
-    return `could not connect within connectTimeoutMs (${e.message})`;
-  }
-  if (isNewerSchemaError(e)) return e.message;
-  const code = errorCode(e);
-  return `${e.message}${code === undefined ? '' : ` (${code})`}`;
-}
-
-function describePool(pool: PostgresPool): string {
-  const o = (pool as { options?: { host?: unknown; port?: unknown; database?: unknown } }).options;
-  if (o !== undefined && typeof o.host === 'string') {
-    return `pool to ${o.host}:${String(o.port ?? 5432)}/${String(o.database ?? '')}`;
-  }
-  return 'given pool';
 }
