@@ -26,12 +26,18 @@ export interface RedisStoreCommonOptions {
    */
   readonly purgeIntervalMs?: number | undefined;
   /**
-   * The largest checkpoint (`state` + `result`, UTF-8 bytes) the store accepts; `create` and
-   * `commit` reject a larger one with an error naming the conversation and both sizes. Redis holds
-   * everything in memory: keep it well below the server's `proto-max-bulk-len` (512 MB).
+   * The largest entry (an incremental commit, `append`: UTF-8 bytes) the store accepts; a larger
+   * one is rejected with an error naming the conversation and both sizes.
    * @default 16_777_216 (16 MiB)
    */
   readonly maxCheckpointBytes?: number | undefined;
+  /**
+   * The largest snapshot or whole checkpoint (`state` + `result`, UTF-8 bytes) the store accepts:
+   * what bounds a long conversation's whole state, while `maxCheckpointBytes` bounds one entry
+   * (`append`). At most 536,870,912 (Redis's `proto-max-bulk-len` default, 512 MiB).
+   * @default 268_435_456 (256 MiB)
+   */
+  readonly maxSnapshotBytes?: number | undefined;
   /**
    * How long one call may take, in milliseconds, before it rejects with an error naming the store
    * and what failed (a commit that timed out may or may not have been applied: its seq tells on
@@ -76,6 +82,7 @@ export const DEFAULTS = {
   retentionMs: 7 * 24 * 60 * 60 * 1000,
   purgeIntervalMs: 10 * 60 * 1000,
   maxCheckpointBytes: 16 * 1024 * 1024,
+  maxSnapshotBytes: 256 * 1024 * 1024,
   commandTimeoutMs: 10_000,
   connectTimeoutMs: 5_000,
 } as const;

@@ -8,7 +8,11 @@
  * stores with nested prefixes never share a key:
  *   P c:<id>                 hash: the checkpoint (orchestrator, status, seq, dispatchCount,
  *                            state, result, suspendedAt), the lease (owner, epoch,
- *                            leaseExpiresAt) and updatedAt; times in epoch ms of Redis's clock
+ *                            leaseExpiresAt) and updatedAt; times in epoch ms of Redis's clock.
+ *                            On an incremental commit `state` is the base (a whole checkpoint or
+ *                            a snapshot) and `baseSeq` its seq; absent, the base is at `seq`
+ *   P e:<id>                 list: the entries after the base (seqs baseSeq + 1 .. seq), in order;
+ *                            absent when the base is whole
  *   P ids, P s:<status>, P o:<orch>, P os:<orch>:<status>
  *                            sorted sets of ids (score 0: ordered bytewise, paged with ZRANGEBYLEX)
  *   P orchestrators          set of orchestrator names seen
@@ -46,7 +50,7 @@ end
 local function remove(key, id)
   local h = redis.call('HMGET', key, 'orchestrator', 'status')
   if not h[1] then return 0 end
-  redis.call('DEL', key)
+  redis.call('DEL', key, P .. 'e:' .. id)
   redis.call('ZREM', P .. 'ids', id)
   redis.call('ZREM', P .. 'o:' .. h[1], id)
   unindex_status(id, h[1], h[2])
@@ -86,13 +90,14 @@ return int(expires)
 `;
 
 /**
- * acquire: KEYS[1] the hash; ARGV prefix, id, owner, leaseMs, deadOwner ('' for none).
+ * acquire: KEYS[1] the hash, KEYS[2] its entries; ARGV prefix, id, owner, leaseMs, deadOwner ('' for none).
  * Guarantees: the lease goes to the caller (epoch + 1, expiry TIME + leaseMs) only when no live
  * lease holds the conversation: none recorded, expired by Redis's clock, held by the caller
  * itself, or held by deadOwner (a holder the caller knows is gone). Of racing acquires exactly one
  * takes it. An ended conversation is never leased. Nothing changes otherwise.
  * Answers {'not_found'} | {'held', owner, expiresAt} | {'ended', checkpoint...} |
- * {'acquired', previousOwner or nil, epoch, expiresAt, checkpoint...}.
+ * {'acquired', previousOwner or nil, epoch, expiresAt, checkpoint..., baseSeq or nil, entries}
+ * (the entries after the base, read in the same script as the lease is taken: no append between).
  */
 export const ACQUIRE = `${COMMON}
 local key = KEYS[1]
@@ -108,24 +113,29 @@ end
 local epoch = tonumber(lease[3]) + 1
 local expires = now + tonumber(ARGV[4])
 redis.call('HSET', key, 'owner', ARGV[3], 'epoch', int(epoch), 'leaseExpiresAt', int(expires))
-return {'acquired', owner, int(epoch), int(expires), cp[1], cp[2], cp[3], cp[4], cp[5], cp[6], cp[7]}
+local base = redis.call('HGET', key, 'baseSeq')
+local entries = {}
+if base then entries = redis.call('LRANGE', KEYS[2], 0, -1) end
+return {'acquired', owner, int(epoch), int(expires), cp[1], cp[2], cp[3], cp[4], cp[5], cp[6], cp[7],
+  base, entries}
 `;
 
 /**
- * commit: KEYS[1] the hash; ARGV prefix, id, status, seq, dispatchCount, state, result,
- * suspendedAt, owner, epoch, leaseMs.
- * Guarantees (compare-and-set): the checkpoint is replaced only when the stored lease is the
- * caller's (owner and epoch) and the stored seq is the new seq - 1; then the lease is renewed to
- * TIME + leaseMs while running and released otherwise, and the status indexes follow. A refusal
- * changes nothing and says why.
+ * commit: KEYS[1] the hash, KEYS[2] its entries; ARGV prefix, id, status, seq, dispatchCount,
+ * state, result, suspendedAt, owner, epoch, leaseMs.
+ * Guarantees (compare-and-set): the checkpoint is replaced whole only when the stored lease is the
+ * caller's (owner and epoch) and the stored seq is the new seq - 1; then the entries are deleted
+ * (it is the base), the lease is renewed to TIME + leaseMs while running and released otherwise,
+ * and the status indexes follow. A refusal changes nothing and says why.
  * Answers {'ok', expiresAt} | {'fenced', storedSeq} | {'sequence', storedSeq} | {'not_found'}.
  */
 export const COMMIT = `${COMMON}
 local key, id = KEYS[1], ARGV[2]
-local h = redis.call('HMGET', key, 'seq', 'owner', 'epoch', 'status', 'orchestrator')
+local h = redis.call('HMGET', key, 'seq', 'owner', 'epoch', 'status', 'orchestrator', 'baseSeq')
 if not h[1] then return {'not_found'} end
 if h[2] ~= ARGV[9] or tonumber(h[3]) ~= tonumber(ARGV[10]) then return {'fenced', h[1]} end
 if tonumber(h[1]) ~= tonumber(ARGV[4]) - 1 then return {'sequence', h[1]} end
+if h[6] then redis.call('DEL', KEYS[2]); redis.call('HDEL', key, 'baseSeq') end
 local now = now_ms()
 local status, old_status, orch = ARGV[3], h[4], h[5]
 local result, suspended_at = opt(ARGV[7]), opt(ARGV[8])
@@ -157,6 +167,63 @@ end
 if status == 'running' then return {'ok', int(expires)} end
 redis.call('HDEL', key, 'owner', 'leaseExpiresAt')
 return {'ok', int(now)}
+`;
+
+/**
+ * append: KEYS[1] the hash, KEYS[2] its entries; ARGV prefix, id, seq, dispatchCount, entry,
+ * owner, epoch, leaseMs.
+ * Guarantees (the compare-and-set of commit): only when the stored lease is the caller's and the
+ * stored seq is seq - 1, the entry is pushed on the list and the hash takes the seq, the count,
+ * the lease renewed to TIME + leaseMs and the status running (a suspended conversation's first
+ * append after its resume); the base stays, `baseSeq` remembering where it is. A refusal changes
+ * nothing and says why.
+ * Answers {'ok', expiresAt} | {'fenced', storedSeq} | {'sequence', storedSeq} | {'not_found'}.
+ */
+export const APPEND = `${COMMON}
+local key, id = KEYS[1], ARGV[2]
+local h = redis.call('HMGET', key, 'seq', 'owner', 'epoch', 'status', 'orchestrator', 'baseSeq')
+if not h[1] then return {'not_found'} end
+if h[2] ~= ARGV[6] or tonumber(h[3]) ~= tonumber(ARGV[7]) then return {'fenced', h[1]} end
+if tonumber(h[1]) ~= tonumber(ARGV[3]) - 1 then return {'sequence', h[1]} end
+local now = now_ms()
+local expires = now + tonumber(ARGV[8])
+redis.call('RPUSH', KEYS[2], ARGV[5])
+redis.call('HSET', key, 'seq', ARGV[3], 'dispatchCount', ARGV[4], 'updatedAt', int(now),
+  'leaseExpiresAt', int(expires), 'baseSeq', h[6] or h[1])
+if h[4] ~= 'running' then
+  redis.call('HSET', key, 'status', 'running')
+  redis.call('HDEL', key, 'result', 'suspendedAt')
+  unindex_status(id, h[5], h[4])
+  index_status(id, h[5], 'running', nil, now)
+end
+return {'ok', int(expires)}
+`;
+
+/**
+ * snapshot: KEYS[1] the hash, KEYS[2] its entries; ARGV prefix, id, seq, state, owner, epoch.
+ * Guarantees: only when the stored lease is the caller's (owner and epoch), the conversation is
+ * running and seq is after the base's and at most the stored seq, `state` becomes the base at seq
+ * and the entries up to seq leave the list (LTRIM; the list and `baseSeq` go when seq is the
+ * stored one); the seq, count, status and lease do not change. A refusal changes nothing.
+ * Answers {'ok', compacted} | {'fenced'} | {'stale'} | {'not_found'}.
+ */
+export const SNAPSHOT = `${COMMON}
+local key = KEYS[1]
+local h = redis.call('HMGET', key, 'seq', 'owner', 'epoch', 'status', 'baseSeq')
+if not h[1] then return {'not_found'} end
+if h[2] ~= ARGV[5] or tonumber(h[3]) ~= tonumber(ARGV[6]) then return {'fenced'} end
+local seq, at = tonumber(h[1]), tonumber(ARGV[3])
+local base = tonumber(h[5] or h[1])
+if h[4] ~= 'running' or at <= base or at > seq then return {'stale'} end
+redis.call('HSET', key, 'state', ARGV[4])
+if at == seq then
+  redis.call('DEL', KEYS[2])
+  redis.call('HDEL', key, 'baseSeq')
+else
+  redis.call('LTRIM', KEYS[2], at - base, -1)
+  redis.call('HSET', key, 'baseSeq', ARGV[3])
+end
+return {'ok', at - base}
 `;
 
 /**
@@ -198,7 +265,8 @@ return {int(now_ms()), h[1], h[2], h[3], h[4], h[5], h[6], h[7], h[8], h[9]}
 
 /**
  * delete: KEYS[1] the hash; ARGV prefix, id.
- * Guarantees: the conversation and every index entry of it go together. Answers 1 or 0.
+ * Guarantees: the conversation, its entries and every index entry of it go together. Answers 1
+ * or 0.
  */
 export const DELETE = `${COMMON}
 return remove(KEYS[1], ARGV[2])

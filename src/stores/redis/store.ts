@@ -8,12 +8,11 @@ import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
 import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
 import type * as spi from '../../core/spi/store.ts';
-import { oversizeBytes, oversizeReason } from '../shared/checkpoint-size.ts';
+import { oversizeBytes } from '../shared/checkpoint-size.ts';
 import { InFlight } from '../shared/in-flight.ts';
 import { checkRetention, clientFormsError, withoutPassword } from '../shared/options.ts';
 import { loadPeer } from '../shared/peer.ts';
 import { PURGE_BATCH, purgeEvery, purgeInBatches } from '../shared/purge.ts';
-import { checkpointOf, endingOf, liveHolder, storedOf } from '../shared/rows.ts';
 import { STORE_CODES, StoreError } from '../shared/store-error.ts';
 import { timedCall } from '../shared/timed-call.ts';
 import {
@@ -24,16 +23,35 @@ import {
   KEY_SEPARATOR,
   type RedisStoreOptions,
 } from './options.ts';
-import { ACQUIRE, COMMIT, CREATE, DELETE, GET, PURGE, RELEASE, RENEW } from './scripts.ts';
+import {
+  byteLength,
+  checkpointArgs,
+  commitOutcome,
+  entriesOf,
+  type Reply,
+  replyCode,
+  toCheckpoint,
+  toStored,
+} from './replies.ts';
+import {
+  ACQUIRE,
+  APPEND,
+  COMMIT,
+  CREATE,
+  DELETE,
+  GET,
+  PURGE,
+  RELEASE,
+  RENEW,
+  SNAPSHOT,
+} from './scripts.ts';
 
-/** A Redis {@link spi.ConversationStore}. */
-export interface RedisStore extends spi.ConversationStore {
+/** A Redis {@link spi.IncrementalStore} (entries and snapshots). */
+export interface RedisStore extends spi.IncrementalStore {
   readonly name: 'redis';
   /** The key prefix in use. */
   readonly prefix: string;
 }
-
-type Reply = string | number | null | Reply[];
 
 interface Script {
   readonly source: string;
@@ -48,6 +66,8 @@ const SCRIPTS = {
   create: script(CREATE),
   acquire: script(ACQUIRE),
   commit: script(COMMIT),
+  append: script(APPEND),
+  snapshot: script(SNAPSHOT),
   renew: script(RENEW),
   release: script(RELEASE),
   get: script(GET),
@@ -76,6 +96,7 @@ class RedisStoreImpl implements RedisStore {
    */
   readonly #base: string;
   readonly maxCheckpointBytes: number;
+  readonly maxSnapshotBytes: number;
   readonly #client: Redis;
   readonly #own: boolean;
   readonly #label: string;
@@ -95,6 +116,11 @@ class RedisStoreImpl implements RedisStore {
     const retention = checkRetention('createRedisStore', options, DEFAULTS);
     this.#retentionMs = retention.retentionMs;
     this.maxCheckpointBytes = retention.maxCheckpointBytes;
+    // Redis refuses a bulk string past proto-max-bulk-len (512 MB by default).
+    this.maxSnapshotBytes = Math.min(
+      checkInteger('maxSnapshotBytes', options.maxSnapshotBytes ?? DEFAULTS.maxSnapshotBytes, 1),
+      512 * 1024 * 1024,
+    );
     this.#timeoutMs = checkInteger(
       'commandTimeoutMs',
       options.commandTimeoutMs ?? DEFAULTS.commandTimeoutMs,
@@ -173,11 +199,13 @@ class RedisStoreImpl implements RedisStore {
   ): Promise<spi.AcquireOutcome> {
     const what = `acquire of conversation "${conversationId}"`;
     const attempt = async (deadOwner: string) =>
-      (await this.#run(what, SCRIPTS.acquire, conversationId, [
-        owner,
-        String(Math.ceil(leaseMs)),
-        deadOwner,
-      ])) as Reply[];
+      (await this.#run(
+        what,
+        SCRIPTS.acquire,
+        conversationId,
+        [owner, String(Math.ceil(leaseMs)), deadOwner],
+        true,
+      )) as Reply[];
     let reply = await attempt('');
     if (reply[0] === 'held' && !isLeaseOwnerAlive(reply[1] as string)) {
       // Its holder's process is gone (this host): take it now rather than at expiry.
@@ -192,9 +220,13 @@ class RedisStoreImpl implements RedisStore {
         return { status: 'held', owner: reply[1] as string, leaseExpiresAt: Number(reply[2]) };
       default: {
         const previous = reply[1] as string | null;
+        const checkpoint = toCheckpoint(conversationId, reply.slice(4));
+        const entries = entriesOf(what, checkpoint.seq, reply[11] ?? null, reply[12] ?? null);
+        if (typeof entries === 'string') throw this.#error(what, new Error(entries));
         return {
           status: 'acquired',
-          checkpoint: toCheckpoint(conversationId, reply.slice(4)),
+          checkpoint,
+          ...(entries === undefined ? {} : { entries }),
           lease: { owner, epoch: Number(reply[2]), expiresAt: Number(reply[3]) },
           takenOver: previous !== null && previous !== owner,
         };
@@ -209,24 +241,61 @@ class RedisStoreImpl implements RedisStore {
   ): Promise<spi.CommitOutcome> {
     const what = `commit of conversation "${checkpoint.conversationId}"`;
     this.#checkSize(checkpoint, what);
-    const reply = (await this.#run(what, SCRIPTS.commit, checkpoint.conversationId, [
-      ...checkpointArgs(checkpoint),
-      lease.owner,
-      String(lease.epoch),
-      String(Math.ceil(leaseMs)),
-    ])) as Reply[];
-    if (reply[0] === 'ok') {
-      return {
-        ok: true,
-        lease: { owner: lease.owner, epoch: lease.epoch, expiresAt: Number(reply[1]) },
-      };
+    const reply = (await this.#run(
+      what,
+      SCRIPTS.commit,
+      checkpoint.conversationId,
+      [...checkpointArgs(checkpoint), lease.owner, String(lease.epoch), String(Math.ceil(leaseMs))],
+      true,
+    )) as Reply[];
+    return commitOutcome(reply, lease);
+  }
+
+  async append(
+    entry: spi.CheckpointEntry,
+    lease: spi.Lease,
+    leaseMs: number,
+  ): Promise<spi.CommitOutcome> {
+    const what = `append of conversation "${entry.conversationId}" (seq ${entry.seq})`;
+    const bytes = entry.entry.length * 3 <= this.maxCheckpointBytes ? 0 : byteLength(entry.entry);
+    if (bytes > this.maxCheckpointBytes) {
+      throw this.#error(
+        what,
+        new Error(
+          `its entry is ${bytes.toLocaleString('en')} bytes (UTF-8), past maxCheckpointBytes ${this.maxCheckpointBytes.toLocaleString('en')}`,
+        ),
+        STORE_CODES.tooLarge,
+      );
     }
-    if (reply[0] === 'not_found') return { ok: false, reason: 'not_found' };
-    return {
-      ok: false,
-      reason: reply[0] === 'fenced' ? 'fenced' : 'sequence',
-      storedSeq: Number(reply[1]),
-    };
+    const reply = (await this.#run(
+      what,
+      SCRIPTS.append,
+      entry.conversationId,
+      [
+        String(entry.seq),
+        String(entry.dispatchCount),
+        entry.entry,
+        lease.owner,
+        String(lease.epoch),
+        String(Math.ceil(leaseMs)),
+      ],
+      true,
+    )) as Reply[];
+    return commitOutcome(reply, lease);
+  }
+
+  async snapshot(checkpoint: spi.Checkpoint, lease: spi.Lease): Promise<spi.SnapshotOutcome> {
+    const what = `snapshot of conversation "${checkpoint.conversationId}" (seq ${checkpoint.seq})`;
+    this.#checkSize(checkpoint, what);
+    const reply = (await this.#run(
+      what,
+      SCRIPTS.snapshot,
+      checkpoint.conversationId,
+      [String(checkpoint.seq), checkpoint.state, lease.owner, String(lease.epoch)],
+      true,
+    )) as Reply[];
+    if (reply[0] === 'ok') return { ok: true, compacted: Number(reply[1]) };
+    return { ok: false, reason: reply[0] as 'fenced' | 'stale' | 'not_found' };
   }
 
   async renew(
@@ -390,12 +459,15 @@ class RedisStoreImpl implements RedisStore {
     }
   }
 
+  /** A whole checkpoint (create, commit, snapshot) is bounded by maxSnapshotBytes. */
   #checkSize(checkpoint: spi.Checkpoint, what: string): void {
-    const bytes = oversizeBytes(checkpoint, this.maxCheckpointBytes);
+    const bytes = oversizeBytes(checkpoint, this.maxSnapshotBytes);
     if (bytes === undefined) return;
     throw this.#error(
       what,
-      new Error(oversizeReason(bytes, this.maxCheckpointBytes)),
+      new Error(
+        `its checkpoint is ${bytes.toLocaleString('en')} bytes (state + result, UTF-8), past maxSnapshotBytes ${this.maxSnapshotBytes.toLocaleString('en')}`,
+      ),
       STORE_CODES.tooLarge,
     );
   }
@@ -406,8 +478,15 @@ class RedisStoreImpl implements RedisStore {
     s: Script,
     conversationId: string | undefined,
     args: readonly string[],
+    withEntries = false,
   ): Promise<Reply> {
-    const keys = conversationId === undefined ? [] : [this.#key(conversationId)];
+    // The entries' key shares the prefix (and its hash tag, on Redis Cluster) with the hash.
+    const keys =
+      conversationId === undefined
+        ? []
+        : withEntries
+          ? [this.#key(conversationId), `${this.#base}e:${conversationId}`]
+          : [this.#key(conversationId)];
     const argv = [this.#base, ...(conversationId === undefined ? [] : [conversationId]), ...args];
     return this.#bounded(what, async () => {
       try {
@@ -450,81 +529,4 @@ class RedisStoreImpl implements RedisStore {
     }
     return new StoreError(`Redis store (${this.#label}): ${what} failed: ${reason}`, code, cause);
   }
-}
-
-/** The code of a Redis error reply: its first word (`NOSCRIPT`, `WRONGTYPE`, `ERR`). */
-function replyCode(error: unknown): string | undefined {
-  return error instanceof Error ? /^[A-Z]+(?= |$)/.exec(error.message)?.[0] : undefined;
-}
-
-function optional(value: string | number | undefined): string {
-  return value === undefined ? '' : `=${value}`;
-}
-
-/** What the CREATE and COMMIT scripts write of a checkpoint, in their argument order. */
-function checkpointArgs(checkpoint: spi.Checkpoint): string[] {
-  return [
-    checkpoint.status,
-    String(checkpoint.seq),
-    String(checkpoint.dispatchCount),
-    checkpoint.state,
-    optional(checkpoint.result),
-    optional(checkpoint.suspendedAt),
-  ];
-}
-
-/** The fields of the GET and ACQUIRE scripts' checkpoint reply, in their order. */
-const CHECKPOINT_FIELDS = [
-  'orchestrator',
-  'status',
-  'seq',
-  'dispatch_count',
-  'state',
-  'result',
-  'suspended_at',
-] as const;
-
-/** The hash fields `get()` and `list()` read, under their column names, in their order. */
-const STORED_FIELDS = [
-  'orchestrator',
-  'status',
-  'seq',
-  'dispatch_count',
-  'result',
-  'suspended_at',
-  'owner',
-  'lease_expires_at',
-  'updated_at',
-] as const;
-
-/** A reply's fields as a row under `names` (a missing field is null). */
-function rowOf<N extends string>(
-  conversationId: string,
-  names: readonly N[],
-  fields: Reply[],
-): { readonly conversation_id: string } & Record<N, string | number | null> {
-  const row: Record<string, unknown> = { conversation_id: conversationId };
-  names.forEach((name, i) => {
-    const value = fields[i];
-    row[name] = value === undefined || Array.isArray(value) ? null : value;
-  });
-  return row as { readonly conversation_id: string } & Record<N, string | number | null>;
-}
-
-function toCheckpoint(conversationId: string, fields: Reply[]): spi.Checkpoint {
-  return checkpointOf(rowOf(conversationId, CHECKPOINT_FIELDS, fields));
-}
-
-function toStored(
-  conversationId: string,
-  now: number,
-  fields: Reply[],
-): spi.StoredConversation | undefined {
-  const row = rowOf(conversationId, STORED_FIELDS, fields);
-  if (row.orchestrator === null) return undefined;
-  return storedOf(
-    row,
-    liveHolder(row.owner, row.lease_expires_at, now),
-    endingOf(row.status, row.result),
-  );
 }
