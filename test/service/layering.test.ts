@@ -1,6 +1,7 @@
 /**
- * The demo service's modules import one way: no circle among service/ (its rooms http/, live/,
- * fleet/, desks/ and the entry points). Read from the files' own import lines.
+ * The demo service's modules import one way: no circle among service/, and each room imports only
+ * the rooms below it (http/ at the bottom, then desks/, live/, fleet/; the entry points at
+ * service/ over all). Read from the files' own import lines.
  */
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +12,51 @@ const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const graph = importGraph(join(ROOT, 'service'), ROOT);
 const cycles = (): string[][] => cyclesIn(graph, (file) => file.startsWith('service/'));
 
+/** The entry points: they may import every room, and nothing imports them. */
+const ENTRY_POINTS = ['service/main.ts', 'service/worker.ts', 'service/screenshot.ts'];
+
+/**
+ * Where each room of service/ may look within service/ (src/ is below them all): http/ (the
+ * server, hosts, exposition, health) reads only the service's config; the desks (market, policies,
+ * approvals, the durable store) add http/; the live page adds the desks (its updates carry
+ * approvals); fleet mode adds the live page and the signals. The files at service/ beside the
+ * entry points (config, signals, tracing, chromium) read only http/.
+ */
+const ROOMS: Readonly<Record<string, readonly string[]>> = {
+  'service/http/': ['service/http/', 'service/config.ts'],
+  'service/desks/': ['service/desks/', 'service/http/', 'service/config.ts'],
+  'service/live/': ['service/live/', 'service/http/', 'service/desks/'],
+  'service/fleet/': [
+    'service/fleet/',
+    'service/live/',
+    'service/http/',
+    'service/desks/',
+    'service/config.ts',
+    'service/signals.ts',
+  ],
+  'service/': ['service/http/'],
+};
+
+/** The room of a file: the longest prefix of ROOMS it starts with (service/ for the shared files). */
+function roomOf(file: string): string | undefined {
+  return Object.keys(ROOMS)
+    .filter((room) => file.startsWith(room))
+    .sort((a, b) => b.length - a.length)[0];
+}
+
+/** Every import within service/ that its file's room may not make, as `file -> import`. */
+function roomViolations(): string[] {
+  return [...graph].flatMap(([file, imports]) => {
+    const room = roomOf(file);
+    if (room === undefined) return [];
+    const allowed = ENTRY_POINTS.includes(file) ? ['service/'] : (ROOMS[room] ?? []);
+    return imports
+      .filter((i) => i.startsWith('service/'))
+      .filter((i) => ENTRY_POINTS.includes(i) || !allowed.some((a) => i.startsWith(a)))
+      .map((i) => `${file} -> ${i}`);
+  });
+}
+
 describe('layering of the demo service', () => {
   it('reads the imports it checks', () => {
     expect(graph.get('service/live/history.ts')).toContain('service/live/updates.ts');
@@ -18,6 +64,30 @@ describe('layering of the demo service', () => {
 
   it('has no import circle (history reads the update types, not the other way round)', () => {
     expect(cycles()).toEqual([]);
+  });
+
+  it("keeps the rooms' arrows: http/ imports nothing of desks/, live/ or fleet/, and nothing imports an entry point", () => {
+    expect(roomViolations()).toEqual([]);
+    // The arrows are read from the files: each room's lowest and highest use.
+    expect(graph.get('service/live/live.ts')).toContain('service/http/server.ts');
+    expect(graph.get('service/fleet/fleet-mode.ts')).toContain('service/live/live.ts');
+    expect(graph.get('service/main.ts')).toContain('service/live/live.ts');
+  });
+
+  it('finds an import that goes up a room (the check can fail)', () => {
+    const server = graph.get('service/http/server.ts') ?? [];
+    graph.set('service/http/server.ts', [...server, 'service/live/live.ts', 'service/main.ts']);
+    graph.set('service/__x.ts', ['service/desks/market.ts']);
+    try {
+      expect(roomViolations()).toEqual([
+        'service/http/server.ts -> service/live/live.ts',
+        'service/http/server.ts -> service/main.ts',
+        'service/__x.ts -> service/desks/market.ts',
+      ]);
+    } finally {
+      graph.set('service/http/server.ts', server);
+      graph.delete('service/__x.ts');
+    }
   });
 
   it('finds a circle when there is one (the check can fail)', () => {
