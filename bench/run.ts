@@ -42,7 +42,7 @@ import { langgraphTable } from './langgraph.ts';
 import { networkStoresTable } from './network-stores.ts';
 import { samplerTable } from './sampler.ts';
 import { storesTables } from './stores.ts';
-import { transcriptTable } from './transcript.ts';
+import { bigTranscriptChild, transcriptTable } from './transcript.ts';
 
 const ROUNDS = Number(process.env.BENCH_ROUNDS ?? 15);
 const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 150_000);
@@ -907,6 +907,10 @@ async function main(): Promise<void> {
   }
   if (only === 'langgraph') {
     await langgraphTable();
+    return;
+  }
+  if (only === 'transcript-child') {
+    await bigTranscriptChild();
     return;
   }
   if (only === 'transcript') {

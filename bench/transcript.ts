@@ -4,12 +4,14 @@
  * keeps (a list growing by one message per dispatch), committed with `durability: 'sync'`.
  *
  * Per store, side by side in one run: the cost of a dispatch (wall time between two listener
- * calls, median over a window of 50 dispatches) at dispatch 50, 1,000 and 5,000, and the bytes
+ * calls, median over a window of 50 dispatches, then over 3 conversations) at dispatch 50 to
+ * 5,000, and the bytes
  * written per dispatch there (the entry, plus the share of the snapshot that later covered it:
  * snapshots amortized and counted; the conversation runs on until a snapshot covers the last
  * window, and its ending, one whole write per conversation, is not in any window). The same with whole checkpoints (`incremental: false`, the
  * way every commit was written before) up to dispatch 1,000, where it already costs 20× more.
  */
+import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,7 +35,7 @@ import { createSqliteStore } from '../src/stores/sqlite/index.ts';
 
 const DISPATCHES = Number(process.env.BENCH_TRANSCRIPT_DISPATCHES ?? 5_000);
 const WHOLE_DISPATCHES = Math.min(DISPATCHES, 1_000);
-const AT = [50, 1_000, DISPATCHES] as const;
+const AT = [50, 500, 1_000, 2_000, DISPATCHES] as const;
 const WINDOW = 50;
 const PAD = 'x'.repeat(1_000);
 
@@ -181,41 +183,137 @@ interface Row {
   readonly bytes: number[];
 }
 
+/** Rounds per row: each a conversation of its own; the figures are the medians of the rounds. */
+const ROUNDS = Number(process.env.BENCH_TRANSCRIPT_ROUNDS ?? 3);
+
 async function measure(
   name: string,
   newStore: () => ConversationStore,
   dispatches: number,
   checkpoints: CheckpointOptions,
 ): Promise<Row> {
-  const written: Written = { entries: new Map(), bases: [] };
-  const store = recording(newStore(), written);
-  const last = AT.filter((at) => at <= dispatches).at(-1) as number;
-  const [, lastMeasured] = window(last, dispatches);
-  // Run until a snapshot covers the last window (a whole-checkpoint run writes none: it stops at
-  // `dispatches`).
-  const times = await run(
-    store,
-    dispatches,
-    checkpoints,
-    () => checkpoints.incremental === false || written.bases.some((b) => b.seq > lastMeasured + 1),
-  );
-  await store.close();
-  const ms: number[] = [];
-  const bytes: number[] = [];
-  for (const at of AT) {
-    if (at > dispatches) {
-      ms.push(Number.NaN);
-      bytes.push(Number.NaN);
-      continue;
-    }
-    const [from, to] = window(at, dispatches);
-    ms.push(median(times.slice(from - 1, to)));
-    bytes.push(bytesPerDispatch(written, from, to));
+  const ms: number[][] = AT.map(() => []);
+  const bytes: number[][] = AT.map(() => []);
+  for (let round = 0; round < ROUNDS; round++) {
+    const written: Written = { entries: new Map(), bases: [] };
+    const store = recording(newStore(), written);
+    const last = AT.filter((at) => at <= dispatches).at(-1) as number;
+    const [, lastMeasured] = window(last, dispatches);
+    // Run until a snapshot covers the last window (a whole-checkpoint run writes none: it stops
+    // at `dispatches`).
+    const times = await run(
+      store,
+      dispatches,
+      checkpoints,
+      () =>
+        checkpoints.incremental === false || written.bases.some((b) => b.seq > lastMeasured + 1),
+    );
+    await store.close();
+    AT.forEach((at, i) => {
+      if (at > dispatches) return;
+      const [from, to] = window(at, dispatches);
+      ms[i]?.push(median(times.slice(from - 1, to)));
+      bytes[i]?.push(bytesPerDispatch(written, from, to));
+    });
   }
-  return { name, ms, bytes };
+  const of = (xs: number[][]) => xs.map((x) => (x.length === 0 ? Number.NaN : median(x)));
+  return { name, ms: of(ms), bytes: of(bytes) };
 }
 
 const cell = (x: number, digits: number) => (Number.isNaN(x) ? '—' : x.toFixed(digits));
+
+const BIG_MB = Number(process.env.BENCH_TRANSCRIPT_MB ?? 100);
+
+/** The transcript's conversation for the big run: line i as the responders write it. */
+function bigOrchestrator(store: ConversationStore, until: (dispatchCount: number) => boolean) {
+  return new ConversationOrchestrator<Transcript, string>({
+    name: 'bench_big_transcript',
+    store,
+    responders: ['a', 'b'].map((name) => ({
+      name,
+      respond: (_m: Message<string>, state) => ({
+        sender: name,
+        content: `${name}:${state.projection.lines.length}:${PAD}`,
+      }),
+    })),
+    turnPolicy: roundRobin(),
+    projection: {
+      initial: (input) => ({ lines: [input.content] }),
+      fold: (s, m) => {
+        s.lines.push(m.content);
+        return s;
+      },
+    },
+    termination: stopWhen((s) => until(s.dispatchCount), 'converged'),
+    listener: (_state, _decision, dispatchCount) => {
+      if (dispatchCount % 1_000 === 0) process.stdout.write(`${dispatchCount}\n`);
+    },
+  });
+}
+
+/** `BENCH_ONLY=transcript-child`: runs the big transcript on SQLite until it is killed. */
+export async function bigTranscriptChild(): Promise<void> {
+  const store = createSqliteStore({ path: process.env.BENCH_TRANSCRIPT_DB as string });
+  await bigOrchestrator(store, () => false).run(
+    { sender: 'user', content: 'begin' },
+    { conversationId: 'big' },
+  );
+}
+
+/**
+ * A `BIG_MB` transcript on SQLite in a child process, SIGKILLed once it holds that much; then
+ * resumed here: the time from `resume()` to its first dispatch (the snapshot read and decoded,
+ * the entries after it folded), and the resumed transcript checked line by line.
+ */
+async function bigTranscript(dir: string): Promise<void> {
+  const path = join(dir, 'big.db');
+  const target = Math.ceil((BIG_MB * 1024 * 1024) / (PAD.length + 10));
+  const started = performance.now();
+  const reached = await new Promise<number>((done, fail) => {
+    const child = spawn(process.execPath, ['--expose-gc', process.argv[1] as string], {
+      env: { ...process.env, BENCH_ONLY: 'transcript-child', BENCH_TRANSCRIPT_DB: path },
+      stdio: ['ignore', 'pipe', 'inherit'],
+    });
+    let last = 0;
+    let buffer = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      buffer += chunk.toString();
+      const lines = buffer.split('\n');
+      buffer = lines.pop() ?? '';
+      for (const line of lines) {
+        const n = Number(line);
+        if (Number.isSafeInteger(n)) last = n;
+      }
+      if (last >= target && !child.killed) child.kill('SIGKILL');
+    });
+    child.once('error', fail);
+    child.once('exit', (_code, signal) =>
+      signal === 'SIGKILL' ? done(last) : fail(new Error('the big transcript child exited')),
+    );
+  });
+  const runSeconds = (performance.now() - started) / 1000;
+  const store = createSqliteStore({ path });
+  let firstDispatch = 0;
+  let resumedAt = 0;
+  const begin = performance.now();
+  const result = await bigOrchestrator(store, (n) => {
+    if (resumedAt === 0) {
+      resumedAt = n;
+      firstDispatch = performance.now() - begin;
+    }
+    return true;
+  }).resume('big');
+  const lines = result.state.projection.lines;
+  let identical = lines[0] === 'begin';
+  for (let i = 1; i < lines.length && identical; i++) {
+    identical = lines[i] === `${i % 2 === 1 ? 'a' : 'b'}:${i}:${PAD}`;
+  }
+  const bytes = lines.reduce((n, line) => n + line.length, 0);
+  await store.close();
+  console.log(
+    `\nA ${(bytes / 1024 / 1024).toFixed(0)} MB transcript on SQLite ('sync'): ${reached.toLocaleString('en')}+ dispatches in ${runSeconds.toFixed(1)} s, SIGKILLed; resumed in a new process, ${firstDispatch.toFixed(0)} ms from resume() to its first dispatch (snapshot read and decoded, entries folded); the resumed transcript ${identical && lines.length === result.dispatchCount + 1 ? 'is identical' : 'DIFFERS'} line by line (${lines.length.toLocaleString('en')} lines).`,
+  );
+}
 
 /** Prints the table (`BENCH_ONLY=transcript`). */
 export async function transcriptTable(): Promise<void> {
@@ -248,6 +346,7 @@ export async function transcriptTable(): Promise<void> {
         `| ${row.name} | ${row.ms.map((x) => cell(x, 3)).join(' / ')} | ${cell(lastMs / (row.ms[0] as number), 2)}× | ${row.bytes.map((x) => cell(x, 0)).join(' / ')} | ${cell(lastBytes / (row.bytes[0] as number), 2)}× |`,
       );
     }
+    if (BIG_MB > 0) await bigTranscript(dir);
   } finally {
     rmSync(dir, { recursive: true, force: true });
   }

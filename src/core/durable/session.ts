@@ -364,7 +364,11 @@ class StoreSession<S, C> implements RunDurability<S, C> {
       this.#seq = seq;
       this.#committedInvocations = invocations;
       // What landed is in the store: the next entry starts after it.
-      host.folded?.splice(0, built.foldedUpTo);
+      const folded = host.folded;
+      if (folded !== undefined && built.foldedUpTo > 0) {
+        if (folded.length === built.foldedUpTo) folded.length = 0;
+        else folded.splice(0, built.foldedUpTo);
+      }
       if (entry === undefined) {
         this.#baseBytes = built.bytes;
         this.#baseSeq = seq;

@@ -199,8 +199,10 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       const bytes = checkSize(checkpoint);
       const at = now();
       row.checkpoint = checkpoint;
-      row.entries = [];
-      row.entryBytes = 0;
+      if (row.entries.length > 0) {
+        row.entries = [];
+        row.entryBytes = 0;
+      }
       row.updatedAt = at;
       row.bytes = bytes;
       if (checkpoint.status === 'running') {
