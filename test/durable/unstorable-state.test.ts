@@ -22,7 +22,8 @@ afterAll(() => rmSync(dir, { recursive: true, force: true }));
 type State = { total: number; blob?: unknown };
 
 function orchestrator(path: string, initial: () => State) {
-  const store = createSqliteStore({ path });
+  // Whole states (and snapshots) bounded at 4 MiB, as maxCheckpointBytes bounded them before entries.
+  const store = createSqliteStore({ path, maxSnapshotBytes: 4 * 1024 * 1024 });
   const o = new ConversationOrchestrator<State, number>({
     name: 'unstorable',
     store,
@@ -37,9 +38,9 @@ function orchestrator(path: string, initial: () => State) {
 describe.each([
   ['a BigInt in the initial projection', () => ({ total: 0, blob: 10n }), /BigInt/],
   [
-    'an initial projection past maxCheckpointBytes (5 MiB on a 4 MiB store)',
+    'an initial projection past the store (5 MiB on a store of 4 MiB snapshots)',
     () => ({ total: 0, blob: 'x'.repeat(5 * 1024 * 1024) }),
-    /expected at most 4194304 bytes \(the store's maxCheckpointBytes\), got \d+/,
+    /expected at most 4194304 bytes in the store, got \d+/,
   ],
 ])('a conversation with %s', (_, initial, message) => {
   it('fails run() with CheckpointError and the state reached, and ends as failed in the store', async () => {

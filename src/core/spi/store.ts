@@ -90,6 +90,7 @@ export type SnapshotOutcome =
        * is at this seq or later, or the seq is past the stored one), `not_found` (deleted).
        */
       readonly ok: false;
+      /** Why nothing changed. */
       readonly reason: 'fenced' | 'stale' | 'not_found';
     };
 
