@@ -30,7 +30,11 @@ const checkpoint = (state: string, result?: string): Checkpoint => ({
 
 describe('store errors', () => {
   it('are OrchestratorErrors named StoreError whose code says what failed', async () => {
-    const store = createSqliteStore({ path: ':memory:', maxCheckpointBytes: 10 });
+    const store = createSqliteStore({
+      path: ':memory:',
+      maxCheckpointBytes: 10,
+      maxSnapshotBytes: 10,
+    });
     const tooLarge = await store.create(checkpoint('x'.repeat(11)), 'me', 1_000).catch((e) => e);
     expect([tooLarge instanceof OrchestratorError, tooLarge.name, tooLarge.code]).toEqual([
       true,
