@@ -3,7 +3,7 @@
  * kept dispatch events, the ending explained, the failure (its exception, status and error.type)
  * and, with a sampler, the exemplars of a kept trace.
  */
-import { type Attributes, type Span, SpanStatusCode } from '@opentelemetry/api';
+import { type Attributes, type Context, type Span, SpanStatusCode } from '@opentelemetry/api';
 import { DispatchDeadlineError, ResponderError } from '../core/spi/errors.ts';
 import type { ConversationEnd } from '../core/spi/observer.ts';
 import type { ConversationUsage } from '../core/spi/types.ts';
@@ -13,6 +13,7 @@ import { type ExemplarFilter, exemplarDeferOf } from './exemplar-filter.ts';
 import { addExplanation, errorMessage, errorType, exceptionRecord } from './guard.ts';
 import type { OrchestratorRecord, ResponderSlots } from './metric-records.ts';
 import type { OrchestratorMetrics } from './metrics.ts';
+import type { PrometheusRegistry } from './registry.ts';
 import { endOnce, type OpenSpan } from './responder-span.ts';
 import {
   ATTR_CONVERSATION_ABORT_REASON,
@@ -117,13 +118,14 @@ export function countEnd<S, C>(
   end: ConversationEnd<S, C>,
   ending: Ending,
   tokens: number | undefined,
+  context: Context,
 ): void {
   const { metrics, record } = to;
   metrics.segmentEnded(record);
   if (!ending.final) return;
   const { reason, elapsedMs } = ending;
-  metrics.countEnd(record, reason, elapsedMs / 1000, ending.dispatches);
-  if (tokens !== undefined) metrics.conversationTokens(record, reason, tokens);
+  metrics.countEnd(record, reason, elapsedMs / 1000, ending.dispatches, context);
+  if (tokens !== undefined) metrics.conversationTokens(record, reason, tokens, context);
   if (!end.ok && end.error instanceof DispatchDeadlineError) {
     const index =
       end.error.responder === undefined ? -1 : to.responders.indexOf(end.error.responder);
@@ -246,11 +248,21 @@ export function recordFailure(
   report: (error: unknown) => void,
   endMs: number,
 ): void {
-  // `throw undefined` is the responder's own value too (its error.type is _OTHER).
-  const original = error instanceof ResponderError && 'cause' in error ? error.cause : error;
+  const original = failureOf(error);
   span.recordException(exceptionRecord(original, report), endMs);
   span.setAttribute(ATTR_ERROR_TYPE, errorType(original));
   span.setStatus({ code: SpanStatusCode.ERROR, message: errorMessage(error) });
+}
+
+/** What a failed conversation failed with: a responder's own error, not the library's wrapper. */
+function failureOf(error: Error): unknown {
+  // `throw undefined` is the responder's own value too (its error.type is _OTHER).
+  return error instanceof ResponderError && 'cause' in error ? error.cause : error;
+}
+
+/** The `error.type` of a failed ending (as `recordFailure` sets it), undefined for any other. */
+export function failureType<S, C>(end: ConversationEnd<S, C>, ending: Ending): string | undefined {
+  return ending.failed && !end.ok ? errorType(failureOf(end.error)) : undefined;
 }
 
 /** With a sampler: the end's exemplars and one per kept dispatch, if the trace was kept. */
@@ -294,7 +306,7 @@ export function keptExemplars(
   events.forEachKept(Number.POSITIVE_INFINITY, (_count, atMs, durationMs, responder) => {
     kept.push(durationMs / 1000, (clockBase + atMs) / 1000, responder);
   });
-  exemplarDeferOf(metrics.registry)(traceId, () => {
+  exemplarDeferOf(metrics.registry as PrometheusRegistry)(traceId, () => {
     endExemplars();
     for (let i = 0; i < kept.length; i += 3) {
       durations[kept[i + 2] as number]?.keptExemplar(

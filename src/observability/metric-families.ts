@@ -1,37 +1,21 @@
 /**
- * The metric families of the orchestrator: each one's name, help text, labels and buckets, and
- * which records of metric-records.ts it reads at scrape time. Registered all or nothing: a name
- * taken by another library must not leave half a set on the registry.
+ * The metric families of the orchestrator on a prom-client registry: each one's name, help text,
+ * labels and buckets come from the definition table (metric-definitions.ts), and which records of
+ * metric-records.ts it reads at scrape time is said here. Registered all or nothing: a name taken
+ * by another library must not leave half a set on the registry. Without a registry (the
+ * OpenTelemetry path alone) the histograms are made all the same: the records live in them.
  */
 import type { Series } from './collected-counter.ts';
 import { CollectedCounter } from './collected-counter.ts';
 import { CollectedHistogram } from './dispatch-histogram.ts';
+import {
+  DURABLE_METRICS,
+  type MetricDefinition,
+  ORCHESTRATOR_METRICS,
+} from './metric-definitions.ts';
 import type { DispatchRecord, OrchestratorRecord } from './metric-records.ts';
 import { assertFree, type PrometheusRegistry, registerCollector } from './registry.ts';
-import {
-  EXEMPLAR_TRACE_ID,
-  LABEL_ORCHESTRATOR,
-  LABEL_REASON,
-  LABEL_RESPONDER,
-  LABEL_STORE,
-  METRIC_CHECKPOINT_DURATION,
-  METRIC_CHECKPOINT_FAILURES,
-  METRIC_CONVERSATION_DISPATCHES,
-  METRIC_CONVERSATION_DURATION,
-  METRIC_CONVERSATION_TOKENS,
-  METRIC_CONVERSATIONS_ENDED,
-  METRIC_CONVERSATIONS_IN_PROGRESS,
-  METRIC_CONVERSATIONS_RESUMED,
-  METRIC_CONVERSATIONS_STARTED,
-  METRIC_DISPATCH_DURATION,
-  METRIC_DISPATCHES,
-  METRIC_LEASE_CONFLICTS,
-  METRIC_LISTENER_ERRORS,
-  METRIC_RESPONDER_DEADLINES,
-  METRIC_RESPONDER_ERRORS,
-  METRIC_RESPONDER_REINVOCATIONS,
-  METRIC_TOKENS,
-} from './semconv.ts';
+import { EXEMPLAR_TRACE_ID } from './semconv.ts';
 
 /** The histograms' bucket lists (upper bounds), in their unit. */
 export interface MetricBuckets {
@@ -41,29 +25,10 @@ export interface MetricBuckets {
   readonly conversationTokens: readonly number[];
 }
 
-const METRIC_NAMES = [
-  METRIC_CONVERSATIONS_STARTED,
-  METRIC_CONVERSATIONS_ENDED,
-  METRIC_CONVERSATIONS_IN_PROGRESS,
-  METRIC_CONVERSATION_DURATION,
-  METRIC_CONVERSATION_DISPATCHES,
-  METRIC_DISPATCHES,
-  METRIC_DISPATCH_DURATION,
-  METRIC_RESPONDER_ERRORS,
-  METRIC_RESPONDER_DEADLINES,
-  METRIC_LISTENER_ERRORS,
-  METRIC_TOKENS,
-  METRIC_CONVERSATION_TOKENS,
-] as const;
+const METRIC_NAMES = Object.values(ORCHESTRATOR_METRICS).map((d) => d.prometheus);
 
 /** The metrics of durable conversations: registered at the first conversation with a store. */
-const DURABLE_METRIC_NAMES = [
-  METRIC_RESPONDER_REINVOCATIONS,
-  METRIC_CONVERSATIONS_RESUMED,
-  METRIC_CHECKPOINT_DURATION,
-  METRIC_CHECKPOINT_FAILURES,
-  METRIC_LEASE_CONFLICTS,
-] as const;
+const DURABLE_METRIC_NAMES = Object.values(DURABLE_METRICS).map((d) => d.prometheus);
 
 /** The histograms the recording methods write series of (the counters read records only). */
 export interface OrchestratorHistograms {
@@ -96,99 +61,88 @@ function eachResponder(
   });
 }
 
-function histogram(
-  name: string,
-  help: string,
-  labels: string[],
-  bounds: readonly number[],
-): CollectedHistogram {
-  return new CollectedHistogram(name, help, labels, [...bounds], EXEMPLAR_TRACE_ID);
+function histogram(definition: MetricDefinition, bounds: readonly number[]): CollectedHistogram {
+  return new CollectedHistogram(
+    definition.prometheus,
+    definition.help,
+    [...definition.labels],
+    [...bounds],
+    EXEMPLAR_TRACE_ID,
+  );
+}
+
+/** A counter or gauge of `definition`, listing `series` at each scrape. */
+function counter<T extends Series | DispatchRecord>(
+  definition: MetricDefinition,
+  series: () => Iterable<T>,
+): CollectedCounter<T> {
+  return new CollectedCounter(
+    definition.prometheus,
+    definition.help,
+    definition.kind === 'gauge' ? 'gauge' : 'counter',
+    series,
+  );
 }
 
 /**
- * Registers the orchestrator metrics on `registry`, read from `orchestrators` at each scrape.
- * Throws, registering nothing, when one of their names is taken.
+ * The orchestrator metrics, read from `orchestrators` at each scrape, registered on `registry`
+ * when one is given. Throws, registering nothing, when one of their names is taken.
  */
 export function registerOrchestratorFamilies(
-  registry: PrometheusRegistry,
+  registry: PrometheusRegistry | undefined,
   buckets: MetricBuckets,
   orchestrators: ReadonlyMap<string, OrchestratorRecord>,
 ): OrchestratorHistograms {
   const each = eachOf(orchestrators);
-  const conversationDuration = histogram(
-    METRIC_CONVERSATION_DURATION,
-    'Elapsed time of a conversation at its end, by reason.',
-    [LABEL_ORCHESTRATOR, LABEL_REASON],
-    buckets.conversationDuration,
-  );
+  const M = ORCHESTRATOR_METRICS;
+  const conversationDuration = histogram(M.conversationDuration, buckets.conversationDuration);
   const conversationDispatches = histogram(
-    METRIC_CONVERSATION_DISPATCHES,
-    'Dispatches of a conversation at its end, by reason.',
-    [LABEL_ORCHESTRATOR, LABEL_REASON],
+    M.conversationDispatches,
     buckets.conversationDispatches,
   );
-  const conversationTokens = histogram(
-    METRIC_CONVERSATION_TOKENS,
-    'Tokens (input + output) of a conversation that reported any, at its end, by reason.',
-    [LABEL_ORCHESTRATOR, LABEL_REASON],
-    buckets.conversationTokens,
-  );
-  const dispatchDuration = histogram(
-    METRIC_DISPATCH_DURATION,
-    'Duration of one dispatch: the responder answer plus the orchestrator work around it.',
-    [LABEL_ORCHESTRATOR, LABEL_RESPONDER],
-    buckets.dispatchDuration,
-  );
+  const conversationTokens = histogram(M.conversationTokens, buckets.conversationTokens);
+  const dispatchDuration = histogram(M.dispatchDuration, buckets.dispatchDuration);
+  const histograms = {
+    dispatchDuration,
+    conversationDuration,
+    conversationDispatches,
+    conversationTokens,
+  };
+  if (registry === undefined) return histograms;
   const collectors = [
-    new CollectedCounter(
-      METRIC_CONVERSATIONS_STARTED,
-      'Conversations started.',
-      'counter',
+    counter(
+      M.conversationsStarted,
       each((o) => [o.started]),
     ),
-    new CollectedCounter(
-      METRIC_CONVERSATIONS_ENDED,
-      'Conversations ended, by reason (converged, max_dispatches, timeout, queue_exhausted, aborted, deadline, error, ...).',
-      'counter',
+    counter(
+      M.conversationsEnded,
       each((o) => o.ends.values()),
     ),
-    new CollectedCounter(
-      METRIC_CONVERSATIONS_IN_PROGRESS,
-      'Conversations running now.',
-      'gauge',
+    counter(
+      M.conversationsInProgress,
       each((o) => [o.inProgress]),
     ),
     conversationDuration,
     conversationDispatches,
-    new CollectedCounter(
-      METRIC_DISPATCHES,
-      'Successful dispatches (one responder answer each).',
-      'counter',
+    counter(
+      M.dispatches,
       each((o) => o.responders.values()),
     ),
     dispatchDuration,
-    new CollectedCounter(
-      METRIC_RESPONDER_ERRORS,
-      'Responder invocations that threw or rejected.',
-      'counter',
+    counter(
+      M.responderErrors,
       eachResponder(each, (r) => r.errors),
     ),
-    new CollectedCounter(
-      METRIC_RESPONDER_DEADLINES,
-      'Conversations ended by the dispatch deadline (dispatchTimeoutMs) while this responder had not answered.',
-      'counter',
+    counter(
+      M.responderDeadlines,
       eachResponder(each, (r) => r.deadlines),
     ),
-    new CollectedCounter(
-      METRIC_LISTENER_ERRORS,
-      'Listener calls that threw or rejected.',
-      'counter',
+    counter(
+      M.listenerErrors,
       each((o) => [o.listenerErrors]),
     ),
-    new CollectedCounter(
-      METRIC_TOKENS,
-      'Tokens reported (context.reportUsage), by responder, model and type (input, output); failed and skipped invocations included.',
-      'counter',
+    counter(
+      M.tokens,
       each(function* (o) {
         for (const t of o.tokens.values()) {
           yield t.input;
@@ -203,52 +157,43 @@ export function registerOrchestratorFamilies(
     if (collector instanceof CollectedHistogram) collector.register(registry);
     else registerCollector(registry, collector);
   }
-  return { dispatchDuration, conversationDuration, conversationDispatches, conversationTokens };
+  return histograms;
 }
 
 /**
- * Registers the metrics of durable conversations on `registry`, read from `orchestrators`.
- * `checkpointBuckets` bound the checkpoint histogram, which is returned. Throws when one of their
- * names is taken (checked before any is registered).
+ * The metrics of durable conversations, read from `orchestrators`, registered on `registry` when
+ * one is given. `checkpointBuckets` bound the checkpoint histogram, which is returned. Throws when
+ * one of their names is taken (checked before any is registered).
  */
 export function registerDurableFamilies(
-  registry: PrometheusRegistry,
+  registry: PrometheusRegistry | undefined,
   checkpointBuckets: readonly number[],
   orchestrators: ReadonlyMap<string, OrchestratorRecord>,
 ): CollectedHistogram {
   const each = eachOf(orchestrators);
-  const duration = histogram(
-    METRIC_CHECKPOINT_DURATION,
-    'Duration of one checkpoint commit (the store call), by store.',
-    [LABEL_ORCHESTRATOR, LABEL_STORE],
-    checkpointBuckets,
-  );
+  const D = DURABLE_METRICS;
+  const duration = histogram(D.checkpointDuration, checkpointBuckets);
+  if (registry === undefined) return duration;
   assertFree(registry, DURABLE_METRIC_NAMES);
   registerCollector(
     registry,
-    new CollectedCounter(
-      METRIC_RESPONDER_REINVOCATIONS,
-      'Responder invocations run again after a crash (attempt > 1): the call in flight when a worker died.',
-      'counter',
+    counter(
+      D.responderReinvocations,
       eachResponder(each, (r) => r.reinvocations),
     ),
   );
   registerCollector(
     registry,
-    new CollectedCounter(
-      METRIC_CONVERSATIONS_RESUMED,
-      'Conversations resumed, by cause (crash, suspend, handoff).',
-      'counter',
+    counter(
+      D.conversationsResumed,
       each((o) => o.resumed.values()),
     ),
   );
   duration.register(registry);
   registerCollector(
     registry,
-    new CollectedCounter(
-      METRIC_CHECKPOINT_FAILURES,
-      'Checkpoint commits that failed (the store threw or did not answer in time), by store.',
-      'counter',
+    counter(
+      D.checkpointFailures,
       each(function* (o) {
         for (const c of o.checkpoints.values()) yield c.failures;
       }),
@@ -256,10 +201,8 @@ export function registerDurableFamilies(
   );
   registerCollector(
     registry,
-    new CollectedCounter(
-      METRIC_LEASE_CONFLICTS,
-      'Commits or lease renewals refused because another process holds the conversation.',
-      'counter',
+    counter(
+      D.leaseConflicts,
       each(function* (o) {
         if (o.leaseConflicts !== undefined) yield o.leaseConflicts;
       }),

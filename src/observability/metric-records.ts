@@ -3,6 +3,7 @@
  * one tree per orchestrator, read by the families' collectors at scrape time (metric-families.ts)
  * and written by the recording methods (metrics.ts).
  */
+import type { Attributes } from '@opentelemetry/api';
 import type { Kept, Series } from './collected-counter.ts';
 import type { HistogramSeries } from './dispatch-histogram.ts';
 import { LABEL_ORCHESTRATOR } from './semconv.ts';
@@ -24,6 +25,12 @@ export interface DispatchRecord extends Kept {
   deadlines: Series | undefined;
   /** Invocations run again after a crash (attempt > 1); created at the first. */
   reinvocations: Series | undefined;
+  /**
+   * The OpenTelemetry path: the attributes of the GenAI agent metrics of this responder, made at
+   * its first invocation there, and those of its failed ones by `error.type`.
+   */
+  genAi: Attributes | undefined;
+  genAiFailed: Map<string, Attributes> | undefined;
 }
 
 export function dispatchRecord(
@@ -36,6 +43,8 @@ export function dispatchRecord(
     errors: undefined,
     deadlines: undefined,
     reinvocations: undefined,
+    genAi: undefined,
+    genAiFailed: undefined,
     read: () => duration.tally,
     zero: () => {
       duration.counts[duration.tallyAt] = 0;
@@ -59,10 +68,19 @@ export interface EndRecord extends Series {
   tokens: HistogramSeries | undefined;
 }
 
-/** Tokens of one (orchestrator, responder, model): the two `type` series. */
+/**
+ * Tokens of one (orchestrator, responder, model): the two `type` series, and the cached input
+ * and reasoning output tokens (the GenAI usage counters of the OpenTelemetry path count them).
+ */
 export interface TokenRecord {
   readonly input: Series;
   readonly output: Series;
+  readonly cacheRead: Series;
+  readonly reasoning: Series;
+  /** `gen_ai.provider.name` of the responder that first reported under these labels. */
+  readonly provider: string;
+  /** The GenAI usage counters' attributes, made at their first collection. */
+  genAi: Attributes | undefined;
 }
 
 /** Everything counted for one orchestrator; looked up once per conversation. */
@@ -89,6 +107,9 @@ export interface OrchestratorRecord {
   readonly checkpoints: Map<string, CheckpointRecord>;
   /** Durable conversations: refused commits and renewals (created at the first). */
   leaseConflicts: Series | undefined;
+  /** The OpenTelemetry path: `gen_ai.invoke_workflow.duration`'s attributes, and by `error.type`. */
+  genAi: Attributes | undefined;
+  genAiFailed: Map<string, Attributes> | undefined;
 }
 
 /** The commits of one (orchestrator, store). */
@@ -126,5 +147,7 @@ export function orchestratorRecord(name: string): OrchestratorRecord {
     resumed: new Map(),
     checkpoints: new Map(),
     leaseConflicts: undefined,
+    genAi: undefined,
+    genAiFailed: undefined,
   };
 }

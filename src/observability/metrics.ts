@@ -1,14 +1,19 @@
 /**
- * The Prometheus metrics of the orchestrator, one set per registry. Two telemetry instances given
- * the same registry share the set (prom-client throws when a name is registered twice).
- * Everything is counted in plain numbers and handed to prom-client at scrape time, through
- * collectors of prom-client's metric shape: exact, nearly free per dispatch, and no prom-client
- * import (see registry.ts). The families (names, help, labels) are defined in metric-families.ts,
- * the records counted into in metric-records.ts; this file records.
+ * The metrics of the orchestrator, one set per registry (or, without one, per meter provider).
+ * Two telemetry instances given the same registry share the set (prom-client throws when a name
+ * is registered twice). Everything is counted in plain numbers and handed to prom-client at
+ * scrape time, through collectors of prom-client's metric shape: exact, nearly free per
+ * dispatch, and no prom-client import (see registry.ts); the OpenTelemetry path reads the same
+ * numbers at each collection and records its histograms beside them (otel-metrics.ts). The
+ * definitions (names, units, help, labels, buckets) are in metric-definitions.ts, the
+ * prom-client families in metric-families.ts, the records counted into in metric-records.ts;
+ * this file records.
  */
-import type { DiagLogger } from '@opentelemetry/api';
+import type { Context, DiagLogger, MeterProvider } from '@opentelemetry/api';
 import { endReasons } from '../core/spi/end-reasons.ts';
+import type { Usage } from '../core/spi/types.ts';
 import type { CollectedHistogram } from './dispatch-histogram.ts';
+import { DEFAULT_INFERENCE_CALL_BUCKETS } from './metric-definitions.ts';
 import {
   type MetricBuckets,
   registerDurableFamilies,
@@ -23,6 +28,7 @@ import {
   type ResponderSlots,
   series,
 } from './metric-records.ts';
+import { OtelMetrics } from './otel-metrics.ts';
 import type { PrometheusRegistry } from './registry.ts';
 import {
   LABEL_CAUSE,
@@ -75,8 +81,17 @@ export const BUILT_IN_REASONS: ReadonlySet<string> = new Set(endReasons(() => tr
 /** Reasons whose `orchestrator_conversations_ended_total` series start at 0. */
 const INITIALIZED_REASONS = endReasons((r) => r.initialized);
 
+type Warning =
+  | 'orchestrators'
+  | 'responders'
+  | 'reasons'
+  | 'models'
+  | 'durable'
+  | 'exemplars'
+  | 'meterProvider';
+
 /** The settings a metric set was made with; a second telemetry on the registry is compared. */
-interface MetricSettings {
+export interface MetricSettings {
   readonly buckets: MetricBuckets;
   readonly exemplars: boolean;
   readonly maxReasons: number;
@@ -103,9 +118,7 @@ export class OrchestratorMetrics {
   readonly #maxReasons: number;
   readonly #logger: DiagLogger;
   /** Each cap is said once per registry, when it is first reached. */
-  readonly #warned = new Set<
-    'orchestrators' | 'responders' | 'reasons' | 'models' | 'durable' | 'exemplars'
-  >();
+  readonly #warned = new Set<Warning>();
   /**
    * The checkpoint histogram, once the durable metrics are registered (at the first durable
    * conversation); `null` when their names were taken on the registry (said once).
@@ -117,10 +130,20 @@ export class OrchestratorMetrics {
     return registry.getSingleMetric(METRIC_DISPATCH_DURATION) === this.#dispatchDuration;
   }
 
-  /** The registry the set is on (a sampler on it filters the exemplars: `exemplarFilterOf`). */
-  readonly registry: PrometheusRegistry;
+  /**
+   * The registry the set is on (a sampler on it filters the exemplars: `exemplarFilterOf`);
+   * undefined on the OpenTelemetry path alone.
+   */
+  readonly registry: PrometheusRegistry | undefined;
 
-  constructor(registry: PrometheusRegistry, settings: MetricSettings, logger: DiagLogger) {
+  /** The OpenTelemetry instruments, once a meter provider is attached (`attachMeterProvider`). */
+  otel: OtelMetrics | undefined;
+
+  constructor(
+    registry: PrometheusRegistry | undefined,
+    settings: MetricSettings,
+    logger: DiagLogger,
+  ) {
     this.registry = registry;
     this.settings = settings;
     this.#logger = logger;
@@ -136,6 +159,36 @@ export class OrchestratorMetrics {
     this.#conversationDuration = histograms.conversationDuration;
     this.#conversationDispatches = histograms.conversationDispatches;
     this.#conversationTokens = histograms.conversationTokens;
+  }
+
+  /**
+   * Records the set through the OpenTelemetry metrics API of `provider` too (once: a set reads
+   * its records into one provider; another is refused with a warning). `genAi`: the GenAI
+   * conventions' metrics beside the orchestrator's.
+   */
+  attachMeterProvider(provider: MeterProvider, genAi: boolean): void {
+    if (this.otel !== undefined) {
+      if (this.otel.meterProvider !== provider) {
+        this.#warnOnce(
+          'meterProvider',
+          "conversation-orchestrator: the metrics on this registry are already recorded through another MeterProvider; this telemetry's meterProvider is not used (give every telemetry on one registry the same meterProvider)",
+        );
+      }
+      return;
+    }
+    this.otel = new OtelMetrics(
+      provider,
+      {
+        ...this.settings.buckets,
+        checkpoint: DEFAULT_CHECKPOINT_DURATION_BUCKETS,
+        inferenceCalls: DEFAULT_INFERENCE_CALL_BUCKETS,
+      },
+      this.#orchestrators,
+      genAi,
+    );
+    if (this.#checkpointDuration !== undefined && this.#checkpointDuration !== null) {
+      this.otel.durable();
+    }
   }
 
   /**
@@ -205,6 +258,7 @@ export class OrchestratorMetrics {
         DEFAULT_CHECKPOINT_DURATION_BUCKETS,
         this.#orchestrators,
       );
+      this.otel?.durable();
       return true;
     } catch (error) {
       this.#checkpointDuration = null;
@@ -241,7 +295,9 @@ export class OrchestratorMetrics {
       record = { duration: histogram.series(labels), failures: series(labels) };
       orchestrator.checkpoints.set(store, record);
     }
-    record.duration.observe(seconds);
+    if (record.duration.observe(seconds) >= 0) {
+      this.otel?.checkpointDuration?.record(seconds, record.duration.labels);
+    }
     if (failed) record.failures.count++;
   }
 
@@ -318,15 +374,14 @@ export class OrchestratorMetrics {
     orchestrator: OrchestratorRecord,
     slots: ResponderSlots,
     index: number,
-    model: string | undefined,
-    input: number,
-    output: number,
+    usage: Usage,
+    provider: string,
   ): void {
     const responder =
       index < 0
         ? TURN_POLICY_LABEL_VALUE
         : (this.slot(orchestrator, slots, index).labels[LABEL_RESPONDER] as string);
-    const modelLabel = this.#modelLabel(model);
+    const modelLabel = this.#modelLabel(usage.model);
     const key = `${responder}\u0000${modelLabel}`;
     let record = orchestrator.tokens.get(key);
     if (record === undefined) {
@@ -338,11 +393,17 @@ export class OrchestratorMetrics {
       record = {
         input: series({ ...labels, [LABEL_TOKEN_TYPE]: TOKEN_TYPE_INPUT }),
         output: series({ ...labels, [LABEL_TOKEN_TYPE]: TOKEN_TYPE_OUTPUT }),
+        cacheRead: series(labels),
+        reasoning: series(labels),
+        provider,
+        genAi: undefined,
       };
       orchestrator.tokens.set(key, record);
     }
-    record.input.count += input;
-    record.output.count += output;
+    record.input.count += usage.inputTokens ?? 0;
+    record.output.count += usage.outputTokens ?? 0;
+    record.cacheRead.count += usage.cacheReadInputTokens ?? 0;
+    record.reasoning.count += usage.reasoningOutputTokens ?? 0;
   }
 
   /** Bounded model label values: past `maxModels` distinct models, the overflow value. */
@@ -361,10 +422,17 @@ export class OrchestratorMetrics {
   }
 
   /** Tokens of a conversation that reported any, at its end (after `countEnd`). */
-  conversationTokens(orchestrator: OrchestratorRecord, reason: string, tokens: number): void {
+  conversationTokens(
+    orchestrator: OrchestratorRecord,
+    reason: string,
+    tokens: number,
+    context?: Context,
+  ): void {
     const end = this.#end(orchestrator, reason);
     if (end.tokens === undefined) end.tokens = this.#conversationTokens.series(end.labels);
-    end.tokens.observe(tokens);
+    if (end.tokens.observe(tokens) >= 0) {
+      this.otel?.conversationTokens.record(tokens, end.tokens.labels, context);
+    }
   }
 
   /**
@@ -378,10 +446,7 @@ export class OrchestratorMetrics {
     );
   }
 
-  #warnOnce(
-    cap: 'orchestrators' | 'responders' | 'reasons' | 'models' | 'durable' | 'exemplars',
-    message: string,
-  ): void {
+  #warnOnce(cap: Warning, message: string): void {
     if (this.#warned.has(cap)) return;
     this.#warned.add(cap);
     try {
@@ -424,14 +489,20 @@ export class OrchestratorMetrics {
     reason: string,
     elapsedSeconds: number,
     dispatches: number,
+    context?: Context,
   ): void {
     const end = this.#end(orchestrator, reason);
     end.count++;
     if (end.duration === undefined) end.duration = this.#conversationDuration.series(end.labels);
     if (end.dispatches === undefined)
       end.dispatches = this.#conversationDispatches.series(end.labels);
-    end.duration.observe(elapsedSeconds);
-    end.dispatches.observe(dispatches);
+    const durationAt = end.duration.observe(elapsedSeconds);
+    const dispatchesAt = end.dispatches.observe(dispatches);
+    const otel = this.otel;
+    if (otel === undefined) return;
+    // The same values, the same labels (one object), in the conversation span's context.
+    if (durationAt >= 0) otel.conversationDuration.record(elapsedSeconds, end.labels, context);
+    if (dispatchesAt >= 0) otel.conversationDispatches.record(dispatches, end.labels, context);
   }
 
   /**
@@ -496,56 +567,4 @@ export class OrchestratorMetrics {
     this.#reasons.add(reason);
     return reason;
   }
-}
-
-const byRegistry = new WeakMap<PrometheusRegistry, OrchestratorMetrics>();
-
-/**
- * The metric set of `registry`, created on first use. A second telemetry on the same registry
- * shares it: other buckets are an error (one histogram cannot have two bucket lists), other
- * `maxReasons` or `exemplars` a warning (the first telemetry's settings stay in force).
- */
-export function metricsFor(
-  registry: PrometheusRegistry,
-  settings: MetricSettings,
-  logger: DiagLogger,
-): OrchestratorMetrics {
-  const existing = byRegistry.get(registry);
-  if (existing?.isRegisteredOn(registry)) {
-    if (!sameBuckets(existing.settings.buckets, settings.buckets)) {
-      throw new TypeError(
-        'The orchestrator metrics are already registered on this registry with other buckets; give every telemetry on one registry the same buckets',
-      );
-    }
-    const was = existing.settings;
-    if (was.maxReasons !== settings.maxReasons || was.exemplars !== settings.exemplars) {
-      logger.warn(
-        `conversation-orchestrator: the orchestrator metrics on this registry were set up by an earlier telemetry with maxReasons ${was.maxReasons} and exemplars ${was.exemplars ? 'on' : 'off'}; this telemetry asked for maxReasons ${settings.maxReasons} and exemplars ${settings.exemplars ? 'on' : 'off'}, and shares the earlier settings`,
-      );
-    }
-    if (
-      was.maxOrchestrators !== settings.maxOrchestrators ||
-      was.maxResponders !== settings.maxResponders ||
-      was.maxModels !== settings.maxModels
-    ) {
-      logger.warn(
-        `conversation-orchestrator: the orchestrator metrics on this registry were set up by an earlier telemetry with maxOrchestrators ${was.maxOrchestrators}, maxResponders ${was.maxResponders} and maxModels ${was.maxModels}; this telemetry asked for ${settings.maxOrchestrators}, ${settings.maxResponders} and ${settings.maxModels}, and shares the earlier caps`,
-      );
-    }
-    return existing;
-  }
-  const metrics = new OrchestratorMetrics(registry, settings, logger);
-  byRegistry.set(registry, metrics);
-  return metrics;
-}
-
-function sameBuckets(a: MetricBuckets, b: MetricBuckets): boolean {
-  const eq = (x: readonly number[], y: readonly number[]) =>
-    x.length === y.length && x.every((v, i) => v === y[i]);
-  return (
-    eq(a.dispatchDuration, b.dispatchDuration) &&
-    eq(a.conversationDuration, b.conversationDuration) &&
-    eq(a.conversationDispatches, b.conversationDispatches) &&
-    eq(a.conversationTokens, b.conversationTokens)
-  );
 }

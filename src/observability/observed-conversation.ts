@@ -26,6 +26,7 @@ import {
   type EndMetrics,
   endCutShort,
   endingOf,
+  failureType,
   keptExemplars,
   recordFailure,
   setEndAttributes,
@@ -35,8 +36,9 @@ import { conversationAttributes, startMetrics } from './conversation-start.ts';
 import { DispatchEvents } from './dispatch-events.ts';
 import type { HistogramSeries } from './dispatch-histogram.ts';
 import { type ExemplarFilter, exemplarFilterOf } from './exemplar-filter.ts';
-import { messageContent, stateAttributeRoom } from './guard.ts';
-import type { OrchestratorRecord, ResponderSlots } from './metric-records.ts';
+import { errorType, messageContent, stateAttributeRoom } from './guard.ts';
+import type { DispatchRecord, OrchestratorRecord, ResponderSlots } from './metric-records.ts';
+import type { OtelMetrics } from './otel-metrics.ts';
 import { addUsage, endOnce, type OpenSpan } from './responder-span.ts';
 import { keptBySampler } from './sampling/kept-spans.ts';
 import {
@@ -117,6 +119,11 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   #openResponderSpan: OpenSpan | undefined;
   /** Set at the first usage report. */
   #reportedUsage = false;
+  readonly #otel: OtelMetrics | undefined;
+  /** Usage reports (`#usageCalls`) of the invocation (responder, dispatch) that made the last. */
+  #usageIndex = -1;
+  #usageDispatch = 0;
+  #usageCalls = 0;
   readonly runResponder: (<T>(index: number, invoke: () => T) => T) | undefined;
   readonly runConversation: (<T>(run: () => T) => T) | undefined;
 
@@ -176,13 +183,16 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         ? spanContext.traceId
         : undefined;
     const metrics = settings.metrics;
+    // The registry's exemplars (the OpenTelemetry path's are the SDK's, from the context).
+    const registry = metrics?.registry;
     this.#exemplarFilter =
-      metrics !== undefined && this.#traceId !== undefined
-        ? exemplarFilterOf(metrics.registry)
+      registry !== undefined && this.#traceId !== undefined
+        ? exemplarFilterOf(registry)
         : undefined;
-    if (metrics !== undefined && this.#traceId !== undefined && this.#exemplarFilter === undefined)
-      metrics.exemplarsWithheld();
+    if (registry !== undefined && this.#traceId !== undefined && this.#exemplarFilter === undefined)
+      metrics?.exemplarsWithheld();
     const records = metrics === undefined ? undefined : startMetrics(metrics, start, segment);
+    this.#otel = records === undefined ? undefined : metrics?.otel;
     this.#metricsRecord = records?.record;
     this.#slots = records?.slots;
     this.#durations = records?.slots.durations;
@@ -213,11 +223,35 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
   ): ((info: DispatchInfo<S, C>) => void) | undefined {
     if (this.#events === undefined) {
       if (!records) return undefined;
+      if (this.#otel !== undefined) return this.#countWithOtel;
       return durableCounts ? this.#countDurable : this.#countDispatch;
     }
     if (this.#withExtras) return this.#recordWithExtras;
     if (!records) return this.#keep;
+    if (this.#otel !== undefined) return this.#countWithOtel;
     return durableCounts ? this.#countDurableAndKeep : this.#countAndKeep;
+  }
+
+  /** Metrics on both paths (the OpenTelemetry histograms cost far more than the branches). */
+  #countWithOtel(info: DispatchInfo<S, C>): void {
+    const index = info.responderIndex;
+    if (this.#pending !== undefined) this.#countDurable(info);
+    else this.#countDispatch(info);
+    (this.#otel as OtelMetrics).dispatched(
+      this.#metricsRecord as OrchestratorRecord,
+      ((this.#slots as ResponderSlots).records as DispatchRecord[])[index] as DispatchRecord,
+      info.durationMs / 1000,
+      this.#callsOf(index),
+      this.#context,
+    );
+    this.#events?.add(info);
+  }
+
+  /** The usage reports of responder `index`'s invocation that just ended. */
+  #callsOf(index: number): number {
+    const calls = this.#usageIndex === index ? this.#usageCalls : 0;
+    this.#usageCalls = 0;
+    return calls;
   }
 
   /** Set for durable conversations with metrics: counts re-invocations. */
@@ -326,6 +360,15 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     if (this.#slots !== undefined) {
       if (this.#pending !== undefined) this.#countDurable(info);
       else this.#countDispatch(info);
+      if (this.#otel !== undefined) {
+        this.#otel.dispatched(
+          this.#metricsRecord as OrchestratorRecord,
+          (this.#slots.records as DispatchRecord[])[info.responderIndex] as DispatchRecord,
+          info.durationMs / 1000,
+          this.#callsOf(info.responderIndex),
+          this.#context,
+        );
+      }
     }
     let extra: Attributes | undefined;
     if (this.#stateAttributes !== undefined) {
@@ -348,11 +391,18 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     (this.#events as DispatchEvents).add(info, extra);
   }
 
-  onResponderError(index: number): void {
+  onResponderError(index: number, durationMs: number, error: unknown): void {
     const metrics = this.#settings.metrics;
     if (metrics === undefined || this.#slots === undefined) return;
-    metrics.responderFailed(
-      metrics.slot(this.#metricsRecord as OrchestratorRecord, this.#slots, index),
+    const record = metrics.slot(this.#metricsRecord as OrchestratorRecord, this.#slots, index);
+    metrics.responderFailed(record);
+    this.#otel?.invocationEnded(
+      this.#metricsRecord as OrchestratorRecord,
+      record,
+      durationMs / 1000,
+      this.#callsOf(index),
+      errorType(error),
+      this.#context,
     );
   }
 
@@ -363,6 +413,15 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
    */
   onUsage(index: number, usage: Usage, dispatchNumber: number): void {
     this.#reportedUsage = true;
+    if (index >= 0) {
+      // One report per model call: the invocation's inference calls (gen_ai.invoke_agent.*).
+      if (this.#usageIndex !== index || this.#usageDispatch !== dispatchNumber) {
+        this.#usageIndex = index;
+        this.#usageDispatch = dispatchNumber;
+        this.#usageCalls = 0;
+      }
+      this.#usageCalls++;
+    }
     this.#events?.usageSeen();
     const metrics = this.#settings.metrics;
     if (metrics !== undefined && this.#slots !== undefined) {
@@ -370,9 +429,8 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
         this.#metricsRecord as OrchestratorRecord,
         this.#slots,
         index,
-        usage.model,
-        usage.inputTokens ?? 0,
-        usage.outputTokens ?? 0,
+        usage,
+        this.#providerOf(index),
       );
     }
     const open = this.#openResponderSpan;
@@ -412,7 +470,7 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
             responders: this.#responders,
           };
     if (to !== undefined) {
-      countEnd(to, end, ending, tokens);
+      countEnd(to, end, ending, tokens, this.#context);
     }
 
     const span = this.#span;
@@ -440,6 +498,13 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       if (ending.failed && !end.ok) recordFailure(span, end.error, report, endMs);
     }
     span.end(endMs);
+    // The segment's gen_ai.invoke_workflow.duration: its span's duration.
+    this.#otel?.segmentEnded(
+      this.#metricsRecord as OrchestratorRecord,
+      (endMs - this.#startTimeMs) / 1000,
+      failureType(end, ending),
+      this.#context,
+    );
     // Exemplars of a delivered trace only: now if a batch of it was, else once one is.
     if (filter !== undefined && events !== undefined && to !== undefined) {
       keptExemplars(to, filter, this.#traceId as string, ending, tokens, events, clockBase, endMs);
@@ -454,6 +519,12 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     return now;
   }
 
+  /** The `gen_ai.provider.name` of responder `index` (-1: the turn policy), or the default. */
+  #providerOf(index: number): string {
+    const provider = index < 0 ? undefined : this.#providers?.[index];
+    return typeof provider === 'string' ? provider : this.#settings.defaultProviderName;
+  }
+
   /** `runResponder` with responder spans (a method: the core calls hooks on the observation). */
   #runInSpan<T>(index: number, invoke: () => T): T {
     const name = this.#responders[index] as string;
@@ -463,10 +534,9 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       [ATTR_GEN_AI_CONVERSATION_ID]: this.#conversationId,
       [ATTR_RESPONDER_DISPATCH_NUMBER]: this.#segment.dispatchBase + (this.#events?.total ?? 0) + 1,
     };
-    // Required by the GenAI conventions: the responder's provider, or the documented default.
-    const provider = this.#providers?.[index];
-    attributes[ATTR_GEN_AI_PROVIDER_NAME] =
-      typeof provider === 'string' ? provider : this.#settings.defaultProviderName;
+    // Kept from the conventions before the GenAI repository (see the migration table of
+    // docs/telemetry.md): the responder's provider, or the documented default.
+    attributes[ATTR_GEN_AI_PROVIDER_NAME] = this.#providerOf(index);
     const span = this.#settings.tracer.startSpan(
       SPAN_RESPONDER_PREFIX + name,
       { kind: SpanKind.INTERNAL, attributes, startTime: this.#now() },

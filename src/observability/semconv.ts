@@ -207,6 +207,76 @@ export const METRIC_QUEUE_OLDEST_WAITING = 'orchestrator_queue_oldest_waiting_se
 /** Counter of BullMQ jobs a worker found stalled (BullMQ's `stalled` event), by `queue`. */
 export const METRIC_QUEUE_JOBS_STALLED = 'orchestrator_queue_jobs_stalled_total';
 
+// --- The same metrics through the OpenTelemetry metrics API (`meterProvider`) ---
+// Each `orchestrator_*` metric above has an OpenTelemetry name: the Prometheus name with dots,
+// without the `_total` and unit suffixes, its unit in UCUM (metric-definitions.ts pairs them and
+// holds units, buckets and labels for both). Exported to Prometheus with the usual translation
+// (dots to `_`, `_total` on counters, the unit's suffix) each becomes its Prometheus name again.
+/** `orchestrator_conversations_started_total`, `{conversation}`. */
+export const OTEL_METRIC_CONVERSATIONS_STARTED = 'orchestrator.conversations.started';
+/** `orchestrator_conversations_ended_total`, `{conversation}`. */
+export const OTEL_METRIC_CONVERSATIONS_ENDED = 'orchestrator.conversations.ended';
+/** `orchestrator_conversations_in_progress`, an up-down counter, `{conversation}`. */
+export const OTEL_METRIC_CONVERSATIONS_IN_PROGRESS = 'orchestrator.conversations.in_progress';
+/** `orchestrator_conversation_duration_seconds`, `s`. */
+export const OTEL_METRIC_CONVERSATION_DURATION = 'orchestrator.conversation.duration';
+/** `orchestrator_conversation_dispatches`, `{dispatch}`. */
+export const OTEL_METRIC_CONVERSATION_DISPATCHES = 'orchestrator.conversation.dispatches';
+/** `orchestrator_dispatches_total`, `{dispatch}`. */
+export const OTEL_METRIC_DISPATCHES = 'orchestrator.dispatches';
+/** `orchestrator_dispatch_duration_seconds`, `s`. */
+export const OTEL_METRIC_DISPATCH_DURATION = 'orchestrator.dispatch.duration';
+/** `orchestrator_responder_errors_total`, `{error}`. */
+export const OTEL_METRIC_RESPONDER_ERRORS = 'orchestrator.responder.errors';
+/** `orchestrator_responder_deadlines_total`, `{conversation}`. */
+export const OTEL_METRIC_RESPONDER_DEADLINES = 'orchestrator.responder.deadlines';
+/** `orchestrator_listener_errors_total`, `{error}`. */
+export const OTEL_METRIC_LISTENER_ERRORS = 'orchestrator.listener.errors';
+/** `orchestrator_tokens_total`, `{token}`. */
+export const OTEL_METRIC_TOKENS = 'orchestrator.tokens';
+/** `orchestrator_conversation_tokens`, `{token}`. */
+export const OTEL_METRIC_CONVERSATION_TOKENS = 'orchestrator.conversation.tokens';
+/** `orchestrator_responder_reinvocations_total`, `{invocation}`. */
+export const OTEL_METRIC_RESPONDER_REINVOCATIONS = 'orchestrator.responder.reinvocations';
+/** `orchestrator_conversations_resumed_total`, `{conversation}`. */
+export const OTEL_METRIC_CONVERSATIONS_RESUMED = 'orchestrator.conversations.resumed';
+/** `orchestrator_checkpoint_duration_seconds`, `s`. */
+export const OTEL_METRIC_CHECKPOINT_DURATION = 'orchestrator.checkpoint.duration';
+/** `orchestrator_checkpoint_failures_total`, `{checkpoint}`. */
+export const OTEL_METRIC_CHECKPOINT_FAILURES = 'orchestrator.checkpoint.failures';
+/** `orchestrator_lease_conflicts_total`, `{conflict}`. */
+export const OTEL_METRIC_LEASE_CONFLICTS = 'orchestrator.lease.conflicts';
+
+// --- GenAI metrics (semantic-conventions-genai, pinned: docs/telemetry.md), OpenTelemetry only ---
+/** Histogram (`s`) of one conversation segment: its `invoke_workflow` span's duration. */
+export const GEN_AI_METRIC_INVOKE_WORKFLOW_DURATION = 'gen_ai.invoke_workflow.duration';
+/** Histogram (`s`) of one responder invocation, failed ones with `error.type`. */
+export const GEN_AI_METRIC_INVOKE_AGENT_DURATION = 'gen_ai.invoke_agent.duration';
+/**
+ * Histogram (`{inference_call}`) of the usage reports of one responder invocation that made any
+ * (one `context.reportUsage` per model call).
+ */
+export const GEN_AI_METRIC_INVOKE_AGENT_INFERENCE_CALLS = 'gen_ai.invoke_agent.inference_calls';
+/** Counter (`{token}`) of the input tokens responders reported. */
+export const GEN_AI_METRIC_USAGE_INPUT_TOKENS = 'gen_ai.client.inference.usage.input_tokens';
+/** Counter (`{token}`) of the output tokens responders reported. */
+export const GEN_AI_METRIC_USAGE_OUTPUT_TOKENS = 'gen_ai.client.inference.usage.output_tokens';
+/** Counter (`{token}`) of the cached input tokens responders reported (part of the input). */
+export const GEN_AI_METRIC_USAGE_CACHE_READ_INPUT_TOKENS =
+  'gen_ai.client.inference.usage.cache_read.input_tokens';
+/** Counter (`{token}`) of the reasoning output tokens responders reported (part of the output). */
+export const GEN_AI_METRIC_USAGE_REASONING_OUTPUT_TOKENS =
+  'gen_ai.client.inference.usage.reasoning.output_tokens';
+/** The attribute of the usage counters saying what kind of tokens they count (required). */
+export const OTEL_ATTR_GEN_AI_TOKEN_MODALITY = 'gen_ai.token.modality';
+/** `gen_ai.token.modality` of reported usage: a report says no modality. */
+export const GEN_AI_TOKEN_MODALITY_UNKNOWN = 'unknown';
+/**
+ * `gen_ai.operation.name` of the usage counters: the model calls a responder reports are counted
+ * as chat completions (a report does not say which operation it was).
+ */
+export const GEN_AI_OPERATION_CHAT = 'chat';
+
 // --- BullMQ's own metrics (`queue.exportPrometheusMetrics()`), exposed beside the plugin's ---
 /** Gauge of jobs by `queue` and `state` (`waiting`, `active`, `delayed`, `failed`, `completed`, `prioritized`, `waiting-children`). */
 export const BULLMQ_METRIC_JOB_COUNT = 'bullmq_job_count';

@@ -7,7 +7,7 @@
  * counters; spans events are written when the conversation ends, with their original timestamps,
  * and counters reach prom-client at scrape time. That keeps a fast agent's dispatch cheap.
  */
-import { diag, trace } from '@opentelemetry/api';
+import { diag, type MeterProvider, metrics, trace } from '@opentelemetry/api';
 import { boundedName, fail, positiveInteger } from '../core/shared/validate.ts';
 import type {
   ConversationObservation,
@@ -18,12 +18,12 @@ import type { ConversationListener } from '../core/spi/types.ts';
 import { StoragePool } from './dispatch-events.ts';
 import { failureReports } from './guard.ts';
 import { telemetryListener } from './listener.ts';
+import { metricsOf } from './metric-sets.ts';
 import {
   DEFAULT_CONVERSATION_DISPATCH_BUCKETS,
   DEFAULT_CONVERSATION_DURATION_BUCKETS,
   DEFAULT_CONVERSATION_TOKEN_BUCKETS,
   DEFAULT_DISPATCH_DURATION_BUCKETS,
-  metricsFor,
 } from './metrics.ts';
 import { ObservedConversation } from './observed-conversation.ts';
 import { asRegistry, speaksOpenMetrics } from './registry.ts';
@@ -93,6 +93,11 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
       ),
     };
     const logger = options.logger ?? diag;
+    const meterProvider = meterProviderOf(options.meterProvider);
+    if (options.genAiMetrics !== undefined && typeof options.genAiMetrics !== 'boolean') {
+      fail('genAiMetrics', 'a boolean', options.genAiMetrics);
+    }
+    const genAi = options.genAiMetrics ?? true;
     this.#settings = {
       tracer:
         options.tracer ??
@@ -101,10 +106,10 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
           TRACER_VERSION,
         ),
       metrics:
-        registry === undefined
+        registry === undefined && meterProvider === undefined
           ? undefined
-          : metricsFor(
-              registry,
+          : metricsOf(
+              { registry, meterProvider, genAi },
               { buckets, exemplars, maxReasons, maxOrchestrators, maxResponders, maxModels },
               logger,
             ),
@@ -161,6 +166,20 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
   releaseOrchestrator(name: string): boolean {
     return this.#settings.metrics?.release(name) ?? false;
   }
+}
+
+/** The `meterProvider` option: a provider (by its shape), the global one, or none. */
+function meterProviderOf(option: TelemetryOptions['meterProvider']): MeterProvider | undefined {
+  if (option === undefined) return undefined;
+  if (option === 'global') return metrics.getMeterProvider();
+  if (
+    typeof option !== 'object' ||
+    option === null ||
+    typeof (option as Partial<MeterProvider>).getMeter !== 'function'
+  ) {
+    fail('meterProvider', "a MeterProvider (an object with getMeter()) or 'global'", option);
+  }
+  return option;
 }
 
 /**

@@ -1,5 +1,11 @@
 /** Options of `createConversationTelemetry()`. */
-import type { Attributes, DiagLogger, Tracer, TracerProvider } from '@opentelemetry/api';
+import type {
+  Attributes,
+  DiagLogger,
+  MeterProvider,
+  Tracer,
+  TracerProvider,
+} from '@opentelemetry/api';
 import type { ConversationState } from '../core/spi/types.ts';
 import type { PrometheusRegistry } from './registry.ts';
 
@@ -15,6 +21,25 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
    * @default undefined (no metrics)
    */
   readonly registry?: PrometheusRegistry;
+  /**
+   * Records the metrics through the OpenTelemetry metrics API too (or instead, without a
+   * `registry`): the same definitions and values under OpenTelemetry names with UCUM units,
+   * plus the GenAI conventions' agent, workflow and usage metrics (`genAiMetrics`). `'global'`
+   * takes the provider registered with `metrics.setGlobalMeterProvider()` (`NodeSDK.start()`
+   * does it) when the telemetry is created: start the SDK first. Telemetries sharing a registry
+   * share one provider; see docs/telemetry.md, "OpenTelemetry metrics".
+   * @default undefined (no OpenTelemetry metrics)
+   * @example createConversationTelemetry({ meterProvider: 'global' })
+   */
+  readonly meterProvider?: MeterProvider | 'global';
+  /**
+   * With `meterProvider`: the GenAI conventions' metrics (`gen_ai.invoke_agent.duration`,
+   * `gen_ai.invoke_workflow.duration`, `gen_ai.invoke_agent.inference_calls`, the
+   * `gen_ai.client.inference.usage.*` counters) beside the `orchestrator.*` ones. The agent
+   * duration is one more histogram recorded per responder invocation.
+   * @default true
+   */
+  readonly genAiMetrics?: boolean;
   /**
    * The tracer. Takes precedence over `tracerProvider`.
    * @default the global tracer provider's tracer named and versioned after this package

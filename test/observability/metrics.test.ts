@@ -12,7 +12,7 @@ import {
   tokenBudget,
 } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
-import { metricsFor } from '../../src/observability/metrics.ts';
+import { metricsFor } from '../../src/observability/metric-sets.ts';
 import { OVERFLOW_LABEL_VALUE } from '../../src/observability/semconv.ts';
 import {
   dispatchCounts,

@@ -1,0 +1,123 @@
+/**
+ * The OpenTelemetry metrics path as tests read it: an SDK MeterProvider with a reader the test
+ * collects from, and both paths' series flattened to one comparable shape (the OpenTelemetry
+ * name, the labels or attributes sorted, and a value: a number, or a histogram's count, sum and
+ * cumulative buckets).
+ */
+import {
+  type DataPoint,
+  DataPointType,
+  type Histogram,
+  MeterProvider,
+  MetricReader,
+  type ResourceMetrics,
+} from '@opentelemetry/sdk-metrics';
+import type { Registry } from 'prom-client';
+import { METRIC_DEFINITIONS } from '../../src/observability/metric-definitions.ts';
+
+/** A reader collected by hand (`collect()`), cumulative. */
+class ManualReader extends MetricReader {
+  protected override async onForceFlush(): Promise<void> {}
+  protected override async onShutdown(): Promise<void> {}
+}
+
+export interface ManualMeter {
+  readonly meterProvider: MeterProvider;
+  /** What the SDK would export now. */
+  collect(): Promise<ResourceMetrics>;
+}
+
+export function manualMeter(): ManualMeter {
+  const reader = new ManualReader();
+  const meterProvider = new MeterProvider({ readers: [reader] });
+  return {
+    meterProvider,
+    async collect() {
+      const { resourceMetrics, errors } = await reader.collect();
+      if (errors.length > 0) throw new AggregateError(errors, 'collection failed');
+      return resourceMetrics;
+    },
+  };
+}
+
+/** A histogram series: its count, sum and cumulative bucket counts by upper bound. */
+export interface HistogramValue {
+  readonly count: number;
+  readonly sum: number;
+  readonly buckets: Readonly<Record<string, number>>;
+}
+
+export type SeriesValue = number | HistogramValue;
+
+/** `name{a="1",b="2"}` with the labels sorted: one key for both paths. */
+export function seriesKey(name: string, labels: Readonly<Record<string, unknown>>): string {
+  const inner = Object.keys(labels)
+    .sort()
+    .map((k) => `${k}=${JSON.stringify(String(labels[k]))}`)
+    .join(',');
+  return `${name}{${inner}}`;
+}
+
+/** Every data point the SDK collected, by series key. */
+export function otelSeries(metrics: ResourceMetrics): Map<string, SeriesValue> {
+  const out = new Map<string, SeriesValue>();
+  for (const scope of metrics.scopeMetrics) {
+    for (const metric of scope.metrics) {
+      for (const point of metric.dataPoints as DataPoint<number | Histogram>[]) {
+        const key = seriesKey(metric.descriptor.name, point.attributes);
+        if (metric.dataPointType === DataPointType.HISTOGRAM) {
+          const h = point.value as Histogram;
+          const buckets: Record<string, number> = {};
+          let cumulative = 0;
+          h.buckets.counts.forEach((c, i) => {
+            cumulative += c;
+            const le = h.buckets.boundaries[i];
+            buckets[le === undefined ? '+Inf' : String(le)] = cumulative;
+          });
+          out.set(key, { count: h.count, sum: h.sum ?? 0, buckets });
+        } else out.set(key, point.value as number);
+      }
+    }
+  }
+  return out;
+}
+
+/** The registry's orchestrator metrics under their OpenTelemetry names, by series key. */
+export async function promSeries(registry: Registry): Promise<Map<string, SeriesValue>> {
+  const out = new Map<string, SeriesValue>();
+  const byName = new Map(METRIC_DEFINITIONS.map((d) => [d.prometheus, d]));
+  for (const metric of await registry.getMetricsAsJSON()) {
+    const definition = byName.get(metric.name);
+    if (definition === undefined) continue;
+    if (definition.kind !== 'histogram') {
+      for (const v of metric.values) out.set(seriesKey(definition.otel, v.labels), v.value);
+      continue;
+    }
+    const histograms = new Map<
+      string,
+      { count: number; sum: number; buckets: Record<string, number> }
+    >();
+    for (const v of metric.values) {
+      // The plugin's histograms hand their series labels over as prom-client's `sharedLabels`.
+      const shared = (v as { sharedLabels?: Record<string, string> }).sharedLabels;
+      const { le, ...labels } = { ...shared, ...v.labels } as Record<string, string | number>;
+      const key = seriesKey(definition.otel, labels);
+      let h = histograms.get(key);
+      if (h === undefined) {
+        h = { count: 0, sum: 0, buckets: {} };
+        histograms.set(key, h);
+      }
+      const name = (v as { metricName?: string }).metricName ?? '';
+      if (name.endsWith('_bucket')) h.buckets[String(le)] = v.value;
+      else if (name.endsWith('_sum')) h.sum = v.value;
+      else if (name.endsWith('_count')) h.count = v.value;
+    }
+    for (const [key, h] of histograms) out.set(key, h);
+  }
+  return out;
+}
+
+/** The series of `all` whose metric name is `name`. */
+export function seriesOf(all: Map<string, SeriesValue>, name: string): Map<string, SeriesValue> {
+  return new Map([...all].filter(([key]) => key.startsWith(`${name}{`)));
+}

@@ -1,0 +1,383 @@
+/**
+ * Issue 42: the metrics through the OpenTelemetry metrics API (the SDK's MeterProvider here),
+ * beside prom-client or alone, from one definition table: the same series with the same values,
+ * the GenAI conventions' agent, workflow and usage metrics beside them, and the same caps.
+ */
+import { metrics, ValueType } from '@opentelemetry/api';
+import { Registry } from 'prom-client';
+import { afterEach, describe, expect, it } from 'vitest';
+import { type Message, maxDispatches } from '../../src/index.ts';
+import { createConversationTelemetry, semconv } from '../../src/observability/index.ts';
+import {
+  GEN_AI_METRICS,
+  METRIC_DEFINITIONS,
+  prometheusNameOf,
+} from '../../src/observability/metric-definitions.ts';
+import { counterOrchestrator } from '../helpers/desks.ts';
+import {
+  type HistogramValue,
+  manualMeter,
+  otelSeries,
+  promSeries,
+  seriesKey,
+  seriesOf,
+} from '../helpers/otel-metrics.ts';
+import { warningsLogger } from '../helpers/tracing.ts';
+
+afterEach(() => metrics.disable());
+
+const input = { sender: 'user', content: 0 };
+type Telemetry = ReturnType<typeof createConversationTelemetry<number, number>>;
+
+class Outage extends Error {
+  override name = 'Outage';
+}
+
+/**
+ * Five dispatches of a, b, c; a conversation whose responder fails at its third message; an
+ * LLM responder reporting two model calls per invocation (cached and reasoning tokens, a model);
+ * a listener that throws.
+ */
+async function exercise(telemetry: Telemetry): Promise<void> {
+  await counterOrchestrator({ observers: [telemetry], termination: maxDispatches(5) }).run(input);
+  const flaky = {
+    name: 'flaky',
+    respond: (m: Message<number>) => {
+      if (m.content === 2) throw new Outage('down');
+      return { sender: 'flaky', content: m.content + 1 };
+    },
+  };
+  await counterOrchestrator({ observers: [telemetry], responders: [flaky] })
+    .run(input)
+    .catch(() => {});
+  await counterOrchestrator({
+    observers: [telemetry],
+    termination: maxDispatches(3),
+    listener: () => {
+      throw new Error('listener');
+    },
+    onListenerError: () => {},
+    responders: [
+      {
+        name: 'llm',
+        provider: 'openai',
+        respond: (_m, _s, context) => {
+          context.reportUsage({ inputTokens: 10, outputTokens: 2, model: 'gpt-4o' });
+          context.reportUsage({
+            inputTokens: 7,
+            outputTokens: 3,
+            cacheReadInputTokens: 4,
+            reasoningOutputTokens: 1,
+            model: 'gpt-4o',
+          });
+          return { sender: 'llm', content: 1 };
+        },
+      },
+    ],
+  }).run(input);
+}
+
+const orchestratorNames = new Set(METRIC_DEFINITIONS.map((d) => d.otel));
+
+describe('the OpenTelemetry path beside prom-client', () => {
+  it('records every orchestrator series of the registry, with the same values, under its OpenTelemetry name', async () => {
+    const registry = new Registry();
+    const meter = manualMeter();
+    const telemetry = createConversationTelemetry<number, number>({
+      registry,
+      meterProvider: meter.meterProvider,
+    });
+    await exercise(telemetry);
+    const otel = new Map(
+      [...otelSeries(await meter.collect())].filter(([k]) =>
+        orchestratorNames.has(k.slice(0, k.indexOf('{'))),
+      ),
+    );
+    const prom = await promSeries(registry);
+    expect(prom.size).toBeGreaterThan(20);
+    // Sums too: the same values added in the same order.
+    expect(otel).toEqual(prom);
+    expect(
+      otel.get(seriesKey('orchestrator.dispatches', { orchestrator: 'counter', responder: 'a' })),
+    ).toBe(2);
+    expect(
+      otel.get(
+        seriesKey('orchestrator.responder.errors', { orchestrator: 'counter', responder: 'flaky' }),
+      ),
+    ).toBe(1);
+    expect(
+      otel.get(
+        seriesKey('orchestrator.tokens', {
+          orchestrator: 'counter',
+          responder: 'llm',
+          model: 'gpt-4o',
+          type: 'input',
+        }),
+      ),
+    ).toBe(51);
+  });
+
+  it('declares each instrument as the definition table says: kind, unit, integer or not, buckets', async () => {
+    const meter = manualMeter();
+    const telemetry = createConversationTelemetry<number, number>({
+      meterProvider: meter.meterProvider,
+    });
+    await exercise(telemetry);
+    const collected = await meter.collect();
+    const descriptors = new Map(
+      collected.scopeMetrics.flatMap((s) => s.metrics.map((m) => [m.descriptor.name, m] as const)),
+    );
+    expect(collected.scopeMetrics.map((s) => s.scope)).toEqual([
+      { name: semconv.TRACER_NAME, version: semconv.TRACER_VERSION, schemaUrl: undefined },
+    ]);
+    for (const d of [
+      ...METRIC_DEFINITIONS.filter(
+        (d) =>
+          !d.otel.includes('checkpoint') &&
+          !d.otel.includes('resumed') &&
+          !d.otel.includes('reinvocations') &&
+          !d.otel.includes('lease'),
+      ),
+      ...Object.values(GEN_AI_METRICS),
+    ]) {
+      const metric = descriptors.get(d.otel);
+      if (d.otel === semconv.OTEL_METRIC_RESPONDER_DEADLINES) continue; // no deadline in this run
+      expect(metric?.descriptor, d.otel).toMatchObject({
+        unit: d.unit,
+        valueType: d.values === 'int' ? ValueType.INT : ValueType.DOUBLE,
+      });
+    }
+    expect(descriptors.get('orchestrator.conversations.in_progress')?.dataPointType).toBe(3);
+    expect(
+      (descriptors.get('orchestrator.conversations.in_progress') as { isMonotonic?: boolean })
+        .isMonotonic,
+    ).toBe(false);
+    expect(
+      (descriptors.get('orchestrator.dispatches') as { isMonotonic?: boolean }).isMonotonic,
+    ).toBe(true);
+  });
+
+  it('maps each OpenTelemetry name back to its Prometheus name by the usual translation', () => {
+    for (const d of METRIC_DEFINITIONS) {
+      expect(prometheusNameOf(d, true), d.otel).toBe(d.prometheus);
+    }
+    // The SDK's Prometheus exporter adds no unit suffix: three names differ (docs/telemetry.md).
+    expect(
+      METRIC_DEFINITIONS.filter((d) => prometheusNameOf(d, false) !== d.prometheus).map((d) => [
+        d.prometheus,
+        prometheusNameOf(d, false),
+      ]),
+    ).toEqual([
+      ['orchestrator_conversation_duration_seconds', 'orchestrator_conversation_duration'],
+      ['orchestrator_dispatch_duration_seconds', 'orchestrator_dispatch_duration'],
+      ['orchestrator_checkpoint_duration_seconds', 'orchestrator_checkpoint_duration'],
+    ]);
+  });
+});
+
+describe('the GenAI metrics', () => {
+  async function run() {
+    const registry = new Registry();
+    const meter = manualMeter();
+    await exercise(
+      createConversationTelemetry<number, number>({ registry, meterProvider: meter.meterProvider }),
+    );
+    return { otel: otelSeries(await meter.collect()), prom: await promSeries(registry) };
+  }
+
+  it('records each responder invocation in gen_ai.invoke_agent.duration, the failed one with error.type', async () => {
+    const { otel, prom } = await run();
+    const agent = seriesOf(otel, semconv.GEN_AI_METRIC_INVOKE_AGENT_DURATION);
+    expect([...agent.keys()].sort()).toEqual(
+      [
+        seriesKey('gen_ai.invoke_agent.duration', {
+          'gen_ai.agent.name': 'a',
+          'gen_ai.workflow.name': 'counter',
+        }),
+        seriesKey('gen_ai.invoke_agent.duration', {
+          'gen_ai.agent.name': 'b',
+          'gen_ai.workflow.name': 'counter',
+        }),
+        seriesKey('gen_ai.invoke_agent.duration', {
+          'gen_ai.agent.name': 'c',
+          'gen_ai.workflow.name': 'counter',
+        }),
+        seriesKey('gen_ai.invoke_agent.duration', {
+          'gen_ai.agent.name': 'flaky',
+          'gen_ai.workflow.name': 'counter',
+        }),
+        seriesKey('gen_ai.invoke_agent.duration', {
+          'gen_ai.agent.name': 'flaky',
+          'gen_ai.workflow.name': 'counter',
+          'error.type': 'Outage',
+        }),
+        seriesKey('gen_ai.invoke_agent.duration', {
+          'gen_ai.agent.name': 'llm',
+          'gen_ai.workflow.name': 'counter',
+        }),
+      ].sort(),
+    );
+    // A successful invocation is its dispatch: the same durations as the dispatch histogram.
+    for (const responder of ['a', 'b', 'c', 'flaky', 'llm']) {
+      const dispatch = prom.get(
+        seriesKey('orchestrator.dispatch.duration', { orchestrator: 'counter', responder }),
+      ) as HistogramValue;
+      const invocation = agent.get(
+        seriesKey('gen_ai.invoke_agent.duration', {
+          'gen_ai.agent.name': responder,
+          'gen_ai.workflow.name': 'counter',
+        }),
+      ) as HistogramValue;
+      expect(invocation, responder).toEqual(dispatch);
+    }
+    const failed = agent.get(
+      seriesKey('gen_ai.invoke_agent.duration', {
+        'gen_ai.agent.name': 'flaky',
+        'gen_ai.workflow.name': 'counter',
+        'error.type': 'Outage',
+      }),
+    ) as HistogramValue;
+    expect(failed.count).toBe(1);
+  });
+
+  it('counts the inference calls of the invocations that reported usage, and the tokens as the usage counters', async () => {
+    const { otel } = await run();
+    expect(seriesOf(otel, semconv.GEN_AI_METRIC_INVOKE_AGENT_INFERENCE_CALLS)).toEqual(
+      new Map([
+        [
+          seriesKey('gen_ai.invoke_agent.inference_calls', {
+            'gen_ai.agent.name': 'llm',
+            'gen_ai.workflow.name': 'counter',
+          }),
+          {
+            count: 3,
+            sum: 6,
+            buckets: { 1: 0, 2: 3, 4: 3, 8: 3, 16: 3, 32: 3, 64: 3, 128: 3, '+Inf': 3 },
+          },
+        ],
+      ]),
+    );
+    const attributes = {
+      'gen_ai.operation.name': 'chat',
+      'gen_ai.provider.name': 'openai',
+      'gen_ai.token.modality': 'unknown',
+      'gen_ai.request.model': 'gpt-4o',
+      'gen_ai.agent.name': 'llm',
+      'gen_ai.workflow.name': 'counter',
+    };
+    const usage = (name: string) => otel.get(seriesKey(name, attributes));
+    expect(usage(semconv.GEN_AI_METRIC_USAGE_INPUT_TOKENS)).toBe(51);
+    expect(usage(semconv.GEN_AI_METRIC_USAGE_OUTPUT_TOKENS)).toBe(15);
+    expect(usage(semconv.GEN_AI_METRIC_USAGE_CACHE_READ_INPUT_TOKENS)).toBe(12);
+    expect(usage(semconv.GEN_AI_METRIC_USAGE_REASONING_OUTPUT_TOKENS)).toBe(3);
+  });
+
+  it('records each conversation span in gen_ai.invoke_workflow.duration, the failed one with error.type', async () => {
+    const { otel } = await run();
+    const workflow = seriesOf(otel, semconv.GEN_AI_METRIC_INVOKE_WORKFLOW_DURATION);
+    const count = (attributes: Record<string, string>) =>
+      (workflow.get(seriesKey('gen_ai.invoke_workflow.duration', attributes)) as HistogramValue)
+        .count;
+    expect(workflow.size).toBe(2);
+    expect(count({ 'gen_ai.workflow.name': 'counter' })).toBe(2);
+    expect(count({ 'gen_ai.workflow.name': 'counter', 'error.type': 'Outage' })).toBe(1);
+  });
+
+  it('leaves them out with genAiMetrics: false', async () => {
+    const meter = manualMeter();
+    await exercise(
+      createConversationTelemetry<number, number>({
+        meterProvider: meter.meterProvider,
+        genAiMetrics: false,
+      }),
+    );
+    const names = new Set(
+      [...otelSeries(await meter.collect()).keys()].map((k) => k.slice(0, k.indexOf('{'))),
+    );
+    expect([...names].filter((n) => n.startsWith('gen_ai.'))).toEqual([]);
+    expect(names.has('orchestrator.dispatches')).toBe(true);
+  });
+});
+
+describe('the OpenTelemetry path alone', () => {
+  it('needs no registry, and counts what the run did', async () => {
+    const meter = manualMeter();
+    await exercise(
+      createConversationTelemetry<number, number>({ meterProvider: meter.meterProvider }),
+    );
+    const otel = otelSeries(await meter.collect());
+    expect(
+      otel.get(seriesKey('orchestrator.conversations.started', { orchestrator: 'counter' })),
+    ).toBe(3);
+    expect(
+      otel.get(seriesKey('orchestrator.conversations.in_progress', { orchestrator: 'counter' })),
+    ).toBe(0);
+    expect(otel.get(seriesKey('orchestrator.listener.errors', { orchestrator: 'counter' }))).toBe(
+      3,
+    );
+    expect(
+      (
+        otel.get(
+          seriesKey('orchestrator.dispatch.duration', {
+            orchestrator: 'counter',
+            responder: 'llm',
+          }),
+        ) as HistogramValue
+      ).count,
+    ).toBe(3);
+    expect(
+      otel.get(
+        seriesKey('orchestrator.conversations.ended', { orchestrator: 'counter', reason: 'error' }),
+      ),
+    ).toBe(1);
+  });
+
+  it("takes the global MeterProvider with meterProvider: 'global'", async () => {
+    const meter = manualMeter();
+    metrics.setGlobalMeterProvider(meter.meterProvider);
+    await counterOrchestrator({
+      observers: [createConversationTelemetry({ meterProvider: 'global' })],
+      termination: maxDispatches(2),
+    }).run(input);
+    const otel = otelSeries(await meter.collect());
+    expect(
+      otel.get(seriesKey('orchestrator.dispatches', { orchestrator: 'counter', responder: 'b' })),
+    ).toBe(1);
+  });
+
+  it('refuses a meterProvider that is not one, naming what came', () => {
+    expect(() => createConversationTelemetry({ meterProvider: 42 as never })).toThrow(
+      "Expected `meterProvider` to be a MeterProvider (an object with getMeter()) or 'global', got `42` (number)",
+    );
+    expect(() => createConversationTelemetry({ genAiMetrics: 'yes' as never })).toThrow(
+      'Expected `genAiMetrics` to be a boolean',
+    );
+  });
+
+  it('shares one metric set between the telemetries of one provider, and refuses a second set on it', async () => {
+    const meter = manualMeter();
+    const first = createConversationTelemetry<number, number>({
+      meterProvider: meter.meterProvider,
+    });
+    const second = createConversationTelemetry<number, number>({
+      meterProvider: meter.meterProvider,
+    });
+    await counterOrchestrator({ observers: [first], termination: maxDispatches(2) }).run(input);
+    await counterOrchestrator({ observers: [second], termination: maxDispatches(2) }).run(input);
+    const key = seriesKey('orchestrator.conversations.started', { orchestrator: 'counter' });
+    expect(otelSeries(await meter.collect()).get(key)).toBe(2);
+    const { logger, warnings } = warningsLogger();
+    const withRegistry = createConversationTelemetry<number, number>({
+      registry: new Registry(),
+      meterProvider: meter.meterProvider,
+      logger,
+    });
+    await counterOrchestrator({ observers: [withRegistry], termination: maxDispatches(2) }).run(
+      input,
+    );
+    expect(otelSeries(await meter.collect()).get(key)).toBe(2);
+    expect(warnings).toEqual([
+      expect.stringContaining('this MeterProvider already records the metrics of another registry'),
+    ]);
+  });
+});
