@@ -40,6 +40,7 @@ import { fleetTables } from './fleet.ts';
 import { sdkFloor } from './floor.ts';
 import { langgraphTable } from './langgraph.ts';
 import { networkStoresTable } from './network-stores.ts';
+import { otelMetricsTable } from './otel-metrics.ts';
 import { samplerTable } from './sampler.ts';
 import { storesTables } from './stores.ts';
 import { bigTranscriptChild, transcriptTable } from './transcript.ts';
@@ -893,6 +894,10 @@ async function main(): Promise<void> {
     await samplerTable(ROUNDS, clock);
     return;
   }
+  if (only === 'otel-metrics') {
+    await otelMetricsTable(ROUNDS, DISPATCHES_PER_ROUND);
+    return;
+  }
   if (only === 'stores') {
     await storesTables();
     return;
@@ -952,6 +957,7 @@ async function main(): Promise<void> {
   await scrape(true);
 
   await samplerTable(ROUNDS, clock);
+  await otelMetricsTable(ROUNDS, DISPATCHES_PER_ROUND);
   await durableTable(ROUNDS, clock);
   await transcriptTable();
   await storesTables();
