@@ -20,8 +20,8 @@ import { Registry } from 'prom-client';
 import {
   type ConversationObserver,
   ConversationOrchestrator,
-  maxDispatches,
   type Message,
+  maxDispatches,
   type Responder,
   roundRobin,
 } from '../src/index.ts';
