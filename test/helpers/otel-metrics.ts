@@ -13,7 +13,11 @@ import {
   type ResourceMetrics,
 } from '@opentelemetry/sdk-metrics';
 import type { Registry } from 'prom-client';
+import { type Message, maxDispatches } from '../../src/index.ts';
+import type { createConversationTelemetry } from '../../src/observability/index.ts';
 import { METRIC_DEFINITIONS } from '../../src/observability/metric-definitions.ts';
+import { counterOrchestrator } from './desks.ts';
+import { attrs, type OtlpAttribute, type OtlpScopeMetrics } from './otlp-receiver.ts';
 
 /** A reader collected by hand (`collect()`), cumulative. */
 class ManualReader extends MetricReader {
@@ -120,4 +124,87 @@ export async function promSeries(registry: Registry): Promise<Map<string, Series
 /** The series of `all` whose metric name is `name`. */
 export function seriesOf(all: Map<string, SeriesValue>, name: string): Map<string, SeriesValue> {
   return new Map([...all].filter(([key]) => key.startsWith(`${name}{`)));
+}
+
+/** An OTLP/HTTP JSON export's series (as a receiver decoded it), by series key. */
+export function otlpSeries(scopes: readonly OtlpScopeMetrics[]): Map<string, SeriesValue> {
+  const out = new Map<string, SeriesValue>();
+  const attributes = (list: OtlpAttribute[] | undefined) => attrs(list);
+  for (const scope of scopes) {
+    for (const metric of scope.metrics) {
+      const numbers = metric.sum?.dataPoints ?? metric.gauge?.dataPoints ?? [];
+      for (const p of numbers) {
+        out.set(
+          seriesKey(metric.name, attributes(p.attributes)),
+          p.asDouble ?? Number(p.asInt ?? 0),
+        );
+      }
+      for (const p of metric.histogram?.dataPoints ?? []) {
+        const buckets: Record<string, number> = {};
+        let cumulative = 0;
+        (p.bucketCounts ?? []).forEach((c, i) => {
+          cumulative += Number(c);
+          const le = p.explicitBounds?.[i];
+          buckets[le === undefined ? '+Inf' : String(le)] = cumulative;
+        });
+        out.set(seriesKey(metric.name, attributes(p.attributes)), {
+          count: Number(p.count ?? 0),
+          sum: p.sum ?? 0,
+          buckets,
+        });
+      }
+    }
+  }
+  return out;
+}
+
+const input = { sender: 'user', content: 0 };
+type Telemetry = ReturnType<typeof createConversationTelemetry<number, number>>;
+
+class Outage extends Error {
+  override name = 'Outage';
+}
+
+/**
+ * Five dispatches of a, b, c; a conversation whose responder fails at its third message; an
+ * LLM responder reporting two model calls per invocation (cached and reasoning tokens, a model);
+ * a listener that throws.
+ */
+export async function exercise(telemetry: Telemetry): Promise<void> {
+  await counterOrchestrator({ observers: [telemetry], termination: maxDispatches(5) }).run(input);
+  const flaky = {
+    name: 'flaky',
+    respond: (m: Message<number>) => {
+      if (m.content === 2) throw new Outage('down');
+      return { sender: 'flaky', content: m.content + 1 };
+    },
+  };
+  await counterOrchestrator({ observers: [telemetry], responders: [flaky] })
+    .run(input)
+    .catch(() => {});
+  await counterOrchestrator({
+    observers: [telemetry],
+    termination: maxDispatches(3),
+    listener: () => {
+      throw new Error('listener');
+    },
+    onListenerError: () => {},
+    responders: [
+      {
+        name: 'llm',
+        provider: 'openai',
+        respond: (_m, _s, context) => {
+          context.reportUsage({ inputTokens: 10, outputTokens: 2, model: 'gpt-4o' });
+          context.reportUsage({
+            inputTokens: 7,
+            outputTokens: 3,
+            cacheReadInputTokens: 4,
+            reasoningOutputTokens: 1,
+            model: 'gpt-4o',
+          });
+          return { sender: 'llm', content: 1 };
+        },
+      },
+    ],
+  }).run(input);
 }

@@ -22,21 +22,69 @@ export interface OtlpSpan {
   status: { code?: number; message?: string };
 }
 
-/** A real HTTP server that accepts OTLP/HTTP JSON trace exports and keeps the spans. */
+/** A number data point of an OTLP sum or gauge (JSON: 64-bit integers may come as strings). */
+export interface OtlpNumberPoint {
+  attributes?: OtlpAttribute[];
+  startTimeUnixNano?: string;
+  timeUnixNano?: string;
+  asInt?: string | number;
+  asDouble?: number;
+}
+
+/** A histogram data point of OTLP (JSON). */
+export interface OtlpHistogramPoint {
+  attributes?: OtlpAttribute[];
+  count?: string | number;
+  sum?: number;
+  min?: number;
+  max?: number;
+  bucketCounts?: (string | number)[];
+  explicitBounds?: number[];
+}
+
+export interface OtlpMetric {
+  name: string;
+  description?: string;
+  unit?: string;
+  sum?: { dataPoints: OtlpNumberPoint[]; aggregationTemporality?: number; isMonotonic?: boolean };
+  gauge?: { dataPoints: OtlpNumberPoint[] };
+  histogram?: { dataPoints: OtlpHistogramPoint[]; aggregationTemporality?: number };
+}
+
+/** One export's metrics of one instrumentation scope. */
+export interface OtlpScopeMetrics {
+  scope: { name: string; version?: string };
+  metrics: OtlpMetric[];
+}
+
+/**
+ * A real HTTP server that accepts OTLP/HTTP JSON exports, traces (`/v1/traces`, the spans kept)
+ * and metrics (`/v1/metrics`, each request's scope metrics kept in order).
+ */
 export async function startOtlpReceiver(): Promise<{
   url: string;
   spans: OtlpSpan[];
+  metrics: OtlpScopeMetrics[][];
   requests: number;
   close: () => Promise<void>;
   server: Server;
 }> {
-  const state = { spans: [] as OtlpSpan[], requests: 0 };
+  const state = { spans: [] as OtlpSpan[], metrics: [] as OtlpScopeMetrics[][], requests: 0 };
   const server = createServer((req, res) => {
     const chunks: Buffer[] = [];
     req.on('data', (c: Buffer) => chunks.push(c));
     req.on('end', () => {
       state.requests++;
-      if (req.url !== '/v1/traces' || !String(req.headers['content-type']).includes('json')) {
+      const json = String(req.headers['content-type']).includes('json');
+      if (req.url === '/v1/metrics' && json) {
+        const body = JSON.parse(Buffer.concat(chunks).toString('utf8')) as {
+          resourceMetrics: { scopeMetrics: OtlpScopeMetrics[] }[];
+        };
+        state.metrics.push(body.resourceMetrics.flatMap((rm) => rm.scopeMetrics));
+        res.writeHead(200, { 'content-type': 'application/json' }).end('{}');
+        return;
+      }
+      if (req.url !== '/v1/traces' || !json) {
         res.writeHead(415).end();
         return;
       }
@@ -54,6 +102,9 @@ export async function startOtlpReceiver(): Promise<{
     url: `http://127.0.0.1:${port}`,
     get spans() {
       return state.spans;
+    },
+    get metrics() {
+      return state.metrics;
     },
     get requests() {
       return state.requests;

@@ -6,7 +6,7 @@
 import { metrics, ValueType } from '@opentelemetry/api';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { type Message, maxDispatches } from '../../src/index.ts';
+import { maxDispatches } from '../../src/index.ts';
 import { createConversationTelemetry, semconv } from '../../src/observability/index.ts';
 import {
   GEN_AI_METRICS,
@@ -15,6 +15,7 @@ import {
 } from '../../src/observability/metric-definitions.ts';
 import { counterOrchestrator } from '../helpers/desks.ts';
 import {
+  exercise,
   type HistogramValue,
   manualMeter,
   otelSeries,
@@ -27,55 +28,6 @@ import { warningsLogger } from '../helpers/tracing.ts';
 afterEach(() => metrics.disable());
 
 const input = { sender: 'user', content: 0 };
-type Telemetry = ReturnType<typeof createConversationTelemetry<number, number>>;
-
-class Outage extends Error {
-  override name = 'Outage';
-}
-
-/**
- * Five dispatches of a, b, c; a conversation whose responder fails at its third message; an
- * LLM responder reporting two model calls per invocation (cached and reasoning tokens, a model);
- * a listener that throws.
- */
-async function exercise(telemetry: Telemetry): Promise<void> {
-  await counterOrchestrator({ observers: [telemetry], termination: maxDispatches(5) }).run(input);
-  const flaky = {
-    name: 'flaky',
-    respond: (m: Message<number>) => {
-      if (m.content === 2) throw new Outage('down');
-      return { sender: 'flaky', content: m.content + 1 };
-    },
-  };
-  await counterOrchestrator({ observers: [telemetry], responders: [flaky] })
-    .run(input)
-    .catch(() => {});
-  await counterOrchestrator({
-    observers: [telemetry],
-    termination: maxDispatches(3),
-    listener: () => {
-      throw new Error('listener');
-    },
-    onListenerError: () => {},
-    responders: [
-      {
-        name: 'llm',
-        provider: 'openai',
-        respond: (_m, _s, context) => {
-          context.reportUsage({ inputTokens: 10, outputTokens: 2, model: 'gpt-4o' });
-          context.reportUsage({
-            inputTokens: 7,
-            outputTokens: 3,
-            cacheReadInputTokens: 4,
-            reasoningOutputTokens: 1,
-            model: 'gpt-4o',
-          });
-          return { sender: 'llm', content: 1 };
-        },
-      },
-    ],
-  }).run(input);
-}
 
 const orchestratorNames = new Set(METRIC_DEFINITIONS.map((d) => d.otel));
 
