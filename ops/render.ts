@@ -9,9 +9,11 @@ import { durabilityDashboard } from './dashboards/durability.ts';
 import { overviewDashboard } from './dashboards/overview.ts';
 import { respondersDashboard } from './dashboards/responders.ts';
 import { sloDashboard } from './dashboards/slo.ts';
+import { DASHBOARD_LINKS } from './dashboards/uids.ts';
 import { usageDashboard } from './dashboards/usage.ts';
 import { fleetKustomization, fleetManifests } from './fleet-kubernetes.ts';
 import { kubernetesManifests, kustomization } from './kubernetes.ts';
+import { otelSdkDashboard, otelSdkRules } from './otel-sdk.ts';
 import { rules } from './rules.ts';
 
 export function json(value: unknown): string {
@@ -31,6 +33,11 @@ const RULES_HEADER = `${GENERATED}# conversation-orchestrator: recording rules (
 # and a runbook_url into prometheus/runbook.md. Each threshold names the config value it comes from.
 `;
 
+const OTEL_SDK_RULES_HEADER = `# The same rules for metrics scraped from the OpenTelemetry SDK's PrometheusExporter (the
+# telemetry's meterProvider path): its histograms in seconds have no _seconds suffix. Load this
+# file instead of prometheus/rules/orchestrator.rules.yml, not beside it (docs/telemetry.md).
+`;
+
 const KUBERNETES_HEADER = `${GENERATED}# Apply with \`kubectl apply -k kubernetes/\` (see the README's Kubernetes section).
 `;
 
@@ -48,6 +55,15 @@ export function renderOps(config: OpsConfig): Map<string, string> {
   ]);
   for (const [file, dashboard] of Object.entries(dashboards)) {
     files.set(`grafana/dashboards/${file}`, json(dashboard));
+  }
+  // The second set, for the OpenTelemetry SDK's PrometheusExporter (ops/otel-sdk.ts).
+  files.set(
+    'prometheus/otel-sdk/orchestrator.rules.yml',
+    RULES_HEADER + OTEL_SDK_RULES_HEADER + yaml(otelSdkRules(groups)),
+  );
+  const uids = DASHBOARD_LINKS.map(([, uid]) => uid);
+  for (const [file, dashboard] of Object.entries(dashboards)) {
+    files.set(`grafana/dashboards-otel-sdk/${file}`, json(otelSdkDashboard(dashboard, uids)));
   }
   const manifests = kubernetesManifests(config, groups, dashboards);
   for (const [file, manifest] of manifests) {
