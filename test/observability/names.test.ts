@@ -16,6 +16,7 @@ import {
   createConversationTelemetry,
   semconv,
 } from '../../src/observability/index.ts';
+import { GEN_AI_METRICS, METRIC_DEFINITIONS } from '../../src/observability/metric-definitions.ts';
 import { counterOrchestrator } from '../helpers/desks.ts';
 import { docsTableNames } from '../helpers/readme.ts';
 import { memoryTracing, restoreTracing } from '../helpers/tracing.ts';
@@ -238,5 +239,54 @@ describe('telemetry names: docs/telemetry.md, code and exposition agree', () => 
       }
     }
     expect([...emitted].sort()).toEqual([...attributes].sort());
+  });
+});
+
+/** The rows (cells, backticks stripped) of the table under `heading` in docs/telemetry.md. */
+function tableRows(heading: string): string[][] {
+  const lines = readFileSync(PAGE, 'utf8').split('\n');
+  const at = lines.findIndex((l) => l.replace(/^#+\s*/, '') === heading.replace(/^#+\s*/, ''));
+  const rows: string[][] = [];
+  for (const line of lines.slice(at + 1)) {
+    if (/^#{1,6} /.test(line)) break;
+    if (!line.startsWith('|') || /^\|\s*-/.test(line)) continue;
+    rows.push(
+      line
+        .split('|')
+        .slice(1, -1)
+        .map((c) => c.trim().replaceAll('`', '')),
+    );
+  }
+  return rows.slice(1); // the header
+}
+
+describe('OpenTelemetry names: docs/telemetry.md, the definition table and semconv agree', () => {
+  it('the OpenTelemetry table lists every definition: its name, instrument, unit and Prometheus name', () => {
+    const rows = tableRows('## OpenTelemetry metrics');
+    const instrument = {
+      counter: 'observable counter',
+      gauge: 'observable up-down counter',
+      histogram: 'histogram',
+    };
+    expect(rows).toEqual(
+      METRIC_DEFINITIONS.map((d) => [d.otel, instrument[d.kind], d.unit, d.prometheus]),
+    );
+    expect(rows.map((r) => r[0]).sort()).toEqual(constants('OTEL_METRIC_'));
+  });
+
+  it('defines every metric of the orchestrator and of durable conversations on both paths', () => {
+    const families = [
+      ...documented('## Metrics'),
+      ...documented('## Metrics of durable conversations and fleets'),
+    ].filter((name) => !/sampler|suspended|unleased|store_read|queue/.test(name));
+    expect(METRIC_DEFINITIONS.map((d) => d.prometheus).sort()).toEqual(families.sort());
+  });
+
+  it('the GenAI table lists the GenAI metrics with their instruments and units', () => {
+    const rows = tableRows('### GenAI metrics');
+    expect(rows.map((r) => r.slice(0, 3))).toEqual(
+      Object.values(GEN_AI_METRICS).map((d) => [d.otel, d.kind, d.unit]),
+    );
+    expect(rows.map((r) => r[0]).sort()).toEqual(constants('GEN_AI_METRIC_'));
   });
 });

@@ -6,7 +6,7 @@
 import { metrics, ValueType } from '@opentelemetry/api';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import { maxDispatches } from '../../src/index.ts';
+import { type Message, maxDispatches } from '../../src/index.ts';
 import { createConversationTelemetry, semconv } from '../../src/observability/index.ts';
 import {
   GEN_AI_METRICS,
@@ -331,5 +331,95 @@ describe('the OpenTelemetry path alone', () => {
     expect(warnings).toEqual([
       expect.stringContaining('this MeterProvider already records the metrics of another registry'),
     ]);
+  });
+});
+
+describe('the caps hold on the OpenTelemetry path too', () => {
+  const valuesOf = (all: Map<string, unknown>, name: string, attribute: string) =>
+    new Set(
+      [...seriesOf(all as never, name).keys()].map((k) => {
+        const m = new RegExp(`${attribute.replaceAll('.', '\\.')}="((?:[^"\\\\]|\\\\.)*)"`).exec(k);
+        return m === null ? undefined : JSON.parse(`"${m[1]}"`);
+      }),
+    );
+
+  it('counts 300 tenants under 3 orchestrator values and the overflow value, exactly', async () => {
+    const meter = manualMeter();
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry<number, number>({
+      registry,
+      meterProvider: meter.meterProvider,
+      maxOrchestrators: 3,
+      logger: warningsLogger().logger,
+    });
+    for (let i = 0; i < 300; i++) {
+      await counterOrchestrator({
+        name: `tenant-${i}-${'x'.repeat(40)}`,
+        observers: [telemetry],
+        termination: maxDispatches(2),
+      }).run(input);
+    }
+    const otel = otelSeries(await meter.collect());
+    const names = valuesOf(otel, 'orchestrator.dispatches', 'orchestrator');
+    expect(names.size).toBe(4);
+    expect(names.has(semconv.OVERFLOW_LABEL_VALUE)).toBe(true);
+    let dispatches = 0;
+    for (const v of seriesOf(otel, 'orchestrator.dispatches').values()) dispatches += v as number;
+    expect(dispatches).toBe(600);
+    expect(valuesOf(otel, 'gen_ai.invoke_agent.duration', 'gen_ai.workflow.name')).toEqual(names);
+    // The registry's series are the same ones.
+    const prom = await promSeries(registry);
+    expect(seriesOf(otel, 'orchestrator.dispatches')).toEqual(
+      seriesOf(prom, 'orchestrator.dispatches'),
+    );
+  });
+
+  it('keeps responders, models and error classes within their caps, hostile names included', async () => {
+    const meter = manualMeter();
+    const telemetry = createConversationTelemetry<number, number>({
+      meterProvider: meter.meterProvider,
+      maxResponders: 5,
+      maxModels: 3,
+      logger: warningsLogger().logger,
+    });
+    // 60 responders, each reporting usage under a model of its own and throwing an error of a
+    // class of its own (a name with a quote, a newline and braces) on its second message.
+    const responders = Array.from({ length: 60 }, (_, i) => ({
+      name: `r${i}`,
+      respond: (m: Message<number>, _s: unknown, context: { reportUsage(u: object): void }) => {
+        context.reportUsage({ inputTokens: 1, outputTokens: 1, model: `model-${i}` });
+        if (m.content === 1) {
+          const error = new Error('boom');
+          error.name = `Bad"Class\n{${i}}`;
+          throw error;
+        }
+        return { sender: `r${i}`, content: m.content + 1 };
+      },
+    }));
+    for (let i = 0; i < 60; i++) {
+      await counterOrchestrator({
+        observers: [telemetry],
+        responders: [responders[i] as never, responders[(i + 1) % 60] as never],
+        termination: maxDispatches(3),
+      })
+        .run(input)
+        .catch(() => {});
+    }
+    const otel = otelSeries(await meter.collect());
+    expect(valuesOf(otel, 'orchestrator.dispatches', 'responder').size).toBe(6);
+    expect(valuesOf(otel, 'gen_ai.invoke_agent.duration', 'gen_ai.agent.name').size).toBe(6);
+    expect(valuesOf(otel, 'orchestrator.tokens', 'model').size).toBe(4);
+    expect(
+      valuesOf(otel, 'gen_ai.client.inference.usage.input_tokens', 'gen_ai.request.model').size,
+    ).toBe(4);
+    const types = valuesOf(otel, 'gen_ai.invoke_agent.duration', 'error.type');
+    types.delete(undefined);
+    expect(types.size).toBe(21);
+    expect(types.has('_OTHER')).toBe(true);
+    expect(types.has('Bad"Class\n{1}')).toBe(true);
+    let tokens = 0;
+    for (const v of seriesOf(otel, 'gen_ai.client.inference.usage.input_tokens').values())
+      tokens += v as number;
+    expect(tokens).toBe(120);
   });
 });
