@@ -2,7 +2,8 @@
  * Every span, event, attribute and metric name the plugin emits: public API. The tables of
  * docs/telemetry.md, the Grafana dashboards and the Prometheus rules use these names, and a test
  * fails when they drift apart. GenAI names are copied from the OpenTelemetry GenAI conventions ("development"
- * status) rather than imported from the incubating entry point at run time.
+ * status) rather than imported from the incubating entry point at run time; the version they
+ * follow is pinned in vendor/semantic-conventions-genai/ and checked by a conformance test.
  */
 
 // --- GenAI semantic conventions (copied) ---
@@ -15,8 +16,10 @@ export const ATTR_GEN_AI_AGENT_NAME = 'gen_ai.agent.name';
 /** The orchestrator's `name`, on the conversation span. */
 export const ATTR_GEN_AI_WORKFLOW_NAME = 'gen_ai.workflow.name';
 /**
- * On every `invoke_agent` span (Required by the conventions): the responder's `provider`, or the
- * telemetry's `defaultProviderName` when it declares none.
+ * On every `invoke_agent` span: the responder's `provider`, or the telemetry's
+ * `defaultProviderName` when it declares none. The pinned conventions dropped it from internal
+ * agent spans: kept there until 0.3.0 (docs/telemetry.md, the migration table); required on the
+ * GenAI usage counters.
  */
 export const ATTR_GEN_AI_PROVIDER_NAME = 'gen_ai.provider.name';
 /** `gen_ai.provider.name` of a responder that declares no provider, unless the telemetry says another. */
@@ -27,7 +30,10 @@ export const ATTR_GEN_AI_REQUEST_MODEL = 'gen_ai.request.model';
 export const ATTR_GEN_AI_USAGE_INPUT_TOKENS = 'gen_ai.usage.input_tokens';
 /** On `invoke_agent` spans: output tokens the invocation reported, summed. */
 export const ATTR_GEN_AI_USAGE_OUTPUT_TOKENS = 'gen_ai.usage.output_tokens';
-/** On `invoke_agent` spans: cached input tokens the invocation reported, when any report had them. */
+/**
+ * On `invoke_agent` spans: cached input tokens the invocation reported, when any report had them.
+ * The pinned conventions dropped it from internal agent spans: kept there until 0.3.0.
+ */
 export const ATTR_GEN_AI_USAGE_CACHE_READ_INPUT_TOKENS = 'gen_ai.usage.cache_read.input_tokens';
 /** On `invoke_agent` spans: reasoning output tokens the invocation reported, when any report had them. */
 export const ATTR_GEN_AI_USAGE_REASONING_OUTPUT_TOKENS = 'gen_ai.usage.reasoning.output_tokens';

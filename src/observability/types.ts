@@ -145,9 +145,10 @@ export interface TelemetryOptions<S = unknown, C = unknown> {
    */
   readonly maxModels?: number;
   /**
-   * `gen_ai.provider.name` of an `invoke_agent` span whose responder declares no `provider` (the
-   * conventions require the attribute). A name like the responders' (1-64 letters, digits, `_`,
-   * `.`, `:` or `-`).
+   * `gen_ai.provider.name` of a responder that declares no `provider`: on its `invoke_agent` span
+   * (kept for existing users until 0.3.0; the pinned conventions dropped it there) and on the
+   * GenAI usage counters (they require it). A name like the responders' (1-64 letters, digits,
+   * `_`, `.`, `:` or `-`).
    * @default '_OTHER'
    */
   readonly defaultProviderName?: string;
