@@ -21,10 +21,15 @@ import {
   COLLECTOR_FILES,
   DEFAULT_COLLECTOR_CONFIG,
   defineCollectorConfig,
+  METRICS_COLLECTOR_FILE,
   renderCollector,
 } from '../../ops/collector.ts';
 import { DEFAULT_OPS_CONFIG, defineOpsConfig } from '../../ops/config.ts';
 import { BUILT_IN_REASONS, createConversationSampler } from '../../src/observability/index.ts';
+import {
+  METRIC_DEFINITIONS,
+  prometheusNameOf,
+} from '../../src/observability/metric-definitions.ts';
 import {
   ATTR_CONVERSATION_DISPATCH_COUNT,
   ATTR_CONVERSATION_END_REASON,
@@ -161,11 +166,38 @@ const BATCH: Keys = {
   metadata_cardinality_limit: true,
 };
 
+// prometheusexporter.Config (opentelemetry-collector-contrib, exporter/prometheusexporter/config.go
+// at 0827c30acae7b3e376a4deeb4cf82fbf2e12e198): confighttp.ServerConfig (squashed, as the OTLP
+// receiver's `http` above), `sending_queue` and the exporter's own keys.
+const PROMETHEUS_EXPORTER: Keys = {
+  ...((OTLP_RECEIVER.protocols as Keys).http as Keys),
+  sending_queue: true,
+  namespace: true,
+  const_labels: true,
+  send_timestamps: true,
+  metric_expiration: true,
+  resource_to_telemetry_conversion: { enabled: true },
+  enable_open_metrics: true,
+  add_metric_suffixes: true,
+  translation_strategy: true,
+};
+/** The values `translation_strategy` takes (the same file's Validate). */
+const TRANSLATION_STRATEGIES = [
+  'UnderscoreEscapingWithSuffixes',
+  'UnderscoreEscapingWithoutSuffixes',
+  'NoUTF8EscapingWithSuffixes',
+  'NoTranslation',
+];
+
 /** Per component kind, the keys of each type (the part of an id before `/`). */
 const COMPONENTS: Readonly<Record<string, Readonly<Record<string, Keys>>>> = {
   receivers: { otlp: OTLP_RECEIVER },
   processors: { tail_sampling: TAIL_SAMPLING, batch: BATCH },
-  exporters: { otlp: OTLP_EXPORTER, loadbalancing: LOADBALANCING_EXPORTER },
+  exporters: {
+    otlp: OTLP_EXPORTER,
+    loadbalancing: LOADBALANCING_EXPORTER,
+    prometheus: PROMETHEUS_EXPORTER,
+  },
 };
 
 // The Collector's top level and service.pipelines.<type>[/name] (otelcol/config.go,
@@ -455,5 +487,33 @@ describe('docs/sampling.md, "Whole-trace decisions across processes"', () => {
     );
     expect(section).toContain(`(\`probabilistic\`, ${DEFAULT_COLLECTOR_CONFIG.ratio * 100} %)`);
     expect(section).toMatch(/the docker-compose demo\s+does not run these tiers/);
+  });
+});
+
+describe('the metrics pipeline of the OpenTelemetry path (otel-collector/metrics-prometheus.yaml)', () => {
+  const metrics = () => read(METRICS_COLLECTOR_FILE);
+
+  it('uses only keys the Collector documents, and names only components it defines', () => {
+    expect(undocumentedKeys(metrics())).toEqual([]);
+    const config = metrics();
+    for (const kind of ['receivers', 'processors', 'exporters'] as const) {
+      const defined = Object.keys(config[kind] ?? {}).sort();
+      const used = [
+        ...new Set(Object.values(config.service.pipelines).flatMap((p) => p[kind] ?? [])),
+      ].sort();
+      expect(used, kind).toEqual(defined);
+    }
+  });
+
+  it('receives OTLP and exposes the names the shipped rules and dashboards read', () => {
+    const config = metrics();
+    expect(config.service.pipelines).toEqual({
+      metrics: { receivers: ['otlp'], processors: ['batch'], exporters: ['prometheus'] },
+    });
+    const exporter = component(config, 'exporters', 'prometheus');
+    expect(TRANSLATION_STRATEGIES).toContain(exporter.translation_strategy);
+    // With suffixes: every OpenTelemetry name becomes the registry's (prometheusNameOf(d, true)).
+    expect(exporter.translation_strategy).toBe('UnderscoreEscapingWithSuffixes');
+    for (const d of METRIC_DEFINITIONS) expect(prometheusNameOf(d, true)).toBe(d.prometheus);
   });
 });
