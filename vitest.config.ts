@@ -15,6 +15,9 @@ const ALONE = [
   'test/service/**/*.test.ts',
   'test/fleet/crash.test.ts',
   'test/package/install-matrix.test.ts',
+  // Compares two scrape paths of one process within two scrape intervals: beside another file on
+  // a loaded machine it failed once, alone it passed (8 of 8).
+  'test/ops/otel-sdk.test.ts',
 ];
 
 const shared = {
