@@ -6,6 +6,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   type CheckpointEntry,
+  CheckpointError,
   type CheckpointOptions,
   ConversationAbortedError,
   ConversationOrchestrator,
@@ -174,6 +175,45 @@ describe.each(stores)('a transcript conversation on the %s store', (_name, newSt
       expect(resumed.state.projection).toEqual(baseline.state.projection);
       expect(resumed.state.history).toEqual(baseline.state.history);
       expect(resumed.state.lastMessage).toEqual(baseline.state.lastMessage);
+    },
+  );
+
+  it.each([
+    ['text the codec cannot decode', '{"v":1,', /checkpoint could not be decoded/],
+    [
+      'an entry of another shape',
+      JSON.stringify({ v: 1, entry: true, folded: 'no', queue: [], queueTail: 0 }),
+      /not one this version can resume: expected entry \d+'s `folded` to be an array of messages/,
+    ],
+    [
+      'an entry of another version',
+      JSON.stringify({ v: 2, entry: true, folded: [], queue: [], queueTail: 0 }),
+      /expected entry \d+'s `v` to be 1/,
+    ],
+  ])(
+    'refuses to resume from %s, with a CheckpointError, and leaves it for a version that can',
+    async (_what, bad, message) => {
+      const store = newStore();
+      const controller = new AbortController();
+      await transcript(store, 320, {}, 0, { at: 60, controller })
+        .run(input, { conversationId: 'bad', drain: controller.signal })
+        .catch(() => {});
+      const corrupt = wrap(store, {
+        acquire: async (...args: Parameters<MemoryStore['acquire']>) => {
+          const outcome = await store.acquire(...args);
+          return outcome.status === 'acquired'
+            ? { ...outcome, entries: [...(outcome.entries ?? []), bad] }
+            : outcome;
+        },
+      });
+      const error = await transcript(corrupt, 320)
+        .resume('bad')
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(CheckpointError);
+      expect((error as CheckpointError).message).toMatch(message);
+      // Released as it was: the store's own entries still resume it.
+      const resumed = await transcript(store, 320).resume('bad');
+      expect(resumed.dispatchCount).toBe(320);
     },
   );
 

@@ -196,11 +196,12 @@ export async function resumeStored<S, C>(
     if (entries.length > 0) {
       // The base and the entries after it: the projection folds what each entry folded.
       decoded = false;
-      const decodedEntries = entries.map((text, i) => {
+      const values = entries.map((text) => {
         logBytes += Buffer.byteLength(text);
-        return checkedEntry<C>(durable.codec.decode(text), i + 1);
+        return durable.codec.decode(text);
       });
       decoded = true;
+      const decodedEntries = values.map((value, i) => checkedEntry<C>(value, i + 1));
       restored = checkedState<S, C>(
         foldEntries(config, restored, decodedEntries),
         config.responders.length,
