@@ -9,6 +9,12 @@
  * `createPostgresStore()`. Both commit every step before the next one; both wait on the same disk
  * or the same PostgreSQL server (started here). Rows for one thread at a time and for `THREADS`
  * at once (a service's load: where group commit shares fsyncs); wall time, medians of `ROUNDS`.
+ *
+ * And the long-conversation transcript of bench/transcript.ts (`BENCH_ONLY=langgraph-transcript`,
+ * issue 41): a message of 1 KB per step, the state a list of every message so far, two nodes in
+ * turn, every step committed before the next on both sides (LangGraph's `durability: 'sync'`, this
+ * library's `'sync'`); the cost of one step at step 50 and at step 1,000, each the median of the
+ * 50 steps around it, then over `ROUNDS` threads.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -28,6 +34,7 @@ import {
 import { createPostgresStore } from '../src/stores/postgres/index.ts';
 import { createSqliteStore } from '../src/stores/sqlite/index.ts';
 import { hasPostgres, startPostgres } from '../test/helpers/postgres.ts';
+import { median as medianOf, PAD, run as runTranscript, window } from './transcript.ts';
 
 const STEPS = 100;
 const THREADS = Number(process.env.BENCH_LANGGRAPH_THREADS ?? 50);
@@ -197,6 +204,148 @@ export async function langgraphTable(): Promise<void> {
     };
     await row(postgres, 1);
     await row(postgres, THREADS);
+    await store.close();
+    await saver.end();
+  } finally {
+    await server.stop();
+  }
+}
+
+// --- the transcript (issue 41) ------------------------------------------------------------------
+
+/** The points measured: step 50 and step 1,000 (each the median of the 50 steps around it). */
+const TRANSCRIPT_AT = [50, 1_000] as const;
+/** Steps per thread: past the last point, so that its window is whole on both sides. */
+const TRANSCRIPT_STEPS = 1_025;
+
+const TranscriptState = Annotation.Root({
+  // A growing list of messages: each step's update appended, as LangGraph's messages reducer does.
+  lines: Annotation<string[]>({ reducer: (old, next) => old.concat(next), default: () => [] }),
+});
+
+function transcriptGraph(checkpointer: BaseCheckpointSaver) {
+  // The same line as this library's responders write: `${name}:${lines so far}:${PAD}`.
+  const node = (name: string) => async (s: typeof TranscriptState.State) => ({
+    lines: [`${name}:${s.lines.length}:${PAD}`],
+  });
+  const next = (to: string) => (s: typeof TranscriptState.State) =>
+    s.lines.length > TRANSCRIPT_STEPS ? END : to;
+  return new StateGraph(TranscriptState)
+    .addNode('a', node('a'))
+    .addNode('b', node('b'))
+    .addEdge(START, 'a')
+    .addConditionalEdges('a', next('b'))
+    .addConditionalEdges('b', next('a'))
+    .compile({ checkpointer });
+}
+
+/** One LangGraph thread of TRANSCRIPT_STEPS steps; the wall time of each (index = step - 1). */
+async function langgraphTranscript(checkpointer: BaseCheckpointSaver, thread: string) {
+  const graph = transcriptGraph(checkpointer);
+  const times: number[] = [];
+  let last = performance.now();
+  const stream = await graph.stream(
+    { lines: ['begin'] },
+    {
+      configurable: { thread_id: thread },
+      streamMode: 'updates',
+      durability: 'sync',
+      recursionLimit: TRANSCRIPT_STEPS + 10,
+    },
+  );
+  for await (const _update of stream) {
+    const now = performance.now();
+    times.push(now - last);
+    last = now;
+  }
+  if (times.length !== TRANSCRIPT_STEPS) {
+    throw new Error(`bench: LangGraph ran ${times.length} steps, not ${TRANSCRIPT_STEPS}`);
+  }
+  const state = await graph.getState({ configurable: { thread_id: thread } });
+  const lines = (state.values as typeof TranscriptState.State).lines;
+  if (
+    lines.length !== TRANSCRIPT_STEPS + 1 ||
+    lines[TRANSCRIPT_STEPS] !== `a:${TRANSCRIPT_STEPS}:${PAD}`
+  ) {
+    throw new Error(
+      `bench: LangGraph's stored transcript has ${lines.length} lines, not ${TRANSCRIPT_STEPS + 1}`,
+    );
+  }
+  return times;
+}
+
+/** One conversation of this library, the same transcript; the wall time of each dispatch. */
+async function ourTranscript(store: ConversationStore) {
+  const times = await runTranscript(store, TRANSCRIPT_STEPS, {}, () => true);
+  if (times.length !== TRANSCRIPT_STEPS) {
+    throw new Error(`bench: ran ${times.length} dispatches, not ${TRANSCRIPT_STEPS}`);
+  }
+  return times;
+}
+
+/** ms per step at each of TRANSCRIPT_AT: the median of its window, then over the rounds. */
+function atPoints(rounds: readonly number[][]): number[] {
+  return TRANSCRIPT_AT.map((at) => {
+    const [from, to] = window(at, TRANSCRIPT_STEPS);
+    return medianOf(rounds.map((times) => medianOf(times.slice(from - 1, to))));
+  });
+}
+
+async function transcriptRow(
+  database: string,
+  ours: () => Promise<number[]>,
+  theirs: (round: number) => Promise<number[]>,
+): Promise<void> {
+  const a: number[][] = [];
+  const b: number[][] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    // Alternated, so that a noisy moment of the machine falls on both.
+    b.push(await theirs(round));
+    a.push(await ours());
+  }
+  const [ours50, ours1k] = atPoints(a) as [number, number];
+  const [theirs50, theirs1k] = atPoints(b) as [number, number];
+  console.log(
+    `| ${database} | ${theirs50.toFixed(3)} / ${theirs1k.toFixed(3)} | ${ours50.toFixed(3)} / ${ours1k.toFixed(3)} | ${(ours50 / theirs50).toFixed(3)} | ${(ours1k / theirs1k).toFixed(3)} |`,
+  );
+}
+
+/** Prints the transcript table (`BENCH_ONLY=langgraph-transcript`). */
+export async function langgraphTranscriptTable(): Promise<void> {
+  console.log(
+    `\n### Against LangGraph.js 1.7.3: a transcript (1 KB per step, the state the list of every message), every step committed before the next; ms per step at step 50 / 1,000 (median of the 50 steps around it, then of ${ROUNDS} threads; wall time)\n`,
+  );
+  console.log(
+    '| database | LangGraph.js + its saver | this library + its store | ours / theirs at 50 | ours / theirs at 1,000 |',
+  );
+  console.log('|---|---:|---:|---:|---:|');
+  const dir = mkdtempSync(join(tmpdir(), 'bench-langgraph-transcript-'));
+  try {
+    const saver = SqliteSaver.fromConnString(join(dir, 'langgraph.db'));
+    const store = createSqliteStore({ path: join(dir, 'ours.db') });
+    await transcriptRow(
+      'SQLite (WAL, synchronous FULL): SqliteSaver vs createSqliteStore()',
+      () => ourTranscript(store),
+      (round) => langgraphTranscript(saver, `transcript-${round}`),
+    );
+    await store.close();
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+  if (!hasPostgres()) {
+    console.log('| PostgreSQL | (no PostgreSQL on this machine) | | | |');
+    return;
+  }
+  const server = await startPostgres();
+  try {
+    const saver = PostgresSaver.fromConnString(server.connectionString);
+    await saver.setup();
+    const store = createPostgresStore({ connectionString: server.connectionString });
+    await transcriptRow(
+      'PostgreSQL 15 (local, synchronous_commit on): PostgresSaver vs createPostgresStore()',
+      () => ourTranscript(store),
+      (round) => langgraphTranscript(saver, `transcript-${round}`),
+    );
     await store.close();
     await saver.end();
   } finally {

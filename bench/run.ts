@@ -38,7 +38,7 @@ import { durableTable } from './durable.ts';
 import { fanoutTable } from './fanout.ts';
 import { fleetTables } from './fleet.ts';
 import { sdkFloor } from './floor.ts';
-import { langgraphTable } from './langgraph.ts';
+import { langgraphTable, langgraphTranscriptTable } from './langgraph.ts';
 import { networkStoresTable } from './network-stores.ts';
 import { otelMetricsTable } from './otel-metrics.ts';
 import { samplerTable } from './sampler.ts';
@@ -914,6 +914,10 @@ async function main(): Promise<void> {
     await langgraphTable();
     return;
   }
+  if (only === 'langgraph-transcript') {
+    await langgraphTranscriptTable();
+    return;
+  }
   if (only === 'transcript-child') {
     await bigTranscriptChild();
     return;
@@ -963,6 +967,7 @@ async function main(): Promise<void> {
   await storesTables();
   await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
   await langgraphTable();
+  await langgraphTranscriptTable();
   await fleetTables();
   await fanoutTable();
 }
