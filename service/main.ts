@@ -7,7 +7,6 @@
 // First: SIGTERM is handled from here on, while the modules below still load.
 import './signals.ts';
 import { setMaxListeners } from 'node:events';
-import { isIPv6 } from 'node:net';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { context, trace } from '@opentelemetry/api';
 import type { ConversationOrchestrator } from '../src/index.ts';
@@ -28,6 +27,7 @@ import { SharedExposition } from './http/exposition.ts';
 import { createServiceMetrics, createServiceRegistry } from './http/health-metrics.ts';
 import { HostAllowlist } from './http/hosts.ts';
 import { RateLimitedReport } from './http/rate-limited-report.ts';
+import { listeningLine, serviceRoutes } from './http/routes.ts';
 import { createHttpServer, ListenError, listen } from './http/server.ts';
 import { ConversationHistory } from './live/history.ts';
 import { LiveUpdates } from './live/live.ts';
@@ -287,43 +287,21 @@ async function main(): Promise<number> {
   });
 
   const page = new Page();
-  const metrics = new SharedExposition(registry);
   const server = createHttpServer(
     { ...cfg, hosts, onRefused: (reason) => health.httpRefused.inc({ reason }) },
-    (target, req, res) => {
-      const resume = RESUME_PATH.exec(target.pathname);
-      if (resume !== null) {
-        serveResume(approvals, hosts, resume[1] as string, req, res);
-        return;
-      }
-      if (page.serve(target.pathname, req, res)) return;
-      const known = target.pathname === '/metrics' || target.pathname === '/healthz';
-      if (known && req.method !== 'GET' && req.method !== 'HEAD') {
-        res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('read only\n');
-      } else if (target.pathname === '/metrics') {
-        metrics.get(req.headers).then(
-          ({ contentType, body }) => res.writeHead(200, { 'content-type': contentType }).end(body),
-          (error: unknown) => res.writeHead(500).end(String(error)),
-        );
-      } else if (target.pathname === '/healthz') {
-        res.writeHead(stopping ? 503 : 200, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({ status: stopping ? 'stopping' : 'ok', inFlight: segments.running }),
-        );
-      } else if (target.pathname === '/ws') {
-        // A plain request (or an upgrade to something else) at the WebSocket endpoint.
-        res
-          .writeHead(426, {
-            upgrade: 'websocket',
-            'content-type': 'text/plain',
-          })
-          .end('/ws speaks WebSocket only (Upgrade: websocket)\n');
-      } else {
-        res
-          .writeHead(404, { 'content-type': 'text/plain' })
-          .end('not found: try /, /metrics, /healthz or /ws\n');
-      }
-    },
+    serviceRoutes({
+      handlers: [
+        (target, req, res) => {
+          const resume = RESUME_PATH.exec(target.pathname);
+          if (resume === null) return false;
+          serveResume(approvals, hosts, resume[1] as string, req, res);
+          return true;
+        },
+        (target, req, res) => page.serve(target.pathname, req, res),
+      ],
+      metrics: new SharedExposition(registry),
+      health: () => ({ stopping, inFlight: segments.running }),
+    }),
   );
   // The endings earlier runs left in the store start the totals, read before any conversation
   // of this process can end (those that end from now on are counted live, once) and before the
@@ -342,10 +320,8 @@ async function main(): Promise<number> {
     process.stderr.write(`${error.message}\n`);
     return 2;
   }
-  // An IPv6 address is bracketed in a URL: http://[::1]:9464, not http://::1:9464.
-  const authority = `${isIPv6(cfg.host) ? `[${cfg.host}]` : cfg.host}:${port}`;
   process.stdout.write(
-    `conversation-orchestrator demo listening on http://${authority} (the live page at /, /metrics, /healthz, ws://${authority}/ws)\n${tracing.description}\nanswering Host: ${cfg.allowedHosts.join(', ')} and any IP address (--allowed-hosts)\n${cfg.record === undefined ? '' : `recording every conversation into ${cfg.record} (files of at most ${cfg.recordFileMb} MiB, the last ${cfg.recordFiles} kept)\n`}conversations kept ${opened.description} (--data, --store); ${kept.count} ended ones counted from it\n`,
+    `${listeningLine(cfg.host, port)}\n${tracing.description}\nanswering Host: ${cfg.allowedHosts.join(', ')} and any IP address (--allowed-hosts)\n${cfg.record === undefined ? '' : `recording every conversation into ${cfg.record} (files of at most ${cfg.recordFileMb} MiB, the last ${cfg.recordFiles} kept)\n`}conversations kept ${opened.description} (--data, --store); ${kept.count} ended ones counted from it\n`,
   );
 
   // The workload: start conversations at `rate` per second, at most `concurrency` at once.

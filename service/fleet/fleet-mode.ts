@@ -12,7 +12,6 @@
  * leaves the conversations in flight in Redis, where the next workers resume them.
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { isIPv6 } from 'node:net';
 import { fileURLToPath } from 'node:url';
 import { Redis } from 'ioredis';
 import { createConversationQueue } from '../../src/fleet/index.ts';
@@ -21,6 +20,7 @@ import { MAX_DISPATCHES, market, pickScenario } from '../desks/market.ts';
 import { SharedExposition } from '../http/exposition.ts';
 import { createServiceMetrics, createServiceRegistry } from '../http/health-metrics.ts';
 import { HostAllowlist } from '../http/hosts.ts';
+import { listeningLine, serviceRoutes } from '../http/routes.ts';
 import { createHttpServer, ListenError, listen } from '../http/server.ts';
 import { ConversationHistory } from '../live/history.ts';
 import { LiveUpdates } from '../live/live.ts';
@@ -151,47 +151,27 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
   for (let i = 1; i <= cfg.workers; i++) spawnWorker(`worker-${i}`);
 
   const page = new Page();
-  const metrics = new SharedExposition(registry);
   const server = createHttpServer(
     { ...cfg, hosts, onRefused: (reason) => health.httpRefused.inc({ reason }) },
-    (target, req, res) => {
-      if (page.serve(target.pathname, req, res)) return;
-      const known = target.pathname === '/metrics' || target.pathname === '/healthz';
-      if (known && req.method !== 'GET' && req.method !== 'HEAD') {
-        res.writeHead(405, { allow: 'GET, HEAD', 'content-type': 'text/plain' }).end('read only\n');
-      } else if (target.pathname === '/metrics') {
-        metrics.get(req.headers).then(
-          ({ contentType, body }) => res.writeHead(200, { 'content-type': contentType }).end(body),
-          (error: unknown) => res.writeHead(500).end(String(error)),
-        );
-      } else if (target.pathname === '/healthz') {
-        const alive = [...workers.values()].filter((w) => w.exitCode === null && !w.killed);
-        res.writeHead(stopping ? 503 : 200, { 'content-type': 'application/json' });
-        res.end(
-          JSON.stringify({
-            status: stopping ? 'stopping' : 'ok',
-            inFlight: inFlight.size,
+    serviceRoutes({
+      handlers: [(target, req, res) => page.serve(target.pathname, req, res)],
+      metrics: new SharedExposition(registry),
+      health: () => ({
+        stopping,
+        inFlight: inFlight.size,
+        more: {
+          fleet: {
+            started,
+            ended,
+            suspended,
+            workers: [...workers.values()].filter((w) => w.exitCode === null && !w.killed).length,
             // The oldest conversation still in flight, so that a check can tell that every one
             // started before a moment (a crash) has ended.
-            fleet: {
-              started,
-              ended,
-              suspended,
-              workers: alive.length,
-              oldestInFlightStartedAt: inFlight.values().next().value?.startedAt ?? null,
-            },
-          }),
-        );
-      } else if (target.pathname === '/ws') {
-        res
-          .writeHead(426, { upgrade: 'websocket', 'content-type': 'text/plain' })
-          .end('/ws speaks WebSocket only (Upgrade: websocket)\n');
-      } else {
-        res
-          .writeHead(404, { 'content-type': 'text/plain' })
-          .end('not found: try /, /metrics, /healthz or /ws\n');
-      }
-    },
+            oldestInFlightStartedAt: inFlight.values().next().value?.startedAt ?? null,
+          },
+        },
+      }),
+    }),
   );
   live.attach(server);
   let port: number;
@@ -206,9 +186,8 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
     await Promise.allSettled([queue.close(), store.close(), live.close()]);
     return 2;
   }
-  const authority = `${isIPv6(cfg.host) ? `[${cfg.host}]` : cfg.host}:${port}`;
   process.stdout.write(
-    `conversation-orchestrator demo listening on http://${authority} (the live page at /, /metrics, /healthz, ws://${authority}/ws)\nfleet mode: queue ${DEMO_QUEUE} on ${redisUrl}, store ${store.name}, ${cfg.workers > 0 ? `${cfg.workers} worker processes` : 'workers running elsewhere'}\n`,
+    `${listeningLine(cfg.host, port)}\nfleet mode: queue ${DEMO_QUEUE} on ${redisUrl}, store ${store.name}, ${cfg.workers > 0 ? `${cfg.workers} worker processes` : 'workers running elsewhere'}\n`,
   );
 
   // The workload, as in single-process mode but through the queue.

@@ -3,6 +3,7 @@
  * the rooms below it (http/ at the bottom, then desks/, live/, fleet/; the entry points at
  * service/ over all). Read from the files' own import lines.
  */
+import { readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -72,6 +73,14 @@ describe('layering of the demo service', () => {
     expect(graph.get('service/live/live.ts')).toContain('service/http/server.ts');
     expect(graph.get('service/fleet/fleet-mode.ts')).toContain('service/live/live.ts');
     expect(graph.get('service/main.ts')).toContain('service/live/live.ts');
+  });
+
+  it('defines the HTTP routes once: both modes serve service/http/routes.ts and match no path of their own', () => {
+    for (const mode of ['service/main.ts', 'service/fleet/fleet-mode.ts']) {
+      expect(graph.get(mode)).toContain('service/http/routes.ts');
+      const source = readFileSync(join(ROOT, mode), 'utf8');
+      expect(source).not.toMatch(/pathname\s*===|'\/(?:metrics|healthz|ws)'/);
+    }
   });
 
   it('finds an import that goes up a room (the check can fail)', () => {
