@@ -1,9 +1,10 @@
 /**
- * The live convergence page at `/`: an HTML file, one script module, a stylesheet, and uPlot
- * served from node_modules (no CDN: the page works offline). Every file is read once at start
- * and served from memory by exact path, so no request can name a file of its own choosing.
+ * The live convergence page at `/`: an HTML file, its script modules (page/app.js, which imports
+ * the others beside it), a stylesheet, and uPlot served from node_modules (no CDN: the page works
+ * offline). Every file is read once at start and served from memory by exact path, so no request
+ * can name a file of its own choosing.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { createRequire } from 'node:module';
 import { dirname, join } from 'node:path';
@@ -41,9 +42,16 @@ function loadAssets(): ReadonlyMap<string, Asset> {
   const here = join(dirname(fileURLToPath(import.meta.url)), 'page');
   const uplot = dirname(createRequire(import.meta.url).resolve('uplot/package.json'));
   const file = (path: string, type: string): Asset => ({ type, body: readFileSync(path) });
+  // The page's modules: every .js file of page/ (app.js and those it imports), by its own name.
+  const modules = readdirSync(here)
+    .filter((name) => name.endsWith('.js'))
+    .map((name): [string, Asset] => [
+      `/page/${name}`,
+      file(join(here, name), 'text/javascript; charset=utf-8'),
+    ]);
   return new Map([
     ['/', file(join(here, 'index.html'), 'text/html; charset=utf-8')],
-    ['/page/app.js', file(join(here, 'app.js'), 'text/javascript; charset=utf-8')],
+    ...modules,
     ['/page/style.css', file(join(here, 'style.css'), 'text/css; charset=utf-8')],
     [
       '/vendor/uPlot.esm.js',

@@ -3,7 +3,7 @@
  * the rooms below it (http/ at the bottom, then desks/, live/, fleet/; the entry points at
  * service/ over all). Read from the files' own import lines.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { dirname, join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
@@ -12,6 +12,23 @@ import { cyclesIn, importGraph } from '../helpers/import-graph.ts';
 const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
 const graph = importGraph(join(ROOT, 'service'), ROOT);
 const cycles = (): string[][] => cyclesIn(graph, (file) => file.startsWith('service/'));
+
+/** The live page's ES modules (served as they are to browsers), each with what it imports. */
+const PAGE = join(ROOT, 'service/live/page');
+const pageGraph = new Map(
+  readdirSync(PAGE)
+    .filter((name) => name.endsWith('.js'))
+    .map((name): [string, string[]] => [
+      `./${name}`,
+      [
+        ...readFileSync(join(PAGE, name), 'utf8').matchAll(
+          /^(?:import|export)\s[^;]*?from\s+'([^']+)'/gm,
+        ),
+      ].map((m) => m[1] as string),
+    ]),
+);
+/** What the page may import besides its own modules: uPlot, at the URL the service serves it. */
+const UPLOT = '/vendor/uPlot.esm.js';
 
 /** The entry points: they may import every room, and nothing imports them. */
 const ENTRY_POINTS = ['service/main.ts', 'service/worker.ts', 'service/screenshot.ts'];
@@ -80,6 +97,30 @@ describe('layering of the demo service', () => {
       expect(graph.get(mode)).toContain('service/http/routes.ts');
       const source = readFileSync(join(ROOT, mode), 'utf8');
       expect(source).not.toMatch(/pathname\s*===|'\/(?:metrics|healthz|ws)'/);
+    }
+  });
+
+  it('splits the live page into modules that import only each other and uPlot, with no circle', () => {
+    expect(pageGraph.get('./app.js')).toContain('./connection.js');
+    expect(pageGraph.get('./chart.js')).toContain(UPLOT);
+    const outside = [...pageGraph].flatMap(([file, imports]) =>
+      imports.filter((i) => i !== UPLOT && !pageGraph.has(i)).map((i) => `${file} -> ${i}`),
+    );
+    expect(outside).toEqual([]);
+    // Only the chart draws with uPlot; the state and the bounds it keeps import nothing above them.
+    expect([...pageGraph].filter(([, imports]) => imports.includes(UPLOT)).map(([f]) => f)).toEqual(
+      ['./chart.js'],
+    );
+    expect(pageGraph.get('./constants.js')).toEqual([]);
+    expect(pageGraph.get('./state.js')).toEqual(['./constants.js']);
+    expect(cyclesIn(pageGraph, (file) => pageGraph.has(file))).toEqual([]);
+    // The check can fail: a circle put in is found.
+    const state = pageGraph.get('./state.js') ?? [];
+    pageGraph.set('./state.js', [...state, './updates.js']);
+    try {
+      expect(cyclesIn(pageGraph, (file) => pageGraph.has(file)).length).toBeGreaterThan(0);
+    } finally {
+      pageGraph.set('./state.js', state);
     }
   });
 

@@ -3,7 +3,7 @@
  * service: it loads cleanly, draws, counts, filters and survives a restart of the service.
  * Every wait is on a condition; the bounds are generous for a loaded 2-core machine.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { createServer, type Server } from 'node:http';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -115,6 +115,24 @@ describe('the live page at /', () => {
     const uplot = await fetch(`${s.url}/vendor/uPlot.esm.js`);
     expect(uplot.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
     expect(await uplot.text()).toContain('export { uPlot as default }');
+    // app.js and every module it imports, in turn: JavaScript, type-checked (`// @ts-check`),
+    // with the page's headers; together they are every module of service/live/page/.
+    const modules = new Set(['/page/app.js']);
+    for (const path of modules) {
+      const res = await fetch(`${s.url}${path}`);
+      expect([path, res.status]).toEqual([path, 200]);
+      expect(res.headers.get('content-type')).toBe('text/javascript; charset=utf-8');
+      expect(res.headers.get('content-security-policy')).toBe(CONTENT_SECURITY_POLICY);
+      expect(res.headers.get('x-content-type-options')).toBe('nosniff');
+      const body = await res.text();
+      expect(body.startsWith('// @ts-check\n')).toBe(true);
+      for (const m of body.matchAll(/^import [^;]*? from '\.\/([\w-]+\.js)';$/gm)) {
+        modules.add(`/page/${m[1]}`);
+      }
+    }
+    const files = readdirSync('service/live/page').filter((name) => name.endsWith('.js'));
+    expect([...modules].sort()).toEqual(files.map((name) => `/page/${name}`).sort());
+    expect(modules.size).toBeGreaterThan(5);
     expect((await fetch(`${s.url}/page/app.js`, { method: 'POST' })).status).toBe(405);
     expect((await fetch(`${s.url}/page/../main.ts`)).status).toBe(404);
   });
