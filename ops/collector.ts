@@ -296,7 +296,7 @@ export function metricsCollector(): Record<string, unknown> {
     exporters: {
       prometheus: {
         endpoint: '0.0.0.0:8889',
-        // Dots to `_`, `_total` on counters, `_seconds` on the histograms in seconds: the names
+        // Dots to `_`, `_total` on counters, the unit's suffix (`_seconds`, `_bytes`): the names
         // of prometheus/rules/ and grafana/dashboards/ (docs/telemetry.md, "OpenTelemetry metrics").
         translation_strategy: 'UnderscoreEscapingWithSuffixes',
         // The service's resource (service.name, service.instance.id) stays on target_info.

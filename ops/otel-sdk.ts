@@ -2,7 +2,8 @@
  * The ops bundle for metrics scraped from the OpenTelemetry SDK's `PrometheusExporter` (the
  * telemetry's `meterProvider` path, exposed by the SDK itself): a generated second set of the
  * rules and dashboards. That exporter writes a counter's name with `_total` but without the
- * unit's suffix, so the three histograms in seconds lose their `_seconds`; every other name, and
+ * unit's suffix, so the histograms in seconds lose their `_seconds` (and the one in bytes its
+ * `_bytes`); every other name, and
  * every label, is the registry's (src/observability/metric-definitions.ts). Metrics exported over
  * OTLP to a Collector or to Prometheus's OTLP receiver get the suffix back and need no second set.
  * Recording rules keep their names, so whatever reads them (the dashboards' panels, the alerts)

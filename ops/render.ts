@@ -34,7 +34,7 @@ const RULES_HEADER = `${GENERATED}# conversation-orchestrator: recording rules (
 `;
 
 const OTEL_SDK_RULES_HEADER = `# The same rules for metrics scraped from the OpenTelemetry SDK's PrometheusExporter (the
-# telemetry's meterProvider path): its histograms in seconds have no _seconds suffix. Load this
+# telemetry's meterProvider path): its histograms have no unit suffix (_seconds, _bytes). Load this
 # file instead of prometheus/rules/orchestrator.rules.yml, not beside it (docs/telemetry.md).
 `;
 

@@ -31,6 +31,7 @@ export {
   ResponderError,
 } from './core/spi/errors.ts';
 export type {
+  CheckpointWrite,
   ConversationEnd,
   ConversationObservation,
   ConversationObserver,

@@ -62,6 +62,8 @@ export const UNIT = {
   tokensPerSecond: 'suffix: tokens/s',
   tokens: 'short',
   commitsPerSecond: 'suffix: commits/s',
+  bytesPerSecond: 'Bps',
+  bytes: 'bytes',
   conflictsPerSecond: 'suffix: conflicts/s',
   jobs: 'short',
 } as const;

@@ -1,6 +1,7 @@
 /**
  * Conversation orchestrator / Durability: what keeps conversations alive across crashes,
- * suspensions and workers. Checkpoint commits per second and their latency by store, resumes by
+ * suspensions and workers. Checkpoint commits per second and their latency by store, the bytes
+ * they write by kind (whole, entry, snapshot), snapshot latency and failures, resumes by
  * cause, dispatches run again after a crash, lease conflicts, the recovery backlog, suspended
  * conversations and the oldest one's age, and the BullMQ queues: depth by state and how long
  * jobs wait, per worker. The store-read gauges are the same on every worker: panels take their
@@ -11,6 +12,9 @@ import {
   BULLMQ_METRIC_JOB_COUNT,
   METRIC_CHECKPOINT_DURATION,
   METRIC_CHECKPOINT_FAILURES,
+  METRIC_CHECKPOINT_SIZE,
+  METRIC_CHECKPOINT_SNAPSHOT_DURATION,
+  METRIC_CHECKPOINT_SNAPSHOT_FAILURES,
   METRIC_CONVERSATIONS_RESUMED,
   METRIC_CONVERSATIONS_SUSPENDED,
   METRIC_CONVERSATIONS_UNLEASED,
@@ -39,6 +43,8 @@ export function durabilityDashboard(config: OpsConfig): Dashboard {
   const QI = selector(config, ['queue', 'instance']);
   const latency = (q: string) =>
     `histogram_quantile(${q}, sum by (orchestrator, store, le) (rate(${METRIC_CHECKPOINT_DURATION}_bucket{${OI}}[${RATE}])))`;
+  const snapshotLatency = (q: string) =>
+    `histogram_quantile(${q}, sum by (orchestrator, store, le) (rate(${METRIC_CHECKPOINT_SNAPSHOT_DURATION}_bucket{${OI}}[${RATE}])))`;
   const wait = (q: string) =>
     `histogram_quantile(${q}, sum by (queue, instance, le) (rate(${METRIC_QUEUE_JOB_WAIT}_bucket{${QI}}[${RATE}])))`;
   return build(
@@ -81,7 +87,9 @@ export function durabilityDashboard(config: OpsConfig): Dashboard {
       )
       .withPanel(
         timeseries('Checkpoint commits per second by store', UNIT.commitsPerSecond, 12)
-          .description('Commits (each replaces the conversation’s checkpoint) and failed commits.')
+          .description(
+            'Commits (each writes the whole state, or on a store with entries what the dispatches added) and failed commits.',
+          )
           .withTarget(
             query(
               `sum by (orchestrator, store) (rate(${METRIC_CHECKPOINT_DURATION}_count{${OI}}[${RATE}]))`,
@@ -100,6 +108,43 @@ export function durabilityDashboard(config: OpsConfig): Dashboard {
           .withTarget(query(latency('0.5'), { legend: 'p50 {{orchestrator}} / {{store}}' }))
           .withTarget(
             query(latency('0.99'), { refId: 'B', legend: 'p99 {{orchestrator}} / {{store}}' }),
+          ),
+      )
+      .withPanel(
+        timeseries('Checkpoint bytes written per second by kind', UNIT.bytesPerSecond, 12)
+          .description(
+            'whole: whole states (small states, suspensions, endings); entry: what the dispatches added since the last commit; snapshot: the whole state, written now and then beside the loop. The dashed lines: mean bytes per write.',
+          )
+          .withTarget(
+            query(
+              `sum by (orchestrator, store, kind) (rate(${METRIC_CHECKPOINT_SIZE}_sum{${OI}}[${RATE}]))`,
+              { legend: '{{orchestrator}} / {{store}} / {{kind}}' },
+            ),
+          )
+          .withTarget(
+            query(
+              `sum by (orchestrator, store, kind) (rate(${METRIC_CHECKPOINT_SIZE}_sum{${OI}}[${RATE}])) / sum by (orchestrator, store, kind) (rate(${METRIC_CHECKPOINT_SIZE}_count{${OI}}[${RATE}]))`,
+              { refId: 'B', legend: '{{orchestrator}} / {{store}} / {{kind}} per write' },
+            ),
+          ),
+      )
+      .withPanel(
+        timeseries('Snapshot latency (p50 / p99) and failures by store', UNIT.seconds, 12)
+          .description(
+            'One snapshot write (beside the loop, which does not wait for it). A failing snapshot leaves the log growing: resumes fold more entries until one lands.',
+          )
+          .withTarget(query(snapshotLatency('0.5'), { legend: 'p50 {{orchestrator}} / {{store}}' }))
+          .withTarget(
+            query(snapshotLatency('0.99'), {
+              refId: 'B',
+              legend: 'p99 {{orchestrator}} / {{store}}',
+            }),
+          )
+          .withTarget(
+            query(
+              `sum by (orchestrator, store) (increase(${METRIC_CHECKPOINT_SNAPSHOT_FAILURES}{${OI}}[${RATE}]))`,
+              { refId: 'C', legend: '{{orchestrator}} / {{store}} failed snapshots' },
+            ),
           ),
       )
       .withPanel(

@@ -13,6 +13,7 @@ import {
   GEN_AI_METRIC_USAGE_OUTPUT_TOKENS,
   GEN_AI_METRIC_USAGE_REASONING_OUTPUT_TOKENS,
   LABEL_CAUSE,
+  LABEL_CHECKPOINT_KIND,
   LABEL_MODEL,
   LABEL_ORCHESTRATOR,
   LABEL_REASON,
@@ -21,6 +22,9 @@ import {
   LABEL_TOKEN_TYPE,
   METRIC_CHECKPOINT_DURATION,
   METRIC_CHECKPOINT_FAILURES,
+  METRIC_CHECKPOINT_SIZE,
+  METRIC_CHECKPOINT_SNAPSHOT_DURATION,
+  METRIC_CHECKPOINT_SNAPSHOT_FAILURES,
   METRIC_CONVERSATION_DISPATCHES,
   METRIC_CONVERSATION_DURATION,
   METRIC_CONVERSATION_TOKENS,
@@ -38,6 +42,9 @@ import {
   METRIC_TOKENS,
   OTEL_METRIC_CHECKPOINT_DURATION,
   OTEL_METRIC_CHECKPOINT_FAILURES,
+  OTEL_METRIC_CHECKPOINT_SIZE,
+  OTEL_METRIC_CHECKPOINT_SNAPSHOT_DURATION,
+  OTEL_METRIC_CHECKPOINT_SNAPSHOT_FAILURES,
   OTEL_METRIC_CONVERSATION_DISPATCHES,
   OTEL_METRIC_CONVERSATION_DURATION,
   OTEL_METRIC_CONVERSATION_TOKENS,
@@ -61,7 +68,8 @@ export type BucketList =
   | 'conversationDuration'
   | 'conversationDispatches'
   | 'conversationTokens'
-  | 'checkpoint';
+  | 'checkpoint'
+  | 'checkpointSize';
 
 /** One metric, as both paths name and shape it. */
 export interface MetricDefinition {
@@ -244,6 +252,35 @@ export const DURABLE_METRICS = {
     help: 'Checkpoint commits that failed (the store threw or did not answer in time), by store.',
     labels: [O, LABEL_STORE],
   },
+  checkpointSize: {
+    prometheus: METRIC_CHECKPOINT_SIZE,
+    otel: OTEL_METRIC_CHECKPOINT_SIZE,
+    kind: 'histogram',
+    unit: 'By',
+    values: 'int',
+    help: 'Bytes one checkpoint write stored (UTF-8 of the encoded state or entry), by store and kind (whole, entry, snapshot).',
+    labels: [O, LABEL_STORE, LABEL_CHECKPOINT_KIND],
+    buckets: 'checkpointSize',
+  },
+  snapshotDuration: {
+    prometheus: METRIC_CHECKPOINT_SNAPSHOT_DURATION,
+    otel: OTEL_METRIC_CHECKPOINT_SNAPSHOT_DURATION,
+    kind: 'histogram',
+    unit: 's',
+    values: 'double',
+    help: 'Duration of one snapshot write (the store call, off the per-dispatch path), landed or failed, by store.',
+    labels: [O, LABEL_STORE],
+    buckets: 'checkpoint',
+  },
+  snapshotFailures: {
+    prometheus: METRIC_CHECKPOINT_SNAPSHOT_FAILURES,
+    otel: OTEL_METRIC_CHECKPOINT_SNAPSHOT_FAILURES,
+    kind: 'counter',
+    unit: '{snapshot}',
+    values: 'int',
+    help: 'Snapshot writes that failed, were refused or did not answer in time (the log grows until one lands), by store.',
+    labels: [O, LABEL_STORE],
+  },
   leaseConflicts: {
     prometheus: METRIC_LEASE_CONFLICTS,
     otel: OTEL_METRIC_LEASE_CONFLICTS,
@@ -345,6 +382,7 @@ export const METRIC_DEFINITIONS: readonly MetricDefinition[] = [
 export function prometheusNameOf(definition: MetricDefinition, unitSuffix: boolean): string {
   let name = definition.otel.replace(/[^a-zA-Z0-9_:]/g, '_').replace(/_+/g, '_');
   if (unitSuffix && definition.unit === 's') name += '_seconds';
+  if (unitSuffix && definition.unit === 'By') name += '_bytes';
   if (definition.kind === 'counter') name += '_total';
   return name;
 }

@@ -30,6 +30,13 @@ const METRIC_NAMES = Object.values(ORCHESTRATOR_METRICS).map((d) => d.prometheus
 /** The metrics of durable conversations: registered at the first conversation with a store. */
 const DURABLE_METRIC_NAMES = Object.values(DURABLE_METRICS).map((d) => d.prometheus);
 
+/** The histograms of durable conversations (the counters read records only). */
+export interface DurableHistograms {
+  readonly checkpointDuration: CollectedHistogram;
+  readonly checkpointSize: CollectedHistogram;
+  readonly snapshotDuration: CollectedHistogram;
+}
+
 /** The histograms the recording methods write series of (the counters read records only). */
 export interface OrchestratorHistograms {
   readonly dispatchDuration: CollectedHistogram;
@@ -162,18 +169,25 @@ export function registerOrchestratorFamilies(
 
 /**
  * The metrics of durable conversations, read from `orchestrators`, registered on `registry` when
- * one is given. `checkpointBuckets` bound the checkpoint histogram, which is returned. Throws when
- * one of their names is taken (checked before any is registered).
+ * one is given. `checkpointBuckets` bound the duration histograms, `sizeBuckets` the size one;
+ * the histograms are returned. Throws when one of their names is taken (checked before any is
+ * registered).
  */
 export function registerDurableFamilies(
   registry: PrometheusRegistry | undefined,
   checkpointBuckets: readonly number[],
+  sizeBuckets: readonly number[],
   orchestrators: ReadonlyMap<string, OrchestratorRecord>,
-): CollectedHistogram {
+): DurableHistograms {
   const each = eachOf(orchestrators);
   const D = DURABLE_METRICS;
   const duration = histogram(D.checkpointDuration, checkpointBuckets);
-  if (registry === undefined) return duration;
+  const histograms: DurableHistograms = {
+    checkpointDuration: duration,
+    checkpointSize: histogram(D.checkpointSize, sizeBuckets),
+    snapshotDuration: histogram(D.snapshotDuration, checkpointBuckets),
+  };
+  if (registry === undefined) return histograms;
   assertFree(registry, DURABLE_METRIC_NAMES);
   registerCollector(
     registry,
@@ -199,6 +213,19 @@ export function registerDurableFamilies(
       }),
     ),
   );
+  histograms.checkpointSize.register(registry);
+  histograms.snapshotDuration.register(registry);
+  registerCollector(
+    registry,
+    counter(
+      D.snapshotFailures,
+      each(function* (o) {
+        for (const c of o.checkpoints.values()) {
+          if (c.snapshotFailures !== undefined) yield c.snapshotFailures;
+        }
+      }),
+    ),
+  );
   registerCollector(
     registry,
     counter(
@@ -208,5 +235,5 @@ export function registerDurableFamilies(
       }),
     ),
   );
-  return duration;
+  return histograms;
 }

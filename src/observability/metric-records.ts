@@ -116,6 +116,11 @@ export interface OrchestratorRecord {
 export interface CheckpointRecord {
   readonly duration: HistogramSeries;
   readonly failures: Series;
+  /** Bytes written, by kind of write (created at the first of each kind). */
+  readonly sizes: Map<string, HistogramSeries>;
+  /** Snapshot writes (created at the first). */
+  snapshotDuration: HistogramSeries | undefined;
+  snapshotFailures: Series | undefined;
 }
 
 /**

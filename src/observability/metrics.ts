@@ -15,11 +15,13 @@ import type { Usage } from '../core/spi/types.ts';
 import type { CollectedHistogram } from './dispatch-histogram.ts';
 import { DEFAULT_INFERENCE_CALL_BUCKETS } from './metric-definitions.ts';
 import {
+  type DurableHistograms,
   type MetricBuckets,
   registerDurableFamilies,
   registerOrchestratorFamilies,
 } from './metric-families.ts';
 import {
+  type CheckpointRecord,
   type DispatchRecord,
   dispatchRecord,
   type EndRecord,
@@ -32,6 +34,7 @@ import { OtelMetrics } from './otel-metrics.ts';
 import type { PrometheusRegistry } from './registry.ts';
 import {
   LABEL_CAUSE,
+  LABEL_CHECKPOINT_KIND,
   LABEL_MODEL,
   LABEL_ORCHESTRATOR,
   LABEL_REASON,
@@ -73,6 +76,14 @@ export const DEFAULT_CONVERSATION_DISPATCH_BUCKETS = [
 export const DEFAULT_CHECKPOINT_DURATION_BUCKETS = [
   0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
   0.5, 1, 2.5, 5,
+] as const;
+
+/**
+ * Bytes of one checkpoint write: a small whole state or one message's entry (hundreds of bytes)
+ * to a long transcript's snapshot (the default `maxConversationBytes` is 256 MiB).
+ */
+export const DEFAULT_CHECKPOINT_SIZE_BUCKETS = [
+  256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864, 268435456,
 ] as const;
 
 /** Reasons the library itself produces: always their own label value. */
@@ -120,10 +131,10 @@ export class OrchestratorMetrics {
   /** Each cap is said once per registry, when it is first reached. */
   readonly #warned = new Set<Warning>();
   /**
-   * The checkpoint histogram, once the durable metrics are registered (at the first durable
+   * The durable histograms, once the durable metrics are registered (at the first durable
    * conversation); `null` when their names were taken on the registry (said once).
    */
-  #checkpointDuration: CollectedHistogram | null | undefined;
+  #durable: DurableHistograms | null | undefined;
 
   /** Whether this set is still what `registry` holds (`registry.clear()` empties it). */
   isRegisteredOn(registry: PrometheusRegistry): boolean {
@@ -181,14 +192,13 @@ export class OrchestratorMetrics {
       {
         ...this.settings.buckets,
         checkpoint: DEFAULT_CHECKPOINT_DURATION_BUCKETS,
+        checkpointSize: DEFAULT_CHECKPOINT_SIZE_BUCKETS,
         inferenceCalls: DEFAULT_INFERENCE_CALL_BUCKETS,
       },
       this.#orchestrators,
       genAi,
     );
-    if (this.#checkpointDuration !== undefined && this.#checkpointDuration !== null) {
-      this.otel.durable();
-    }
+    if (this.#durable !== undefined && this.#durable !== null) this.otel.durable();
   }
 
   /**
@@ -239,8 +249,15 @@ export class OrchestratorMetrics {
       if (end.dispatches !== undefined) this.#conversationDispatches.remove(end.dispatches);
       if (end.tokens !== undefined) this.#conversationTokens.remove(end.tokens);
     }
-    for (const checkpoint of record.checkpoints.values()) {
-      this.#checkpointDuration?.remove(checkpoint.duration);
+    const durable = this.#durable;
+    if (durable !== undefined && durable !== null) {
+      for (const checkpoint of record.checkpoints.values()) {
+        durable.checkpointDuration.remove(checkpoint.duration);
+        for (const size of checkpoint.sizes.values()) durable.checkpointSize.remove(size);
+        if (checkpoint.snapshotDuration !== undefined) {
+          durable.snapshotDuration.remove(checkpoint.snapshotDuration);
+        }
+      }
     }
     return true;
   }
@@ -251,17 +268,18 @@ export class OrchestratorMetrics {
    * @returns whether they are registered (false: a name was taken by another library, said once)
    */
   durable(): boolean {
-    if (this.#checkpointDuration !== undefined) return this.#checkpointDuration !== null;
+    if (this.#durable !== undefined) return this.#durable !== null;
     try {
-      this.#checkpointDuration = registerDurableFamilies(
+      this.#durable = registerDurableFamilies(
         this.registry,
         DEFAULT_CHECKPOINT_DURATION_BUCKETS,
+        DEFAULT_CHECKPOINT_SIZE_BUCKETS,
         this.#orchestrators,
       );
       this.otel?.durable();
       return true;
     } catch (error) {
-      this.#checkpointDuration = null;
+      this.#durable = null;
       this.#warnOnce(
         'durable',
         `conversation-orchestrator: the metrics of durable conversations could not be registered (${error instanceof Error ? error.message : String(error)}); they are not recorded on this registry`,
@@ -287,18 +305,69 @@ export class OrchestratorMetrics {
     seconds: number,
     failed: boolean,
   ): void {
-    const histogram = this.#checkpointDuration;
-    if (histogram === undefined || histogram === null) return;
-    let record = orchestrator.checkpoints.get(store);
-    if (record === undefined) {
-      const labels = { [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_STORE]: store };
-      record = { duration: histogram.series(labels), failures: series(labels) };
-      orchestrator.checkpoints.set(store, record);
-    }
+    const record = this.#checkpoints(orchestrator, store);
+    if (record === undefined) return;
     if (record.duration.observe(seconds) >= 0) {
       this.otel?.checkpointDuration?.record(seconds, record.duration.labels);
     }
     if (failed) record.failures.count++;
+  }
+
+  /**
+   * One checkpoint write to store `store` that landed (a whole state, an entry, a snapshot) or a
+   * snapshot that failed: its bytes (landed writes only) and, for a snapshot, its duration.
+   */
+  checkpointWritten(
+    orchestrator: OrchestratorRecord,
+    store: string,
+    kind: string,
+    bytes: number,
+    seconds: number,
+    failed: boolean,
+  ): void {
+    const record = this.#checkpoints(orchestrator, store);
+    if (record === undefined) return;
+    const durable = this.#durable as DurableHistograms;
+    const otel = this.otel;
+    if (kind === 'snapshot') {
+      record.snapshotDuration ??= durable.snapshotDuration.series(record.failures.labels);
+      if (record.snapshotDuration.observe(seconds) >= 0) {
+        otel?.snapshotDuration?.record(seconds, record.snapshotDuration.labels);
+      }
+      if (failed) {
+        record.snapshotFailures ??= series(record.failures.labels);
+        record.snapshotFailures.count++;
+        return;
+      }
+    }
+    let size = record.sizes.get(kind);
+    if (size === undefined) {
+      size = durable.checkpointSize.series({
+        ...record.failures.labels,
+        [LABEL_CHECKPOINT_KIND]: kind,
+      });
+      record.sizes.set(kind, size);
+    }
+    if (size.observe(bytes) >= 0) otel?.checkpointSize?.record(bytes, size.labels);
+  }
+
+  /** The commit records of (orchestrator, store), once the durable metrics are registered. */
+  #checkpoints(orchestrator: OrchestratorRecord, store: string): CheckpointRecord | undefined {
+    const durable = this.#durable;
+    if (durable === undefined || durable === null) return undefined;
+    let record = orchestrator.checkpoints.get(store);
+    if (record === undefined) {
+      const labels = { [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_STORE]: store };
+      record = {
+        duration: durable.checkpointDuration.series(labels),
+        failures: series(labels),
+        sizes: new Map(),
+        snapshotDuration: undefined,
+        snapshotFailures: undefined,
+      };
+      orchestrator.checkpoints.set(store, record);
+    }
+    return record;
   }
 
   /** A refused commit or renewal. */

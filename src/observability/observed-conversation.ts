@@ -15,6 +15,7 @@ import {
   trace,
 } from '@opentelemetry/api';
 import type {
+  CheckpointWrite,
   ConversationEnd,
   ConversationObservation,
   ConversationStart,
@@ -207,7 +208,10 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     this.#commits = durableCounts ? new CommitCounts(start.responders.length) : undefined;
     this.#pending = this.#commits?.pending;
     // Told of each invocation's attempt only when durable: a re-run is counted as such.
-    if (durableCounts) this.onResponderStart = this.#responderStarted;
+    if (durableCounts) {
+      this.onResponderStart = this.#responderStarted;
+      this.onCheckpointWrite = this.#checkpointWritten;
+    }
     this.onDispatch = this.#dispatchHandler(records !== undefined, durableCounts);
   }
 
@@ -307,6 +311,22 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
       );
     }
     this.#commits?.finished(metrics, this.#metricsRecord, this.#slots as ResponderSlots, failed);
+  }
+
+  /** Set for durable conversations with metrics: a write's bytes and (a snapshot's) duration. */
+  readonly onCheckpointWrite?: (write: CheckpointWrite) => void;
+
+  #checkpointWritten(write: CheckpointWrite): void {
+    const metrics = this.#settings.metrics;
+    if (metrics === undefined) return;
+    metrics.checkpointWritten(
+      this.#metricsRecord as OrchestratorRecord,
+      this.#segment.store as string,
+      write.kind,
+      count(write.bytes),
+      count(write.durationMs) / 1000,
+      write.error !== undefined,
+    );
   }
 
   /** Another process holds the conversation: a refused commit stored nothing. */

@@ -53,6 +53,7 @@ export const MAX_ERROR_TYPES = 20;
 /** The bucket lists of the histograms, by the definitions' names for them. */
 export type BucketLists = MetricBuckets & {
   readonly checkpoint: readonly number[];
+  readonly checkpointSize: readonly number[];
   readonly inferenceCalls: readonly number[];
 };
 
@@ -105,6 +106,8 @@ export class OtelMetrics {
   readonly inferenceCalls: Histogram | undefined;
   /** Made at the first durable conversation, with the durable observables. */
   checkpointDuration: Histogram | undefined;
+  checkpointSize: Histogram | undefined;
+  snapshotDuration: Histogram | undefined;
   readonly #errorTypes = new Set<string>();
 
   constructor(
@@ -199,10 +202,13 @@ export class OtelMetrics {
       D.checkpointDuration,
       this.#buckets.checkpoint,
     );
+    this.checkpointSize = histogramOf(this.#meter, D.checkpointSize, this.#buckets.checkpointSize);
+    this.snapshotDuration = histogramOf(this.#meter, D.snapshotDuration, this.#buckets.checkpoint);
     const o = (d: MetricDefinition) => observableOf(this.#meter, d);
     const reinvocations = o(D.responderReinvocations);
     const resumed = o(D.conversationsResumed);
     const failures = o(D.checkpointFailures);
+    const snapshotFailures = o(D.snapshotFailures);
     const conflicts = o(D.leaseConflicts);
     const orchestrators = this.#orchestrators;
     this.#meter.addBatchObservableCallback(
@@ -213,11 +219,14 @@ export class OtelMetrics {
         for (const record of orchestrators.values()) {
           for (const r of record.responders.values()) series(reinvocations, r.reinvocations);
           for (const s of record.resumed.values()) series(resumed, s);
-          for (const c of record.checkpoints.values()) series(failures, c.failures);
+          for (const c of record.checkpoints.values()) {
+            series(failures, c.failures);
+            series(snapshotFailures, c.snapshotFailures);
+          }
           series(conflicts, record.leaseConflicts);
         }
       },
-      [reinvocations, resumed, failures, conflicts],
+      [reinvocations, resumed, failures, snapshotFailures, conflicts],
     );
   }
 

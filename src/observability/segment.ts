@@ -25,6 +25,7 @@ import type { OrchestratorMetrics } from './metrics.ts';
 import {
   ATTR_CONVERSATION_RESUME_CAUSE,
   ATTR_CONVERSATION_RESUME_DISPATCHES_LOST,
+  ATTR_CONVERSATION_RESUME_ENTRIES,
   ATTR_CONVERSATION_SAMPLER_RULE,
   ATTR_CONVERSATION_SEGMENT,
   SAMPLER_RULE_SEGMENT,
@@ -181,6 +182,7 @@ export function addSegmentAttributes(
   attributes[ATTR_CONVERSATION_SEGMENT] = resumed === undefined ? 1 : count(resumed.segment);
   if (resumed !== undefined) {
     attributes[ATTR_CONVERSATION_RESUME_CAUSE] = resumed.cause;
+    attributes[ATTR_CONVERSATION_RESUME_ENTRIES] = count(resumed.entries);
     if (resumed.cause === 'crash') {
       attributes[ATTR_CONVERSATION_RESUME_DISPATCHES_LOST] =
         segment.dispatchBase - segment.accounted;

@@ -109,6 +109,11 @@ export const ATTR_CONVERSATION_RESUME_CAUSE = 'conversation.resume.cause';
  * segment carries (their segment's span died with its process). See docs/telemetry.md.
  */
 export const ATTR_CONVERSATION_RESUME_DISPATCHES_LOST = 'conversation.resume.dispatches_lost';
+/**
+ * On a resumed segment's span: how many checkpoint entries the resume folded onto the stored
+ * base (a snapshot or a whole checkpoint) to rebuild the state; 0 when it was stored whole.
+ */
+export const ATTR_CONVERSATION_RESUME_ENTRIES = 'conversation.resume.entries';
 /** `conversation.end.reason` of a segment that ended by suspending (the conversation goes on). */
 export const END_REASON_SUSPENDED = 'suspended';
 /** The key under which the telemetry's data is kept in checkpoints (`ConversationObserver.key`). */
@@ -193,6 +198,17 @@ export const METRIC_CONVERSATIONS_RESUMED = 'orchestrator_conversations_resumed_
 export const METRIC_CHECKPOINT_DURATION = 'orchestrator_checkpoint_duration_seconds';
 /** Counter of checkpoint commits that failed (the store threw), by `orchestrator` and `store`. */
 export const METRIC_CHECKPOINT_FAILURES = 'orchestrator_checkpoint_failures_total';
+/**
+ * Histogram of the bytes one checkpoint write stored, by `orchestrator`, `store` and `kind`
+ * (`whole`, `entry`, `snapshot`).
+ */
+export const METRIC_CHECKPOINT_SIZE = 'orchestrator_checkpoint_size_bytes';
+/** Histogram of one snapshot write's duration (seconds), landed or failed, by `orchestrator` and `store`. */
+export const METRIC_CHECKPOINT_SNAPSHOT_DURATION =
+  'orchestrator_checkpoint_snapshot_duration_seconds';
+/** Counter of snapshot writes that failed or were refused (the log keeps growing), by `orchestrator` and `store`. */
+export const METRIC_CHECKPOINT_SNAPSHOT_FAILURES =
+  'orchestrator_checkpoint_snapshot_failures_total';
 /** Counter of commits or acquisitions refused because another owner holds the lease, by `orchestrator`. */
 export const METRIC_LEASE_CONFLICTS = 'orchestrator_lease_conflicts_total';
 /** Gauge of conversations suspended in the store, by `orchestrator` (read from the store at scrape time). */
@@ -250,6 +266,12 @@ export const OTEL_METRIC_CONVERSATIONS_RESUMED = 'orchestrator.conversations.res
 export const OTEL_METRIC_CHECKPOINT_DURATION = 'orchestrator.checkpoint.duration';
 /** `orchestrator_checkpoint_failures_total`, `{checkpoint}`. */
 export const OTEL_METRIC_CHECKPOINT_FAILURES = 'orchestrator.checkpoint.failures';
+/** `orchestrator_checkpoint_size_bytes`, `By`. */
+export const OTEL_METRIC_CHECKPOINT_SIZE = 'orchestrator.checkpoint.size';
+/** `orchestrator_checkpoint_snapshot_duration_seconds`, `s`. */
+export const OTEL_METRIC_CHECKPOINT_SNAPSHOT_DURATION = 'orchestrator.checkpoint.snapshot.duration';
+/** `orchestrator_checkpoint_snapshot_failures_total`, `{snapshot}`. */
+export const OTEL_METRIC_CHECKPOINT_SNAPSHOT_FAILURES = 'orchestrator.checkpoint.snapshot.failures';
 /** `orchestrator_lease_conflicts_total`, `{conflict}`. */
 export const OTEL_METRIC_LEASE_CONFLICTS = 'orchestrator.lease.conflicts';
 
@@ -298,6 +320,8 @@ export const LABEL_ORCHESTRATOR = 'orchestrator';
 export const LABEL_RESPONDER = 'responder';
 /** The metric label holding a conversation's ending reason. */
 export const LABEL_REASON = 'reason';
+/** The metric label holding what a checkpoint write stored: `whole`, `entry` or `snapshot`. */
+export const LABEL_CHECKPOINT_KIND = 'kind';
 /** The model label of `orchestrator_tokens_total` (bounded by `maxModels`). */
 export const LABEL_MODEL = 'model';
 /** The token type label: the GenAI `gen_ai.token.type` values. */

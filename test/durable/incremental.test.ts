@@ -5,77 +5,22 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
-  type CheckpointEntry,
   CheckpointError,
   type CheckpointOptions,
   ConversationAbortedError,
   ConversationOrchestrator,
   type ConversationStore,
   createMemoryStore,
-  type IncrementalStore,
   type MemoryStore,
   type Message,
   maxDispatches,
   roundRobin,
 } from '../../src/index.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+import { counting, wrap } from '../helpers/wrapped-store.ts';
 
 interface Transcript {
   readonly lines: string[];
-}
-
-const METHODS = [
-  'create',
-  'acquire',
-  'commit',
-  'append',
-  'snapshot',
-  'renew',
-  'release',
-  'get',
-  'delete',
-  'list',
-  'stats',
-  'purgeExpired',
-  'close',
-] as const;
-
-/** `store` with some of its methods replaced (a forwarding object: stores have private fields). */
-function wrap(store: ConversationStore, overrides: Partial<IncrementalStore>): IncrementalStore {
-  const s = store as IncrementalStore;
-  const forwarded: Record<string, unknown> = {
-    name: s.name,
-    maxCheckpointBytes: s.maxCheckpointBytes,
-    maxSnapshotBytes: s.maxSnapshotBytes,
-  };
-  for (const method of METHODS) {
-    forwarded[method] = (...args: unknown[]) =>
-      (s[method] as (...a: unknown[]) => unknown).apply(s, args);
-  }
-  return Object.assign(forwarded, overrides) as unknown as IncrementalStore;
-}
-
-/** A store that counts what the core asks of it, and the bytes. */
-function counting(store: ConversationStore) {
-  const calls = { commit: 0, append: 0, snapshot: 0, appendBytes: 0, wholeBytes: 0 };
-  const s = store as IncrementalStore;
-  const counted = wrap(store, {
-    commit: (...args: Parameters<MemoryStore['commit']>) => {
-      calls.commit++;
-      calls.wholeBytes += args[0].state.length;
-      return s.commit(...args);
-    },
-    append: (entry: CheckpointEntry, ...rest: [never, number]) => {
-      calls.append++;
-      calls.appendBytes += entry.entry.length;
-      return s.append(entry, ...rest);
-    },
-    snapshot: (...args: Parameters<MemoryStore['snapshot']>) => {
-      calls.snapshot++;
-      return s.snapshot(...args);
-    },
-  });
-  return { store: counted, calls };
 }
 
 const line = (n: number, who: string) => `${who}:${n}:${'x'.repeat(1000)}`;

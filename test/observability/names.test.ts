@@ -193,11 +193,14 @@ describe('telemetry names: docs/telemetry.md, code and exposition agree', () => 
   });
 
   it('names the durable metrics as the issue fixes them', () => {
-    expect(documented('## Metrics of durable conversations and fleets').slice(0, 7)).toEqual([
+    expect(documented('## Metrics of durable conversations and fleets').slice(0, 10)).toEqual([
       'orchestrator_responder_reinvocations_total',
       'orchestrator_conversations_resumed_total',
       'orchestrator_checkpoint_duration_seconds',
       'orchestrator_checkpoint_failures_total',
+      'orchestrator_checkpoint_size_bytes',
+      'orchestrator_checkpoint_snapshot_duration_seconds',
+      'orchestrator_checkpoint_snapshot_failures_total',
       'orchestrator_lease_conflicts_total',
       'orchestrator_conversations_suspended',
       'orchestrator_oldest_suspended_seconds',

@@ -123,6 +123,11 @@ describe('the OpenTelemetry path beside prom-client', () => {
       ['orchestrator_conversation_duration_seconds', 'orchestrator_conversation_duration'],
       ['orchestrator_dispatch_duration_seconds', 'orchestrator_dispatch_duration'],
       ['orchestrator_checkpoint_duration_seconds', 'orchestrator_checkpoint_duration'],
+      ['orchestrator_checkpoint_size_bytes', 'orchestrator_checkpoint_size'],
+      [
+        'orchestrator_checkpoint_snapshot_duration_seconds',
+        'orchestrator_checkpoint_snapshot_duration',
+      ],
     ]);
   });
 });

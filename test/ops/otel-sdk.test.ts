@@ -52,11 +52,16 @@ function rulesOf(file: string): Rule[] {
 }
 
 describe('the second set, for the OpenTelemetry SDK exporter', () => {
-  it('renames exactly the three histograms in seconds, and nothing inside a recording rule name', () => {
+  it('renames exactly the histograms with a unit suffix, and nothing inside a recording rule name', () => {
     expect([...OTEL_SDK_RENAMES]).toEqual([
       ['orchestrator_conversation_duration_seconds', 'orchestrator_conversation_duration'],
       ['orchestrator_dispatch_duration_seconds', 'orchestrator_dispatch_duration'],
       ['orchestrator_checkpoint_duration_seconds', 'orchestrator_checkpoint_duration'],
+      ['orchestrator_checkpoint_size_bytes', 'orchestrator_checkpoint_size'],
+      [
+        'orchestrator_checkpoint_snapshot_duration_seconds',
+        'orchestrator_checkpoint_snapshot_duration',
+      ],
     ]);
     expect(
       otelSdkNames(
@@ -224,7 +229,7 @@ describe('one process on both paths, scraped by a real Prometheus', () => {
     return JSON.stringify(Object.entries(rest).sort());
   };
 
-  it('holds the same samples of every orchestrator series on both jobs, the three histograms renamed', async () => {
+  it('holds the same samples of every orchestrator series on both jobs, the histograms renamed', async () => {
     const a = await instant(`{job="${A}",__name__=~"orchestrator_.+"}`);
     const b = await instant(`{job="${B}",__name__=~"orchestrator_.+"}`);
     const key = (m: Record<string, string>) => `${otelSdkNames(m.__name__ ?? '')}${withoutJob(m)}`;

@@ -79,6 +79,8 @@ export interface StoredLog {
   readonly baseDispatch: number;
   /** UTF-8 bytes of the entries after it. */
   readonly logBytes: number;
+  /** How many entries follow it (folded onto it on resume). */
+  readonly entries: number;
 }
 
 /** The orchestrator's durable options, as given (checked by `durableConfig()`). */

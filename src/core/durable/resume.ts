@@ -240,6 +240,7 @@ export async function resumeStored<S, C>(
       baseSeq: outcome.checkpoint.seq - entries.length,
       baseDispatch,
       logBytes,
+      entries: entries.length,
     },
   };
   return new ConversationRun(

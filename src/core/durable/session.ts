@@ -21,6 +21,7 @@ import {
   ConversationExistsError,
   ConversationLeaseError,
   describeCause,
+  describeValue,
   storedFailure,
 } from '../spi/errors.ts';
 import type { Checkpoint, CheckpointEntry, ConversationStatus, Lease } from '../spi/store.ts';
@@ -72,6 +73,7 @@ export function resumption<S, C>(
     segment: number,
     invocations,
     attempt: (restored.attempt ?? 1) + (segment.takenOver ? 1 : 0),
+    entries: segment.stored.entries,
     input: segment.input,
     cancel: segment.cancel,
     open: (host) => new StoreSession(durable, orchestrator, host, segment, number, invocations),
@@ -369,6 +371,13 @@ class StoreSession<S, C> implements RunDurability<S, C> {
         if (folded.length === built.foldedUpTo) folded.length = 0;
         else folded.splice(0, built.foldedUpTo);
       }
+      if (observations.wantsWrites) {
+        observations.written({
+          kind: entry === undefined ? 'whole' : 'entry',
+          bytes: built.bytes,
+          durationMs: performance.now() - started,
+        });
+      }
       if (entry === undefined) {
         this.#baseBytes = built.bytes;
         this.#baseSeq = seq;
@@ -626,6 +635,17 @@ class StoreSession<S, C> implements RunDurability<S, C> {
     const store = durable.store;
     const lease = this.#lease as Lease;
     const covered = this.#logBytes;
+    const observations = this.#host.observations;
+    const started = performance.now();
+    const heard = (error?: unknown): void => {
+      if (!observations.wantsWrites) return;
+      const durationMs = performance.now() - started;
+      observations.written(
+        error === undefined
+          ? { kind: 'snapshot', bytes, durationMs }
+          : { kind: 'snapshot', bytes, durationMs, error },
+      );
+    };
     this.#snapshotting = true;
     bounded(
       () => (store.snapshot as NonNullable<typeof store.snapshot>).call(store, snapshot, lease),
@@ -645,10 +665,21 @@ class StoreSession<S, C> implements RunDurability<S, C> {
             this.#baseDispatch = snapshot.dispatchCount;
             this.#logBytes = Math.max(0, this.#logBytes - covered);
             this.#snapshotRetryAt = 0;
-          } else if (outcome?.ok !== true) this.#snapshotRetryAt = covered * 1.25;
+            heard();
+          } else if (outcome?.ok !== true) {
+            this.#snapshotRetryAt = covered * 1.25;
+            heard(
+              new Error(
+                typeof outcome === 'object' && outcome !== null && outcome.ok === false
+                  ? `the store refused the snapshot (${String(outcome.reason)})`
+                  : `expected a snapshot outcome from the store, got ${describeValue(outcome)}`,
+              ),
+            );
+          } else heard();
         },
-        () => {
+        (error: unknown) => {
           this.#snapshotRetryAt = covered * 1.25;
+          heard(error ?? new Error('the snapshot failed'));
         },
       )
       .finally(() => {

@@ -6,6 +6,7 @@
  * Without a store the run has no `RunDurability` at all, and none of this is touched.
  */
 import type { ConversationError, FailurePoint } from '../spi/errors.ts';
+import type { CheckpointWrite } from '../spi/observer.ts';
 import type { Durability } from '../spi/store.ts';
 import type {
   ConversationResult,
@@ -61,6 +62,8 @@ export interface Resumption<S, C> {
   readonly invocations: number;
   /** The attempt of that next invocation. */
   readonly attempt: number;
+  /** Checkpoint entries folded onto the stored base to rebuild the position (0: stored whole). */
+  readonly entries: number;
   /** The person's answer (`resume(id, { input })`). */
   readonly input?: Message<C> | undefined;
   /** Set by `cancel()`: the segment ends the conversation as aborted, running nothing. */
@@ -92,6 +95,10 @@ export interface CommitObservers {
   save(): Readonly<Record<string, unknown>> | undefined;
   /** A commit's duration, and its failure if it failed. */
   checkpointed(durationMs: number, error: unknown, failed: boolean): void;
+  /** Whether `written` is heard (else a commit need not make its record). */
+  readonly wantsWrites: boolean;
+  /** A commit landed, or a snapshot landed or failed: what it wrote. */
+  written(write: CheckpointWrite): void;
   /** Another process holds the conversation. */
   leaseConflict(): void;
 }

@@ -9,6 +9,7 @@
 import { rateLimitedWarning } from '../shared/warnings.ts';
 import { describeCause } from '../spi/errors.ts';
 import type {
+  CheckpointWrite,
   ConversationEnd,
   ConversationObservation,
   ConversationObserver,
@@ -49,6 +50,7 @@ interface Hooks {
   readonly onConversationEnd: Fn | undefined;
   readonly save: Fn | undefined;
   readonly onCheckpoint: Fn | undefined;
+  readonly onCheckpointWrite: Fn | undefined;
   readonly onLeaseConflict: Fn | undefined;
   /** The observer's `key`, under which `save()`'s data is checkpointed. */
   readonly key: string | undefined;
@@ -75,6 +77,7 @@ function readHooks(observation: object, key: string | undefined): Hooks {
     onConversationEnd: hook(observation, 'onConversationEnd'),
     save: hook(observation, 'save'),
     onCheckpoint: hook(observation, 'onCheckpoint'),
+    onCheckpointWrite: hook(observation, 'onCheckpointWrite'),
     onLeaseConflict: hook(observation, 'onLeaseConflict'),
     key,
   };
@@ -165,6 +168,7 @@ export class Observations<S, C> {
     this.#dispatchers = this.#all.filter(
       (o) => o.onDispatch !== undefined || o.onResponderEnd !== undefined,
     );
+    this.wantsWrites = this.#all.some((o) => o.onCheckpointWrite !== undefined);
     const only = this.#dispatchers.length === 1 ? (this.#dispatchers[0] as Hooks) : undefined;
     this.#soleDispatch =
       only !== undefined && only.onResponderEnd === undefined ? only.target : undefined;
@@ -376,6 +380,20 @@ export class Observations<S, C> {
         else o.target.onCheckpoint(durationMs);
       } catch (hookError) {
         hookFailed('onCheckpoint', hookError);
+      }
+    }
+  }
+
+  /** Whether an observation has `onCheckpointWrite` (else a commit makes no write record). */
+  readonly wantsWrites: boolean;
+
+  written(write: CheckpointWrite): void {
+    for (const o of this.#all) {
+      if (o.onCheckpointWrite === undefined) continue;
+      try {
+        o.target.onCheckpointWrite(write);
+      } catch (hookError) {
+        hookFailed('onCheckpointWrite', hookError);
       }
     }
   }

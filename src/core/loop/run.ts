@@ -241,6 +241,7 @@ export class ConversationRun<S, C> extends LoopSteps<S, C> implements DurableHos
         segment: resumption.segment,
         dispatchCount: restored?.dispatchCount ?? 0,
         elapsedMs: restored?.elapsedMs ?? 0,
+        entries: resumption.entries,
       },
       saved: restored?.observers,
     };

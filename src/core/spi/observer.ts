@@ -56,6 +56,27 @@ export interface ConversationResume {
   readonly elapsedMs: number;
   /** What this observer's `save()` returned at the last commit (under its `key`), or `undefined`. */
   readonly saved: unknown;
+  /**
+   * Checkpoint entries folded onto the stored base (a snapshot or a whole checkpoint) to rebuild
+   * the state: 0 when the state was stored whole.
+   */
+  readonly entries: number;
+}
+
+/**
+ * One checkpoint write of a durable conversation, as an observer hears of it: a commit that
+ * landed (`whole`: the whole state; `entry`: what the dispatches added since the last commit),
+ * or a snapshot of the whole state written off the per-dispatch path (landed or failed).
+ */
+export interface CheckpointWrite {
+  /** What was written: the whole state, an entry, or a snapshot. */
+  readonly kind: 'whole' | 'entry' | 'snapshot';
+  /** UTF-8 bytes of what was written (the encoded state or entry). */
+  readonly bytes: number;
+  /** Milliseconds of the store call. */
+  readonly durationMs: number;
+  /** Set when a snapshot failed (the store threw, refused it or did not answer in time). */
+  readonly error?: unknown;
 }
 
 /** One successful dispatch, as an observer sees it. */
@@ -175,6 +196,11 @@ export interface ConversationObservation<S, C = unknown> {
   save?(): unknown;
   /** A commit attempt finished: its duration, and the error when it failed (not a refusal). */
   onCheckpoint?(durationMs: number, error?: unknown): void;
+  /**
+   * A commit landed (after `onCheckpoint`), or a snapshot landed or failed: what was written and
+   * its size. Never called for a commit that failed or was refused (`onCheckpoint` says those).
+   */
+  onCheckpointWrite?(write: CheckpointWrite): void;
   /** The store refused a commit or a lease renewal: another process holds the conversation now. */
   onLeaseConflict?(): void;
 }
