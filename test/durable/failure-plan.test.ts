@@ -42,7 +42,7 @@ const cases: [string, Partial<FailureFacts>, FailurePlan][] = [
   [
     'an abort inside a step with calls not committed',
     { aborted: true, cutAt: 'inside', unsaved: true },
-    'lapse',
+    'mark_abort_then_release',
   ],
   ['an abort inside a step, everything committed', { aborted: true, cutAt: 'inside' }, 'release'],
   [
@@ -58,7 +58,12 @@ const cases: [string, Partial<FailureFacts>, FailurePlan][] = [
   [
     'an abort with exit durability, crash mark not stored',
     { aborted: true, exit: true, cutAt: 'between', crashMarkUnsaved: true },
-    'lapse',
+    'mark_abort_then_release',
+  ],
+  [
+    'an abort inside a step of a takeover whose crash mark is not stored',
+    { aborted: true, cutAt: 'inside', crashMarkUnsaved: true },
+    'mark_abort_then_release',
   ],
   ['a store failure with everything committed', { storeFailed: true, cutAt: 'between' }, 'release'],
   ['a store failure while a call is open', { storeFailed: true, cutAt: 'call' }, 'lapse'],
@@ -110,7 +115,7 @@ describe('planFailure', () => {
     expect(planFailure({ ...base, ...facts })).toBe(plan);
   });
 
-  it('answers one of its five plans for every combination of facts', () => {
+  it('answers one of its six plans for every combination of facts', () => {
     const plans = new Set<FailurePlan>();
     const flags = [
       'leaseLost',
@@ -141,12 +146,17 @@ describe('planFailure', () => {
           expect(plan).not.toBe('reopen_then_release');
           expect(plan).not.toBe('commit_unsaved_then_release');
         }
+        // Only an abort is marked; a lease lapses only after a store failure or a takeover's failure.
+        if (plan === 'mark_abort_then_release') expect(facts.aborted).toBe(true);
+        if (plan === 'lapse')
+          expect(facts.aborted && !facts.cancel && !facts.unstorable).toBe(false);
       }
     }
     expect([...plans].sort()).toEqual([
       'commit_ended',
       'commit_unsaved_then_release',
       'lapse',
+      'mark_abort_then_release',
       'release',
       'reopen_then_release',
     ]);

@@ -104,10 +104,10 @@ describe('an abort that cuts a responder call mid-way', () => {
       }),
     ).run({ sender: 'user', content: 1 }, { conversationId: 's', signal: controller.signal });
     await expect(run).rejects.toBeInstanceOf(ConversationAbortedError);
-    // Cut inside a step (its synchronous call): nothing committed, the lease left to lapse; this
-    // process's store sees the holder's segment is over and lets resume() take it over at once.
+    // Cut inside a step (its synchronous call): what ran is not committed; the last commit is
+    // written again, marked as cut by an abort, and released (the next resumes as after a crash).
     expect(await store.get('s')).toMatchObject({ status: 'running', dispatchCount: 4 });
-    expect((await store.get('s'))?.owner).toBeDefined();
+    expect((await store.get('s'))?.owner).toBeUndefined();
     const second: Calls = [];
     const done = await orchestrator(store, 'sync', logging(second)).resume('s');
     expect(second[0]).toEqual(['s:5', 2]);
@@ -238,11 +238,19 @@ describe('the handoff property', () => {
           const controller = new AbortController();
           const first: Calls = [];
           let folds = 0;
-          const make = (calls: Calls, aborting: boolean) =>
+          const make = (calls: Calls, aborting: boolean, causes: unknown[] = []) =>
             new ConversationOrchestrator<number, number>({
               name: 'handoff',
               store,
               durability,
+              observers: [
+                {
+                  startConversation: (start) => {
+                    causes.push(start.resumed?.cause);
+                    return {};
+                  },
+                },
+              ],
               responders: ['a', 'b'].map((name) => ({
                 name,
                 respond: (
@@ -298,19 +306,22 @@ describe('the handoff property', () => {
             return;
           }
           // Cut while waiting for a call or between steps: committed and released (a clean
-          // handoff). Cut inside a step (a synchronous call, a fold): the lease is left to lapse.
-          const released = (await store.get('p'))?.owner === undefined;
-          expect(released).toBe(where === 'in an async call' || where === 'in the listener');
+          // handoff). Cut inside a step (a synchronous call, a fold): the last commit is written
+          // again, marked as cut by an abort, and released; it resumes as after a crash.
+          const insideStep = where === 'in a sync call' || where === 'in the fold';
+          expect((await store.get('p'))?.owner).toBeUndefined();
           const second: Calls = [];
-          const done = await make(second, false).resume('p');
+          const causes: unknown[] = [];
+          const done = await make(second, false, causes).resume('p');
+          expect(causes).toEqual([insideStep ? 'abort' : 'handoff']);
           expect(done.dispatchCount).toBe(expected.dispatchCount);
           expect(done.state.projection).toBe(expected.state.projection);
           const ran = new Set(first.map(([key]) => key));
-          if (released || durability === 'sync') {
+          if (!insideStep || durability === 'sync') {
             // Exact: every key that ran before says attempt 2, every new one 1.
             for (const [key, attempt] of second) expect(attempt, key).toBe(ran.has(key) ? 2 : 1);
           } else {
-            // Taken over as after a crash ('async'): the first re-run says 2; the others re-run
+            // Resumed as after a crash ('async'): the first re-run says 2; the others re-run
             // since the last commit keep their keys but say 1 (docs/durability.md).
             expect(second[0]?.[1]).toBe(2);
             expect(ran.has(second[0]?.[0] as string)).toBe(true);

@@ -293,7 +293,18 @@ export interface CheckpointState<S = unknown, C = unknown> extends LoopPosition<
   readonly v: 1;
   /** Which segment committed it: 1 for the first run. */
   readonly segment: number;
+  /** Set when this is the last commit written again by a segment an abort cut (`AbortMark`). */
+  readonly interrupted?: AbortMark | undefined;
 }
+
+/**
+ * `'abort'`: the segment that held the conversation was aborted inside one of its steps, where
+ * what it held in memory was half a step; it wrote its last commit again with this mark and let
+ * go. The next holder goes on from it as after a crash (the call that was open runs again, its
+ * attempt raised) and tells its observers `cause: 'abort'`: the aborted segment ended, and its
+ * observers heard its end. The next commit, which is the loop's position, does not carry it.
+ */
+export type AbortMark = 'abort';
 
 /** The first checkpoint of a conversation (`create`): nothing has run yet. */
 export interface FreshState<C = unknown> {
@@ -303,6 +314,8 @@ export interface FreshState<C = unknown> {
   /** The attempt of the first invocation (more than 1 once a crash resume committed it). */
   readonly attempt?: number | undefined;
   readonly segment?: number | undefined;
+  /** See `CheckpointState.interrupted`. */
+  readonly interrupted?: AbortMark | undefined;
 }
 
 /**
@@ -390,6 +403,9 @@ export function checkedState<S, C>(
   if (!isStoredMessage(state.input)) badState('input', MESSAGE, state.input);
   if (state.attempt !== undefined) storedCount('attempt', state.attempt, 1);
   if (state.segment !== undefined) storedCount('segment', state.segment, 1);
+  if (state.interrupted !== undefined && state.interrupted !== 'abort') {
+    badState('interrupted', "'abort' or absent", state.interrupted);
+  }
   if (state.fresh !== undefined) {
     if (state.fresh !== true) badState('fresh', 'true or absent', state.fresh);
     return state as unknown as FreshState<C>;

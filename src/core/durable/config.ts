@@ -3,7 +3,7 @@
 import { fail, positiveInteger, positiveNumber, timerDelay } from '../shared/validate.ts';
 import type { Checkpoint, ConversationStore, Durability, Lease } from '../spi/store.ts';
 import type { Message } from '../spi/types.ts';
-import { type CheckpointCodec, jsonCodec } from './checkpoint.ts';
+import { type AbortMark, type CheckpointCodec, jsonCodec } from './checkpoint.ts';
 import type { CheckpointPlan } from './incremental.ts';
 
 /**
@@ -61,6 +61,8 @@ export interface Segment<C> {
   readonly lease: Lease;
   readonly checkpoint: Checkpoint;
   readonly takenOver: boolean;
+  /** The stored state's abort mark (`AbortMark`): the segment before was cut by an abort. */
+  readonly interrupted?: AbortMark | undefined;
   /** The person's answer (`resume(id, { input })`). */
   readonly input?: Message<C> | undefined;
   /** Set by `cancel()`: the segment ends the conversation as aborted, running nothing. */

@@ -4,9 +4,9 @@
  * (test/durable/failure-plan.test.ts) and the run only carries the plan out.
  *
  * The conversation either stays resumable as last committed (released for `recover()` or
- * `resume()`, or its lease left to lapse so the next holder takes it over as after a crash, which
- * raises the attempt of the call that was open), or its failure is an ending (committed as ended,
- * so `resume()` tells it again).
+ * `resume()`; or, where the store does not hold what ran, marked as cut by an abort or its lease
+ * left to lapse, so that the next holder raises the attempt of the call that was open), or its
+ * failure is an ending (committed as ended, so `resume()` tells it again).
  */
 
 import type { CutPoint } from '../loop/durability.ts';
@@ -47,6 +47,13 @@ export type FailurePlan =
   | 'release'
   /** Do nothing: the lease lapses and the next holder takes over as after a crash. */
   | 'lapse'
+  /**
+   * An abort where the store cannot hold the point in memory: the last commit is written again,
+   * marked as cut by an abort, then released; the next holder re-runs the open call with its
+   * attempt raised, as after a crash, and says `cause: 'abort'`. If that write fails, the lease
+   * lapses.
+   */
+  | 'mark_abort_then_release'
   /** Commit the point before the open call (its attempt raised), then release. */
   | 'reopen_then_release'
   /** Commit what ran if the store still lacks it (read again once the commit in flight landed), then release. */
@@ -66,11 +73,12 @@ export function planFailure(facts: FailureFacts): FailurePlan {
       : facts.cutAt === 'call' || facts.unsaved || facts.crashMarkUnsaved;
     if (!holdsLess) return 'release';
     // After an abort at a point the store can hold, that point is committed first; where it
-    // cannot be (the store failed, or the run was cut inside a step) the lease lapses.
+    // cannot be (cut inside a step, or a takeover's crash mark not stored yet), the last commit
+    // is marked as cut by an abort. After a store failure nothing can be written: the lease lapses.
     if (facts.aborted && facts.cutAt !== 'inside' && !facts.exit) {
       return facts.cutAt === 'call' ? 'reopen_then_release' : 'commit_unsaved_then_release';
     }
-    return 'lapse';
+    return facts.aborted ? 'mark_abort_then_release' : 'lapse';
   }
   // A resumed segment that failed before its first commit landed changed nothing stored:
   // released it stays as it was (suspended, or running for recover()); one that took over a dead

@@ -11,7 +11,7 @@
 import type { LoopPosition } from '../loop/durability.ts';
 import { describeValue } from '../spi/errors.ts';
 import type { Message, Projection } from '../spi/types.ts';
-import type { CheckpointState, FreshState } from './checkpoint.ts';
+import type { AbortMark, CheckpointState, FreshState } from './checkpoint.ts';
 
 /** One commit's entry, as the codec encodes it. */
 export interface EntryState<C = unknown> {
@@ -35,6 +35,8 @@ export interface EntryState<C = unknown> {
   readonly termination?: unknown;
   readonly turn?: unknown;
   readonly observers?: Readonly<Record<string, unknown>> | undefined;
+  /** Set on the last commit written again by a segment an abort cut (see `AbortMark`). */
+  readonly interrupted?: AbortMark | undefined;
 }
 
 /** The entry of `position`, the loop having folded `folded` since the last commit. */
@@ -114,7 +116,27 @@ export function checkedEntry<C>(value: unknown, at: number): EntryState<C> {
   if (entry.lastMessage === undefined && folded.length === 0) {
     bad(at, 'lastMessage', 'a message (nothing was folded)', entry.lastMessage);
   }
+  if (entry.interrupted !== undefined && entry.interrupted !== 'abort') {
+    bad(at, 'interrupted', "'abort' or absent", entry.interrupted);
+  }
   return value as EntryState<C>;
+}
+
+/**
+ * The entry that writes `last` (the last entry the store holds) again, marked as cut by an
+ * abort: it folds nothing (its messages are folded already), so the position it comes to is
+ * `last`'s, with its queue whole.
+ */
+export function abortMarkedEntry<C>(last: EntryState<C>): EntryState<C> {
+  const folded = last.folded;
+  return {
+    ...last,
+    folded: [],
+    lastMessage: last.lastMessage ?? (folded[folded.length - 1] as Message<C>),
+    queue: [...last.queue, ...folded.slice(folded.length - last.queueTail)],
+    queueTail: 0,
+    interrupted: 'abort',
+  };
 }
 
 /** What resume needs of the orchestrator to fold entries. */

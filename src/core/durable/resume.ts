@@ -19,6 +19,7 @@ import {
 import type { AcquireOutcome, Checkpoint } from '../spi/store.ts';
 import type { ConversationResult, ConversationState } from '../spi/types.ts';
 import {
+  type AbortMark,
   bounded,
   type CheckpointState,
   checkedOutcome,
@@ -155,12 +156,17 @@ export async function resumeStored<S, C>(
     outcome.checkpoint.orchestrator !== config.name
   ) {
     if (outcome.status === 'acquired') {
-      // Bounded like every store call: a store that never answers must not hang resume().
-      await bounded(
-        () => durable.store.release(id, outcome.lease),
-        durable.storeTimeoutMs,
-        'release',
-      ).catch(() => {});
+      // Its id changed hands between ownConversation()'s read and this acquire. One taken over
+      // from a dead holder is left to lapse (this owner is no longer live): a release would erase
+      // the crash mark its own orchestrator's recover() reads as `cause: 'crash'` and a raised
+      // attempt. Bounded like every store call: a store that never answers must not hang resume().
+      if (!outcome.takenOver) {
+        await bounded(
+          () => durable.store.release(id, outcome.lease),
+          durable.storeTimeoutMs,
+          'release',
+        ).catch(() => {});
+      }
       setLeaseOwnerLive(owner, false);
     }
     if (quiet) return undefined;
@@ -188,10 +194,13 @@ export async function resumeStored<S, C>(
   const entries = outcome.entries ?? [];
   let baseDispatch = 0;
   let logBytes = 0;
+  // The last commit's abort mark: the base's, or the last entry's when there are entries.
+  let interrupted: AbortMark | undefined;
   try {
     const value = durable.codec.decode(outcome.checkpoint.state);
     decoded = true;
     restored = checkedState<S, C>(value, config.responders.length);
+    interrupted = restored.interrupted;
     if (!('fresh' in restored)) baseDispatch = restored.dispatchCount;
     if (entries.length > 0) {
       // The base and the entries after it: the projection folds what each entry folded.
@@ -202,6 +211,7 @@ export async function resumeStored<S, C>(
       });
       decoded = true;
       const decodedEntries = values.map((value, i) => checkedEntry<C>(value, i + 1));
+      interrupted = decodedEntries[decodedEntries.length - 1]?.interrupted;
       restored = checkedState<S, C>(
         foldEntries(config, restored, decodedEntries),
         config.responders.length,
@@ -233,6 +243,7 @@ export async function resumeStored<S, C>(
     lease: outcome.lease,
     checkpoint: outcome.checkpoint,
     takenOver: outcome.takenOver,
+    interrupted,
     input: options.input,
     cancel: options.cancel,
     stored: {

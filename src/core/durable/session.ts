@@ -36,7 +36,7 @@ import {
 } from './checkpoint.ts';
 import type { DurableConfig, Segment } from './config.ts';
 import { planFailure } from './failure-plan.ts';
-import { entryOf, snapshotDue } from './incremental.ts';
+import { abortMarkedEntry, checkedEntry, entryOf, snapshotDue } from './incremental.ts';
 import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
 
 /** How a durable orchestrator's new conversations open their store session. */
@@ -67,12 +67,17 @@ export function resumption<S, C>(
       ? 'cancel'
       : segment.takenOver
         ? 'crash'
-        : segment.checkpoint.status === 'suspended'
-          ? 'suspend'
-          : 'handoff',
+        : segment.interrupted === 'abort'
+          ? 'abort'
+          : segment.checkpoint.status === 'suspended'
+            ? 'suspend'
+            : 'handoff',
     segment: number,
     invocations,
-    attempt: (restored.attempt ?? 1) + (segment.takenOver ? 1 : 0),
+    // After a crash, or an abort inside a step (its last commit marked), the call that was open
+    // may have run: it runs again with its attempt raised (once, if both).
+    attempt:
+      (restored.attempt ?? 1) + (segment.takenOver || segment.interrupted === 'abort' ? 1 : 0),
     entries: segment.stored.entries,
     input: segment.input,
     cancel: segment.cancel,
@@ -259,6 +264,10 @@ class StoreSession<S, C> implements RunDurability<S, C> {
         return this.#afterInflight(release).then(kept, kept);
       case 'lapse':
         return this.#afterInflight(() => Promise.resolve()).then(kept, kept);
+      case 'mark_abort_then_release':
+        // Once the commit in flight has landed: the mark is written on what the store holds. If
+        // it cannot be written the lease lapses (the next holder says `crash`).
+        return this.#afterInflight(() => this.#markAbort().then(release)).then(kept, kept);
       case 'reopen_then_release':
         return this.#afterInflight(() =>
           this.#commit('running', undefined, true).then(release),
@@ -333,6 +342,88 @@ class StoreSession<S, C> implements RunDurability<S, C> {
 
   end(): void {
     if (this.#owner !== undefined) setLeaseOwnerLive(this.#owner, false);
+  }
+
+  /**
+   * Writes the last commit again, marked as cut by an abort (`AbortMark`): read back with an
+   * acquire by this very owner (what the next holder would read), then committed whole, or, when
+   * the store holds entries after its base, appended as an entry that folds nothing. Rejects
+   * when the store does not hold the conversation as this session last committed it, or when a
+   * store call fails: the caller then leaves the lease to lapse.
+   */
+  async #markAbort(): Promise<void> {
+    const durable = this.#durable;
+    const store = durable.store;
+    const id = this.#host.conversationId;
+    const owner = (this.#lease as Lease).owner;
+    const outcome = checkedOutcome(
+      store,
+      'acquire',
+      await bounded(
+        () => store.acquire(id, owner, durable.leaseMs),
+        durable.storeTimeoutMs,
+        'acquire',
+      ),
+    );
+    if (
+      outcome.status !== 'acquired' ||
+      outcome.takenOver ||
+      outcome.checkpoint.seq !== this.#seq ||
+      outcome.checkpoint.status !== 'running'
+    ) {
+      throw new Error('the store does not hold the conversation as this segment committed it');
+    }
+    this.#lease = outcome.lease;
+    const codec = durable.codec;
+    const entries = outcome.entries ?? [];
+    const seq = outcome.checkpoint.seq + 1;
+    const stored = outcome.checkpoint;
+    const committed =
+      entries.length > 0 && store.append !== undefined
+        ? await bounded(
+            () =>
+              (store.append as NonNullable<typeof store.append>).call(
+                store,
+                {
+                  conversationId: id,
+                  seq,
+                  dispatchCount: stored.dispatchCount,
+                  entry: codec.encode(
+                    abortMarkedEntry(
+                      checkedEntry(
+                        codec.decode(entries[entries.length - 1] as string),
+                        entries.length,
+                      ),
+                    ),
+                  ),
+                },
+                outcome.lease,
+                durable.leaseMs,
+              ),
+            durable.storeTimeoutMs,
+            `append (seq ${seq})`,
+          )
+        : await bounded(
+            () =>
+              store.commit(
+                {
+                  ...stored,
+                  seq,
+                  state: codec.encode({
+                    ...(codec.decode(stored.state) as object),
+                    interrupted: 'abort',
+                  }),
+                },
+                outcome.lease,
+                durable.leaseMs,
+              ),
+            durable.storeTimeoutMs,
+            `commit (seq ${seq})`,
+          );
+    const landed = checkedOutcome(store, entries.length > 0 ? 'append' : 'commit', committed);
+    if (!landed.ok) throw new Error(`the mark's commit was refused (${landed.reason})`);
+    this.#seq = seq;
+    this.#lease = landed.lease;
   }
 
   #afterInflight<T>(next: () => Promise<T>): Promise<T> {

@@ -49,7 +49,7 @@ export interface LoopPosition<S = unknown, C = unknown> {
 }
 
 /** Why a stored conversation runs again (the observers' `resume.cause`). */
-export type ResumeCause = 'crash' | 'suspend' | 'handoff' | 'cancel';
+export type ResumeCause = 'crash' | 'abort' | 'suspend' | 'handoff' | 'cancel';
 
 /** A stored conversation this run continues (resume, recover, cancel), as the loop sees it. */
 export interface Resumption<S, C> {

@@ -44,10 +44,14 @@ export interface ConversationStart<C = unknown> {
 export interface ConversationResume {
   /**
    * `crash`: the previous holder's lease was still recorded (it died or stalled; the dispatch in
-   * flight runs again); `suspend`: it was suspended; `handoff`: a holder released it while
-   * running (an abort, a drain); `cancel`: `cancel()` ends it as aborted, running nothing.
+   * flight runs again); `abort`: the previous segment was aborted inside one of its steps (a
+   * responder aborting its own run synchronously, an abort from a fold or a policy) and ended,
+   * leaving its last commit marked (the call it cut runs again, its attempt raised, as after a
+   * crash); `suspend`: it was suspended; `handoff`: a holder released it while running (an abort
+   * at a point the store could hold, a drain); `cancel`: `cancel()` ends it as aborted, running
+   * nothing.
    */
-  readonly cause: 'crash' | 'suspend' | 'handoff' | 'cancel';
+  readonly cause: 'crash' | 'abort' | 'suspend' | 'handoff' | 'cancel';
   /** Which segment this is: 2 for the first resume, 3 … (counted in the checkpoint). */
   readonly segment: number;
   /** Dispatches committed before this segment. */
