@@ -18,7 +18,7 @@ import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { Registry } from 'prom-client';
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   ConversationAbortedError,
   ConversationNotFoundError,
@@ -33,7 +33,11 @@ import {
   roundRobin,
 } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
+import { createPostgresStore } from '../../src/stores/postgres/index.ts';
+import { createRedisStore } from '../../src/stores/redis/index.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+import { type RunningPostgres, startPostgres } from '../helpers/postgres.ts';
+import { type RunningRedis, startRedis } from '../helpers/redis.ts';
 import { memoryTracing, restoreTracing } from '../helpers/tracing.ts';
 
 const exec = promisify(execFile);
@@ -43,6 +47,7 @@ const opened: ConversationStore[] = [];
 afterEach(restoreTracing);
 afterAll(async () => {
   await Promise.all(opened.map((store) => store.close()));
+  await Promise.all([postgres?.stop(), redis?.stop()]);
   rmSync(dir, { recursive: true, force: true });
 });
 
@@ -50,6 +55,23 @@ let files = 0;
 const STORES: [string, () => ConversationStore][] = [
   ['memory', () => createMemoryStore()],
   ['sqlite', () => createSqliteStore({ path: join(dir, `s${++files}.db`) })],
+];
+// The network stores, for the abort mark (written back through an acquire by its own owner).
+let postgres: RunningPostgres | undefined;
+let redis: RunningRedis | undefined;
+beforeAll(async () => {
+  [postgres, redis] = await Promise.all([startPostgres(), startRedis()]);
+}, 60_000);
+const NETWORK_STORES: [string, () => ConversationStore][] = [
+  [
+    'postgres',
+    () =>
+      createPostgresStore({
+        connectionString: (postgres as RunningPostgres).connectionString,
+        table: `rc_${++files}`,
+      }),
+  ],
+  ['redis', () => createRedisStore({ url: (redis as RunningRedis).url, prefix: `rc${++files}` })],
 ];
 function open(make: () => ConversationStore): ConversationStore {
   const store = make();
@@ -262,190 +284,193 @@ describe.each(STORES)('%s: a resume() by another orchestrator racing recover()',
   });
 });
 
-describe.each(STORES)('%s: a run aborted inside one of its steps', (kind, make) => {
-  for (const durability of ['sync', 'async'] as Durability[]) {
-    for (const where of ['responder', 'fold'] as const) {
-      it(`${durability}, aborted from the ${where}: resumed as abort (not crash), no dispatch lost, the cut call re-run with attempt 2`, async () => {
-        const expected = await uninterrupted();
-        const store = open(make);
-        const controller = new AbortController();
-        const t = telemetry();
-        const first: Calls = [];
-        // Inside the third call's synchronous part, or inside the fold of its answer (4).
-        const cut =
-          where === 'responder'
-            ? { onCall: (n: number) => n === 3 && controller.abort() }
-            : { onFold: (content: number) => content === 4 && controller.abort() };
-        const aborted = await alpha(store, {
-          calls: first,
-          durability,
-          observers: [t.observer],
-          ...cut,
-        })
-          .run(input, { conversationId: 'c', signal: controller.signal })
-          .catch((e: unknown) => e);
-        expect(aborted).toBeInstanceOf(ConversationAbortedError);
-        expect(first.map(([key]) => key)).toEqual(['c:1', 'c:2', 'c:3']);
-        // Another orchestrator (a new instance, as after a restart) resumes it.
-        const calls: Calls = [];
-        const { observer, seen } = starts();
-        const result = await alpha(store, {
-          calls,
-          durability,
-          observers: [observer, t.observer],
-        }).resume('c');
-        expect(result.state.projection).toBe(expected.projection);
-        expect(result.dispatchCount).toBe(expected.dispatchCount);
-        expect(seen.map((s) => s.resumed?.cause)).toEqual(['abort']);
-        // The first call re-run is one the aborted segment ran: it says so.
-        const [rerun] = calls;
-        expect(rerun?.[1]).toBe(2);
-        expect(first.map(([key]) => key)).toContain(rerun?.[0]);
-        if (durability === 'sync') expect(rerun).toEqual(['c:3', 2]);
-        expect(calls.slice(1).every(([, attempt]) => attempt === 1)).toBe(true);
-        await t.provider.forceFlush();
-        const [segment1, segment2] = t.segments('c');
-        expect(segment1?.attributes['conversation.end.reason']).toBe('aborted');
-        expect(segment2?.attributes['conversation.resume.cause']).toBe('abort');
-        // The aborted segment ended its span: nothing it committed is lost.
-        expect(segment2?.attributes['conversation.resume.dispatches_lost']).toBeUndefined();
-        const told = new Set([...t.events(segment1), ...t.events(segment2)]);
-        expect([...told].sort()).toEqual([1, 2, 3, 4, 5, 6]);
-      });
+describe.each([...STORES, ...NETWORK_STORES])(
+  '%s: a run aborted inside one of its steps',
+  (kind, make) => {
+    for (const durability of ['sync', 'async'] as Durability[]) {
+      for (const where of ['responder', 'fold'] as const) {
+        it(`${durability}, aborted from the ${where}: resumed as abort (not crash), no dispatch lost, the cut call re-run with attempt 2`, async () => {
+          const expected = await uninterrupted();
+          const store = open(make);
+          const controller = new AbortController();
+          const t = telemetry();
+          const first: Calls = [];
+          // Inside the third call's synchronous part, or inside the fold of its answer (4).
+          const cut =
+            where === 'responder'
+              ? { onCall: (n: number) => n === 3 && controller.abort() }
+              : { onFold: (content: number) => content === 4 && controller.abort() };
+          const aborted = await alpha(store, {
+            calls: first,
+            durability,
+            observers: [t.observer],
+            ...cut,
+          })
+            .run(input, { conversationId: 'c', signal: controller.signal })
+            .catch((e: unknown) => e);
+          expect(aborted).toBeInstanceOf(ConversationAbortedError);
+          expect(first.map(([key]) => key)).toEqual(['c:1', 'c:2', 'c:3']);
+          // Another orchestrator (a new instance, as after a restart) resumes it.
+          const calls: Calls = [];
+          const { observer, seen } = starts();
+          const result = await alpha(store, {
+            calls,
+            durability,
+            observers: [observer, t.observer],
+          }).resume('c');
+          expect(result.state.projection).toBe(expected.projection);
+          expect(result.dispatchCount).toBe(expected.dispatchCount);
+          expect(seen.map((s) => s.resumed?.cause)).toEqual(['abort']);
+          // The first call re-run is one the aborted segment ran: it says so.
+          const [rerun] = calls;
+          expect(rerun?.[1]).toBe(2);
+          expect(first.map(([key]) => key)).toContain(rerun?.[0]);
+          if (durability === 'sync') expect(rerun).toEqual(['c:3', 2]);
+          expect(calls.slice(1).every(([, attempt]) => attempt === 1)).toBe(true);
+          await t.provider.forceFlush();
+          const [segment1, segment2] = t.segments('c');
+          expect(segment1?.attributes['conversation.end.reason']).toBe('aborted');
+          expect(segment2?.attributes['conversation.resume.cause']).toBe('abort');
+          // The aborted segment ended its span: nothing it committed is lost.
+          expect(segment2?.attributes['conversation.resume.dispatches_lost']).toBeUndefined();
+          const told = new Set([...t.events(segment1), ...t.events(segment2)]);
+          expect([...told].sort()).toEqual([1, 2, 3, 4, 5, 6]);
+        });
+      }
     }
-  }
 
-  it('a long transcript (committed as entries): the mark is an entry that folds nothing, and the resumed transcript is the uninterrupted one', async () => {
-    const transcript = (
-      store: ConversationStore,
-      onFold?: (n: number) => void,
-      observers: ConversationObserver<string[], string>[] = [],
-    ) =>
-      new ConversationOrchestrator<string[], string>({
-        name: 'transcript',
-        store,
-        observers,
-        responders: [
-          {
-            name: 'r',
-            respond: (_m, state) => ({
-              sender: 'r',
-              content: `${state.dispatchCount + 1}:${'x'.repeat(1_000)}`,
-            }),
+    it('a long transcript (committed as entries): the mark is an entry that folds nothing, and the resumed transcript is the uninterrupted one', async () => {
+      const transcript = (
+        store: ConversationStore,
+        onFold?: (n: number) => void,
+        observers: ConversationObserver<string[], string>[] = [],
+      ) =>
+        new ConversationOrchestrator<string[], string>({
+          name: 'transcript',
+          store,
+          observers,
+          responders: [
+            {
+              name: 'r',
+              respond: (_m, state) => ({
+                sender: 'r',
+                content: `${state.dispatchCount + 1}:${'x'.repeat(1_000)}`,
+              }),
+            },
+          ],
+          turnPolicy: roundRobin(),
+          projection: {
+            initial: (first) => [first.content],
+            fold: (lines, m) => {
+              if (m.sender === 'r') onFold?.(Number.parseInt(m.content, 10));
+              return [...lines, m.content];
+            },
           },
-        ],
-        turnPolicy: roundRobin(),
-        projection: {
-          initial: (first) => [first.content],
-          fold: (lines, m) => {
-            if (m.sender === 'r') onFold?.(Number.parseInt(m.content, 10));
-            return [...lines, m.content];
-          },
-        },
-        termination: maxDispatches(40),
-      });
-    const expected = await transcript(createMemoryStore()).run(
-      { sender: 'user', content: 'go' },
-      { conversationId: 'u' },
-    );
-    const inner = open(make);
-    const writes: string[] = [];
-    const store: ConversationStore = new Proxy(inner, {
-      get(target, key, receiver) {
-        const value = Reflect.get(target, key, receiver);
-        if (typeof value !== 'function') return value;
-        return (...args: unknown[]) => {
-          if (['acquire', 'commit', 'append', 'release'].includes(String(key)))
-            writes.push(String(key));
-          return value.apply(target, args);
-        };
-      },
-    });
-    const controller = new AbortController();
-    await expect(
-      transcript(store, (n) => n === 30 && controller.abort()).run(
+          termination: maxDispatches(40),
+        });
+      const expected = await transcript(createMemoryStore()).run(
         { sender: 'user', content: 'go' },
-        { conversationId: 'long', signal: controller.signal },
-      ),
-    ).rejects.toBeInstanceOf(ConversationAbortedError);
-    // Past 16 KiB the commits were entries; the mark is one more, then the lease is let go.
-    expect(writes.slice(-4)).toEqual(['append', 'acquire', 'append', 'release']);
-    const { observer, seen } = starts<string[], string>();
-    const resumed = await transcript(store, undefined, [observer]).resume('long');
-    expect(seen.map((s) => s.resumed?.cause)).toEqual(['abort']);
-    expect(resumed.state.projection).toEqual(expected.state.projection);
-    expect(resumed.dispatchCount).toBe(40);
-  });
-
-  it('when the mark cannot be written (the store fails then), the lease lapses: the next says crash and still re-runs the cut call with attempt 2', async () => {
-    const inner = open(make);
-    let failing = false;
-    const store: ConversationStore = new Proxy(inner, {
-      get(target, key, receiver) {
-        if (key === 'acquire' && failing)
-          return () => {
-            failing = false;
-            return Promise.reject(new Error('connection reset'));
+        { conversationId: 'u' },
+      );
+      const inner = open(make);
+      const writes: string[] = [];
+      const store: ConversationStore = new Proxy(inner, {
+        get(target, key, receiver) {
+          const value = Reflect.get(target, key, receiver);
+          if (typeof value !== 'function') return value;
+          return (...args: unknown[]) => {
+            if (['acquire', 'commit', 'append', 'release'].includes(String(key)))
+              writes.push(String(key));
+            return value.apply(target, args);
           };
-        const value = Reflect.get(target, key, receiver);
-        return typeof value === 'function' ? value.bind(target) : value;
-      },
+        },
+      });
+      const controller = new AbortController();
+      await expect(
+        transcript(store, (n) => n === 30 && controller.abort()).run(
+          { sender: 'user', content: 'go' },
+          { conversationId: 'long', signal: controller.signal },
+        ),
+      ).rejects.toBeInstanceOf(ConversationAbortedError);
+      // Past 16 KiB the commits were entries; the mark is one more, then the lease is let go.
+      expect(writes.slice(-4)).toEqual(['append', 'acquire', 'append', 'release']);
+      const { observer, seen } = starts<string[], string>();
+      const resumed = await transcript(store, undefined, [observer]).resume('long');
+      expect(seen.map((s) => s.resumed?.cause)).toEqual(['abort']);
+      expect(resumed.state.projection).toEqual(expected.state.projection);
+      expect(resumed.dispatchCount).toBe(40);
     });
-    const controller = new AbortController();
-    const aborted = await alpha(store, {
-      onCall: (n) => {
-        if (n !== 3) return;
-        failing = true;
-        controller.abort();
-      },
-    })
-      .run(input, { conversationId: 'f', signal: controller.signal })
-      .catch((e: unknown) => e);
-    expect(aborted).toBeInstanceOf(ConversationAbortedError);
-    expect(failing).toBe(false);
-    const calls: Calls = [];
-    const { observer, seen } = starts();
-    await alpha(store, { calls, observers: [observer] }).resume('f');
-    expect(seen.map((s) => s.resumed?.cause)).toEqual(['crash']);
-    expect(calls[0]).toEqual(['f:3', 2]);
-  });
 
-  it('recover() resumes it as abort, the cut call with attempt 2', async () => {
-    const store = open(make);
-    const controller = new AbortController();
-    await alpha(store, { onCall: (n) => n === 3 && controller.abort() })
-      .run(input, { conversationId: 'r', signal: controller.signal })
-      .catch(() => undefined);
-    const calls: Calls = [];
-    const { observer, seen } = starts();
-    expect(await alpha(store, { calls, observers: [observer] }).recover()).toMatchObject({
-      resumed: 1,
-      ended: 1,
+    it('when the mark cannot be written (the store fails then), the lease lapses: the next says crash and still re-runs the cut call with attempt 2', async () => {
+      const inner = open(make);
+      let failing = false;
+      const store: ConversationStore = new Proxy(inner, {
+        get(target, key, receiver) {
+          if (key === 'acquire' && failing)
+            return () => {
+              failing = false;
+              return Promise.reject(new Error('connection reset'));
+            };
+          const value = Reflect.get(target, key, receiver);
+          return typeof value === 'function' ? value.bind(target) : value;
+        },
+      });
+      const controller = new AbortController();
+      const aborted = await alpha(store, {
+        onCall: (n) => {
+          if (n !== 3) return;
+          failing = true;
+          controller.abort();
+        },
+      })
+        .run(input, { conversationId: 'f', signal: controller.signal })
+        .catch((e: unknown) => e);
+      expect(aborted).toBeInstanceOf(ConversationAbortedError);
+      expect(failing).toBe(false);
+      const calls: Calls = [];
+      const { observer, seen } = starts();
+      await alpha(store, { calls, observers: [observer] }).resume('f');
+      expect(seen.map((s) => s.resumed?.cause)).toEqual(['crash']);
+      expect(calls[0]).toEqual(['f:3', 2]);
     });
-    expect(seen.map((s) => s.resumed?.cause)).toEqual(['abort']);
-    expect(calls[0]).toEqual(['r:3', 2]);
-  });
 
-  it('a takeover aborted before its first commit: the next says abort, the crash’s lost dispatches told once (by the aborted one), the cut call re-run with attempt 2', async () => {
-    const path = join(dir, `takeover-${kind}.db`);
-    const store = open(kind === 'sqlite' ? () => createSqliteStore({ path }) : make);
-    await crashedHolder(kind, store, path, 't');
-    const t = telemetry();
-    const { observer, seen } = starts();
-    const stop = new AbortController();
-    stop.abort();
-    await expect(
-      alpha(store, { observers: [observer, t.observer] }).resume('t', { signal: stop.signal }),
-    ).rejects.toBeInstanceOf(ConversationAbortedError);
-    const calls: Calls = [];
-    await alpha(store, { calls, observers: [observer, t.observer] }).resume('t');
-    expect(calls[0]).toEqual(['t:3', 2]);
-    expect(seen.map((s) => s.resumed?.cause)).toEqual(['crash', 'abort']);
-    await t.provider.forceFlush();
-    // The dead holder's two dispatches were on no span that ended: lost, and said once.
-    const lost = t
-      .segments('t')
-      .map((span) => span.attributes['conversation.resume.dispatches_lost'] ?? 0);
-    expect(lost).toEqual([2, 0]);
-  });
-});
+    it('recover() resumes it as abort, the cut call with attempt 2', async () => {
+      const store = open(make);
+      const controller = new AbortController();
+      await alpha(store, { onCall: (n) => n === 3 && controller.abort() })
+        .run(input, { conversationId: 'r', signal: controller.signal })
+        .catch(() => undefined);
+      const calls: Calls = [];
+      const { observer, seen } = starts();
+      expect(await alpha(store, { calls, observers: [observer] }).recover()).toMatchObject({
+        resumed: 1,
+        ended: 1,
+      });
+      expect(seen.map((s) => s.resumed?.cause)).toEqual(['abort']);
+      expect(calls[0]).toEqual(['r:3', 2]);
+    });
+
+    it('a takeover aborted before its first commit: the next says abort, the crash’s lost dispatches told once (by the aborted one), the cut call re-run with attempt 2', async () => {
+      const path = join(dir, `takeover-${kind}.db`);
+      const store = open(kind === 'sqlite' ? () => createSqliteStore({ path }) : make);
+      await crashedHolder(kind, store, path, 't');
+      const t = telemetry();
+      const { observer, seen } = starts();
+      const stop = new AbortController();
+      stop.abort();
+      await expect(
+        alpha(store, { observers: [observer, t.observer] }).resume('t', { signal: stop.signal }),
+      ).rejects.toBeInstanceOf(ConversationAbortedError);
+      const calls: Calls = [];
+      await alpha(store, { calls, observers: [observer, t.observer] }).resume('t');
+      expect(calls[0]).toEqual(['t:3', 2]);
+      expect(seen.map((s) => s.resumed?.cause)).toEqual(['crash', 'abort']);
+      await t.provider.forceFlush();
+      // The dead holder's two dispatches were on no span that ended: lost, and said once.
+      const lost = t
+        .segments('t')
+        .map((span) => span.attributes['conversation.resume.dispatches_lost'] ?? 0);
+      expect(lost).toEqual([2, 0]);
+    });
+  },
+);
