@@ -17,6 +17,9 @@
  * memory: frames are capped at a few bytes (the endpoint only sends), a client that sends data
  * is closed, clients are capped, silent clients are dropped by ping, and shutdown gives clients
  * a short grace before cutting them off.
+ *
+ * Beside it: the handshake's refusals and subscriptions (handshake.ts), the frames of an interval
+ * (frames.ts) and what a client may send (inbound.ts).
  */
 import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
@@ -27,14 +30,11 @@ import type { RefusalReason, ServiceMetrics } from '../http/health-metrics.ts';
 import type { HostAllowlist } from '../http/hosts.ts';
 import { RateLimitedReport } from '../http/rate-limited-report.ts';
 import { serveIgnoringUpgrade } from '../http/server.ts';
-import { type RequestTarget, requestTarget } from '../http/target.ts';
-import {
-  compactSpread,
-  type DispatchesSince,
-  type EndUpdate,
-  type LiveMessage,
-  type UpdatesMessage,
-} from './updates.ts';
+import { requestTarget } from '../http/target.ts';
+import { Frames, type PendingDispatches } from './frames.ts';
+import { type Refusal, subscription, upgradeRefusal, writeRefusal } from './handshake.ts';
+import { InboundBudget, MAX_PAYLOAD } from './inbound.ts';
+import type { EndUpdate, LiveMessage } from './updates.ts';
 
 export interface LiveUpdatesOptions {
   /** The orchestrators a client may subscribe to with `?orchestrator=`. */
@@ -94,34 +94,6 @@ const CLIENTS_PER_TURN = 100;
 export const MAX_SENDS_PER_SECOND = 8_000;
 /** At most one line about dropped updates per this many ms (with the counts since the last). */
 const DROP_REPORT_MS = 10_000;
-/**
- * The largest message ws reads from a client, in bytes (a control frame is at most 125 anyway).
- * A frame announcing more is refused from its header with 1009, before its payload is read; a
- * smaller data message is read whole, and its sender is then closed with 1008.
- */
-const MAX_PAYLOAD = 1024;
-/**
- * What a client may send, whatever the frame kind (pings, pongs, fragments, close): a budget
- * refilled over time, and a client past it is cut off (`frame_flood`). The page sends one
- * 14-byte pong per ping and a close frame; a script's keep-alive pings fit many times over. A
- * flood of 125-byte pongs or empty frames spends the burst in well under a second.
- */
-export const INBOUND_LIMITS = {
-  /** Bytes a client may send at once, and per second after that. */
-  burstBytes: 8 * 1024,
-  bytesPerSecond: 1024,
-  /** Control frames (pings and unsolicited pongs) a client may send at once, and per second. */
-  burstFrames: 32,
-  framesPerSecond: 2,
-} as const;
-/** A WebSocket close reason is at most 123 bytes. */
-const MAX_REASON_BYTES = 123;
-/**
- * A refused subscription value is echoed in the close reason only when it looks like this (short,
- * an identifier); any other value is described by its length, never echoed.
- */
-const ECHOABLE = /^[a-zA-Z_][a-zA-Z0-9_]{0,63}$/;
-
 export class LiveUpdates {
   readonly #options: LiveUpdatesOptions;
   readonly #wss: WebSocketServer;
@@ -331,12 +303,22 @@ export class LiveUpdates {
     // unhandled 'error' event.
     socket.on('error', () => socket.destroy());
     const target = requestTarget(req);
-    const refusal = this.#refusal(target, req);
+    const refusal = upgradeRefusal(target, req, {
+      hosts: this.#options.hosts,
+      closing: this.#closing,
+      clients: this.#subscribers.size,
+      maxClients: this.#options.maxClients,
+      clientsFrom: (address) => this.#perAddress.get(address) ?? 0,
+      maxClientsPerAddress: this.#options.maxClientsPerAddress,
+    });
     if (refusal !== undefined || target === undefined) {
       this.#refuse(socket, refusal ?? { status: 400, why: 'bad request target' });
       return;
     }
-    const subscription = this.#subscription(target.searchParams.getAll('orchestrator'));
+    const subscribed = subscription(
+      target.searchParams.getAll('orchestrator'),
+      this.#options.orchestrators,
+    );
     // Without verifyClient, ws completes the handshake synchronously: the cap above holds.
     this.#wss.handleUpgrade(req, socket, head, (ws) => {
       const budget = new InboundBudget();
@@ -359,12 +341,12 @@ export class LiveUpdates {
       ws.on('pong', (data) => {
         if (this.#unanswered.get(ws)?.equals(data) !== true) spend(0, 1);
       });
-      if ('refused' in subscription) {
+      if ('refused' in subscribed) {
         this.#options.metrics.refused.inc({ reason: 'bad_subscription' });
-        this.#goodbye(ws, 1008, subscription.refused);
+        this.#goodbye(ws, 1008, subscribed.refused);
         return;
       }
-      this.#accept(ws, subscription.filter, addressKey(req.socket.remoteAddress));
+      this.#accept(ws, subscribed.filter, addressKey(req.socket.remoteAddress));
     });
   }
 
@@ -402,23 +384,6 @@ export class LiveUpdates {
     this.#joining.add(ws);
   }
 
-  #subscription(
-    values: readonly string[],
-  ): { readonly filter: string | undefined } | { readonly refused: string } {
-    if (values.length === 0) return { filter: undefined };
-    const known = this.#options.orchestrators;
-    const value = values[0] as string;
-    if (values.length === 1 && known.includes(value)) return { filter: value };
-    const got =
-      values.length > 1
-        ? `${values.length} values`
-        : value === '' || ECHOABLE.test(value)
-          ? `\`${value}\``
-          : // Characters as a person counts them (code points), not UTF-16 units.
-            `a value of ${[...value].length} characters`;
-    return { refused: clip(`Expected orchestrator to be one of ${known.join(', ')}, got ${got}`) };
-  }
-
   /** Pings every client, a batch per turn of the event loop like the frames. */
   #ping(): void {
     const clients = [...this.#subscribers.keys()];
@@ -452,6 +417,12 @@ export class LiveUpdates {
     ws.once('close', () => clearTimeout(cut));
   }
 
+  /** Counts the refusal when it is worth a series, and answers it. */
+  #refuse(socket: Duplex, refusal: Refusal): void {
+    if (refusal.reason !== undefined) this.#options.metrics.refused.inc({ reason: refusal.reason });
+    writeRefusal(socket, refusal);
+  }
+
   #cutOff(ws: WebSocket, reason: RefusalReason): void {
     if (this.#cut.has(ws) || ws.readyState === WebSocket.CLOSED) return;
     this.#cut.add(ws);
@@ -459,69 +430,6 @@ export class LiveUpdates {
     this.#options.metrics.refused.inc({ reason });
     ws.terminate();
   }
-
-  #refusal(target: RequestTarget | undefined, req: IncomingMessage): Refusal | undefined {
-    if (target === undefined)
-      return { status: 400, why: 'bad request target', reason: 'bad_target' };
-    const host = this.#options.hosts.refusal(req);
-    if (host !== undefined) return host;
-    if (target.pathname !== '/ws') return { status: 404, why: 'WebSocket only at /ws' };
-    // RFC 6455 4.1: the opening handshake is an HTTP/1.1 (or later) GET.
-    if (req.httpVersion === '1.0' || req.httpVersion === '0.9')
-      return { status: 400, why: 'a WebSocket upgrade needs HTTP/1.1', reason: 'bad_handshake' };
-    const version = req.headers['sec-websocket-version'];
-    if (version === undefined)
-      return { status: 400, why: 'no Sec-WebSocket-Version header', reason: 'bad_handshake' };
-    // RFC 6455 4.4: another version is answered 426 with the versions this server speaks.
-    if (version.trim() !== '13') {
-      return {
-        status: 426,
-        why: 'only WebSocket version 13 is supported',
-        reason: 'bad_handshake',
-        headers: 'Sec-WebSocket-Version: 13\r\n',
-      };
-    }
-    if (!this.#options.hosts.originAllowed(req))
-      return { status: 403, why: 'cross-site WebSocket upgrade', reason: 'cross_origin' };
-    if (this.#closing) return { status: 503, why: 'shutting down' };
-    const max = this.#options.maxClients;
-    if (this.#subscribers.size >= max) {
-      return { status: 503, why: `at most ${max} WebSocket clients`, reason: 'over_capacity' };
-    }
-    const perAddress = this.#options.maxClientsPerAddress;
-    if ((this.#perAddress.get(addressKey(req.socket.remoteAddress)) ?? 0) >= perAddress) {
-      return {
-        status: 503,
-        why: `at most ${perAddress} WebSocket clients from one address (an IPv6 client: one /64)`,
-        reason: 'address_over_capacity',
-      };
-    }
-    return undefined;
-  }
-
-  /** Answers in HTTP and closes: the upgrade never happened. */
-  #refuse(socket: Duplex, { status, why, reason, headers = '' }: Refusal): void {
-    if (reason !== undefined) this.#options.metrics.refused.inc({ reason });
-    const text = STATUS_TEXT[status] ?? 'Error';
-    // Written, then destroyed: a client that never reads or closes must not hold the socket.
-    socket.end(
-      `HTTP/1.1 ${status} ${text}\r\nConnection: close\r\n${headers}Content-Type: text/plain\r\nContent-Length: ${Buffer.byteLength(why) + 1}\r\n\r\n${why}\n`,
-      () => socket.destroy(),
-    );
-  }
-}
-
-/** One conversation's dispatches since the last frame, as `publish` records them. */
-interface PendingDispatches {
-  readonly orchestrator: string;
-  readonly conversationId: string;
-  readonly fromDispatch: number;
-  readonly spreads: number[];
-  decision: DispatchesSince['decision'];
-  elapsedMs: number;
-  worker: string | undefined;
-  /** Set once any of them came from a segment that resumed the conversation. */
-  resumed: boolean;
 }
 
 /** A frame on its way out: the clients it goes to, how far it got, what it says. */
@@ -529,107 +437,4 @@ interface Outgoing {
   readonly targets: readonly WebSocket[];
   next: number;
   readonly frames: Frames;
-}
-
-/**
- * One interval's updates, serialized once per subscription (all, or one orchestrator) on first
- * use: however many clients share a subscription, they share its bytes.
- */
-class Frames {
-  readonly #dispatches: readonly DispatchesSince[];
-  readonly #ends: readonly Omit<EndUpdate, 'type'>[];
-  readonly #built = new Map<string | undefined, Frame | undefined>();
-
-  constructor(dispatches: Iterable<PendingDispatches>, ends: readonly Omit<EndUpdate, 'type'>[]) {
-    this.#dispatches = Array.from(dispatches, (d) => ({
-      orchestrator: d.orchestrator,
-      conversationId: d.conversationId,
-      fromDispatch: d.fromDispatch,
-      spreads: d.spreads.map(compactSpread),
-      decision: d.decision,
-      elapsedMs: d.elapsedMs,
-      ...(d.worker === undefined ? {} : { worker: d.worker }),
-      ...(d.resumed ? { resumed: true as const } : {}),
-    }));
-    this.#ends = ends;
-  }
-
-  /** The frame for a client subscribed to `filter`, or undefined when nothing concerns it. */
-  for(filter: string | undefined): Frame | undefined {
-    if (this.#built.has(filter)) return this.#built.get(filter);
-    const dispatches =
-      filter === undefined
-        ? this.#dispatches
-        : this.#dispatches.filter((d) => d.orchestrator === filter);
-    const ends =
-      filter === undefined ? this.#ends : this.#ends.filter((e) => e.orchestrator === filter);
-    const message: UpdatesMessage = { type: 'updates', dispatches, ends };
-    const frame =
-      dispatches.length === 0 && ends.length === 0
-        ? undefined
-        : {
-            data: Buffer.from(JSON.stringify(message)),
-            updates: dispatches.reduce((n, d) => n + d.spreads.length, 0) + ends.length,
-          };
-    this.#built.set(filter, frame);
-    return frame;
-  }
-}
-
-interface Frame {
-  /** The serialized `updates` message, sent as a text frame. */
-  readonly data: Buffer;
-  /** The updates it carries (each dispatch and each ending): counted as dropped when skipped. */
-  readonly updates: number;
-}
-
-interface Refusal {
-  readonly status: number;
-  readonly why: string;
-  /** Counted on /metrics when set (a wrong path is not worth a series). */
-  readonly reason?: RefusalReason;
-  /** Header lines to add, each ending in CRLF. */
-  readonly headers?: string;
-}
-
-/** A token bucket over bytes and control frames, refilled on use. */
-class InboundBudget {
-  #bytes: number = INBOUND_LIMITS.burstBytes;
-  #frames: number = INBOUND_LIMITS.burstFrames;
-  #at = performance.now();
-
-  /** Spends what came; false once the client is past its budget. */
-  take(bytes: number, frames: number): boolean {
-    const now = performance.now();
-    const seconds = (now - this.#at) / 1000;
-    this.#at = now;
-    this.#bytes = Math.min(
-      INBOUND_LIMITS.burstBytes,
-      this.#bytes + seconds * INBOUND_LIMITS.bytesPerSecond,
-    );
-    this.#frames = Math.min(
-      INBOUND_LIMITS.burstFrames,
-      this.#frames + seconds * INBOUND_LIMITS.framesPerSecond,
-    );
-    this.#bytes -= bytes;
-    this.#frames -= frames;
-    return this.#bytes >= 0 && this.#frames >= 0;
-  }
-}
-
-const STATUS_TEXT: Record<number, string> = {
-  400: 'Bad Request',
-  403: 'Forbidden',
-  404: 'Not Found',
-  421: 'Misdirected Request',
-  426: 'Upgrade Required',
-  503: 'Service Unavailable',
-};
-
-function clip(reason: string): string {
-  if (Buffer.byteLength(reason) <= MAX_REASON_BYTES) return reason;
-  return `${Buffer.from(reason)
-    .subarray(0, MAX_REASON_BYTES - 3)
-    .toString()
-    .replace(/\uFFFD$/, '')}...`;
 }

@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { addressKey } from '../../service/http/address-key.ts';
-import { INBOUND_LIMITS } from '../../service/live/live.ts';
+import { INBOUND_LIMITS } from '../../service/live/inbound.ts';
 import {
   clientFrame,
   flood,
