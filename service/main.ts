@@ -23,12 +23,13 @@ import {
   market,
   pickScenario,
 } from './desks/market.ts';
+import { paceStarts } from './desks/pace.ts';
 import { SharedExposition } from './http/exposition.ts';
 import { createServiceMetrics, createServiceRegistry } from './http/health-metrics.ts';
 import { HostAllowlist } from './http/hosts.ts';
 import { RateLimitedReport } from './http/rate-limited-report.ts';
 import { listeningLine, serviceRoutes } from './http/routes.ts';
-import { createHttpServer, ListenError, listen } from './http/server.ts';
+import { createHttpServer, listenOrReport } from './http/server.ts';
 import { ConversationHistory } from './live/history.ts';
 import { LiveUpdates } from './live/live.ts';
 import { Page } from './live/page.ts';
@@ -312,14 +313,8 @@ async function main(): Promise<number> {
   // Conversations waiting for a person wait on across restarts: the list comes from the store.
   await approvals.rebuild();
   live.attach(server);
-  let port: number;
-  try {
-    port = await listen(server, cfg.host, cfg.port);
-  } catch (error) {
-    if (!(error instanceof ListenError)) throw error;
-    process.stderr.write(`${error.message}\n`);
-    return 2;
-  }
+  const port = await listenOrReport(server, cfg.host, cfg.port);
+  if (port === undefined) return 2;
   process.stdout.write(
     `${listeningLine(cfg.host, port)}\n${tracing.description}\nanswering Host: ${cfg.allowedHosts.join(', ')} and any IP address (--allowed-hosts)\n${cfg.record === undefined ? '' : `recording every conversation into ${cfg.record} (files of at most ${cfg.recordFileMb} MiB, the last ${cfg.recordFiles} kept)\n`}conversations kept ${opened.description} (--data, --store); ${kept.count} ended ones counted from it\n`,
   );
@@ -382,19 +377,12 @@ async function main(): Promise<number> {
     track(sweeping);
   }, RECOVER_SWEEP_MS);
   sweeper.unref();
-  const intervalMs = 1000 / cfg.rate;
-  let due = performance.now();
-  const ticker = setInterval(
-    () => {
-      const now = performance.now();
-      while (due <= now && !stopping) {
-        due += intervalMs;
-        if (segments.running < cfg.concurrency) startOne();
-      }
-      if (due < now - 1000) due = now; // do not burst after a stall
-    },
-    Math.max(1, Math.min(intervalMs, 50)),
-  );
+  const ticker = paceStarts({
+    rate: cfg.rate,
+    start: startOne,
+    room: () => segments.running < cfg.concurrency,
+    stopping: () => stopping,
+  });
   const tty = process.stdout.isTTY === true;
   const progressTimer = setInterval(() => {
     const line = progress.line(segments.running);

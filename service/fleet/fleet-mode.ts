@@ -17,11 +17,12 @@ import { Redis } from 'ioredis';
 import { createConversationQueue } from '../../src/fleet/index.ts';
 import type { ServiceConfig } from '../config.ts';
 import { MAX_DISPATCHES, market, pickScenario } from '../desks/market.ts';
+import { paceStarts } from '../desks/pace.ts';
 import { SharedExposition } from '../http/exposition.ts';
 import { createServiceMetrics, createServiceRegistry } from '../http/health-metrics.ts';
 import { HostAllowlist } from '../http/hosts.ts';
 import { listeningLine, serviceRoutes } from '../http/routes.ts';
-import { createHttpServer, ListenError, listen } from '../http/server.ts';
+import { createHttpServer, listenOrReport } from '../http/server.ts';
 import { ConversationHistory } from '../live/history.ts';
 import { LiveUpdates } from '../live/live.ts';
 import { Page } from '../live/page.ts';
@@ -174,12 +175,8 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
     }),
   );
   live.attach(server);
-  let port: number;
-  try {
-    port = await listen(server, cfg.host, cfg.port);
-  } catch (error) {
-    if (!(error instanceof ListenError)) throw error;
-    process.stderr.write(`${error.message}\n`);
+  const port = await listenOrReport(server, cfg.host, cfg.port);
+  if (port === undefined) {
     stopping = true;
     for (const w of workers.values()) w.kill('SIGTERM');
     subscriber.disconnect();
@@ -210,19 +207,12 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
       process.stderr.write(`could not start ${conversationId}: ${(error as Error).message}\n`);
     });
   };
-  const intervalMs = 1000 / cfg.rate;
-  let due = performance.now();
-  const ticker = setInterval(
-    () => {
-      const now = performance.now();
-      while (due <= now && !stopping) {
-        due += intervalMs;
-        if (inFlight.size < cfg.concurrency) startOne();
-      }
-      if (due < now - 1000) due = now;
-    },
-    Math.max(1, Math.min(intervalMs, 50)),
-  );
+  const ticker = paceStarts({
+    rate: cfg.rate,
+    start: startOne,
+    room: () => inFlight.size < cfg.concurrency,
+    stopping: () => stopping,
+  });
   // Endings and suspensions missed on the channel, read back from the store.
   let sweeping = false;
   const sweep = setInterval(async () => {

@@ -139,3 +139,21 @@ export async function listen(server: Server, host: string, port: number): Promis
   server.on('error', (error) => process.stderr.write(`server error: ${String(error)}\n`));
   return (server.address() as AddressInfo).port;
 }
+
+/**
+ * `listen` for the entry points: the port, or undefined once a failure to listen has been said on
+ * stderr (the service then exits 2). Any other error is thrown.
+ */
+export async function listenOrReport(
+  server: Server,
+  host: string,
+  port: number,
+): Promise<number | undefined> {
+  try {
+    return await listen(server, host, port);
+  } catch (error) {
+    if (!(error instanceof ListenError)) throw error;
+    process.stderr.write(`${error.message}\n`);
+    return undefined;
+  }
+}

@@ -4,12 +4,12 @@
  */
 import type { Server } from 'node:http';
 import { Counter } from 'prom-client';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { SharedExposition } from '../../service/http/exposition.ts';
 import { createServiceRegistry } from '../../service/http/health-metrics.ts';
 import { HostAllowlist } from '../../service/http/hosts.ts';
 import { type HealthReport, listeningLine, serviceRoutes } from '../../service/http/routes.ts';
-import { createHttpServer, listen } from '../../service/http/server.ts';
+import { createHttpServer, listen, listenOrReport } from '../../service/http/server.ts';
 
 let server: Server | undefined;
 
@@ -137,5 +137,39 @@ describe('the service routes', () => {
     );
     expect(listeningLine('::1', 80)).toContain('http://[::1]:80 ');
     expect(listeningLine('::1', 80)).toContain('ws://[::1]:80/ws)');
+  });
+
+  it('listens for both modes, or says why not on stderr and gives no port (the service exits 2)', async () => {
+    const url = await serve({
+      handlers: [],
+      metrics: metrics(),
+      health: () => ({ stopping: false, inFlight: 0 }),
+    });
+    const taken = Number(new URL(url).port);
+    const second = createHttpServer(
+      {
+        hosts: new HostAllowlist([]),
+        headersTimeoutMs: 5_000,
+        requestTimeoutMs: 5_000,
+        keepAliveTimeoutMs: 1_000,
+      },
+      () => {},
+    );
+    const said: string[] = [];
+    const write = vi.spyOn(process.stderr, 'write').mockImplementation((line) => {
+      said.push(String(line));
+      return true;
+    });
+    try {
+      expect(await listenOrReport(second, '127.0.0.1', taken)).toBeUndefined();
+    } finally {
+      write.mockRestore();
+    }
+    expect(said).toEqual([
+      `Cannot listen on --host 127.0.0.1 --port ${taken}: the port is in use (EADDRINUSE)\n`,
+    ]);
+    const port = await listenOrReport(second, '127.0.0.1', 0);
+    expect(port).toBeGreaterThan(0);
+    await new Promise<void>((r) => second.close(() => r()));
   });
 });

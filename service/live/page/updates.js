@@ -126,28 +126,45 @@ export function onEnd(/** @type {any} */ m) {
 }
 
 /**
+ * Each run of spreads in a list (an `updates` frame's dispatches, a history's conversations):
+ * `{conversationId, orchestrator, fromDispatch, spreads}`, at most MAX_IN_FLIGHT of them, each
+ * sane one handed with its conversation (still in flight) and its sane points, within the page's
+ * bounds. Whatever the list holds, the page keeps them.
+ */
+function eachRun(
+  /** @type {unknown} */ list,
+  /** @type {(run: any, c: Conversation, points: [number, number][]) => void} */ visit,
+) {
+  if (!Array.isArray(list)) return;
+  for (const run of list.slice(0, MAX_IN_FLIGHT)) {
+    if (run === null || typeof run !== 'object' || !Array.isArray(run.spreads)) continue;
+    const from = run.fromDispatch;
+    if (!Number.isInteger(from) || from < 1 || from > state.maxDispatches) continue;
+    const c = conversation(run);
+    if (c === undefined || c.reason !== undefined) continue;
+    markResumed(run, c);
+    const n = Math.min(run.spreads.length, state.maxDispatches - from + 1);
+    /** @type {[number, number][]} */
+    const points = [];
+    for (let i = 0; i < n; i++) {
+      const p = point({ dispatchCount: from + i, spread: run.spreads[i] });
+      if (p !== undefined) points.push(p);
+    }
+    visit(run, c, points);
+  }
+}
+
+/**
  * One interval's updates (the service sends one frame per interval, not one per dispatch): each
  * conversation's dispatches since the last frame, then the conversations that ended. Whatever
  * the frame holds, the page keeps its bounds.
  */
 export function onUpdates(/** @type {any} */ m) {
-  if (Array.isArray(m.dispatches)) {
-    for (const d of m.dispatches.slice(0, MAX_IN_FLIGHT)) {
-      if (d === null || typeof d !== 'object' || !Array.isArray(d.spreads)) continue;
-      const from = d.fromDispatch;
-      if (!Number.isInteger(from) || from < 1 || from > state.maxDispatches) continue;
-      const c = conversation(d);
-      if (c === undefined || c.reason !== undefined) continue;
-      markResumed(d, c);
-      noteWorker(c, d.worker);
-      const n = Math.min(d.spreads.length, state.maxDispatches - from + 1);
-      for (let i = 0; i < n; i++) {
-        const p = point({ dispatchCount: from + i, spread: d.spreads[i] });
-        if (p !== undefined) c.spreads[p[0]] = p[1];
-      }
-      c.seen = performance.now();
-    }
-  }
+  eachRun(m.dispatches, (d, c, points) => {
+    noteWorker(c, d.worker);
+    for (const [i, spread] of points) c.spreads[i] = spread;
+    c.seen = performance.now();
+  });
   if (Array.isArray(m.ends)) {
     for (const e of m.ends.slice(0, MAX_IN_FLIGHT))
       if (e !== null && typeof e === 'object') onEnd(e);
@@ -179,21 +196,10 @@ function count(
  * endings since the service started. Whatever the message holds, the page keeps its bounds.
  */
 export function onHistory(/** @type {any} */ m) {
-  if (Array.isArray(m.conversations)) {
-    for (const h of m.conversations.slice(0, MAX_IN_FLIGHT)) {
-      if (h === null || typeof h !== 'object' || !Array.isArray(h.spreads)) continue;
-      const from = h.fromDispatch;
-      if (!Number.isInteger(from) || from < 1 || from > state.maxDispatches) continue;
-      const c = conversation(h);
-      if (c === undefined || c.reason !== undefined) continue;
-      markResumed(h, c);
-      const n = Math.min(h.spreads.length, state.maxDispatches - from + 1);
-      for (let i = 0; i < n; i++) {
-        const p = point({ dispatchCount: from + i, spread: h.spreads[i] });
-        if (p !== undefined && c.spreads[p[0]] === undefined) c.spreads[p[0]] = p[1];
-      }
-    }
-  }
+  // What a frame since brought stays: the history fills only the points not yet known.
+  eachRun(m.conversations, (_h, c, points) => {
+    for (const [i, spread] of points) if (c.spreads[i] === undefined) c.spreads[i] = spread;
+  });
   if (Number.isSafeInteger(m.resumedEnded) && m.resumedEnded >= 0) {
     state.resumedEnded = m.resumedEnded;
   }

@@ -1,0 +1,75 @@
+/**
+ * The workload's pace (service/desks/pace.ts), on a fake clock: `rate` starts per second while
+ * there is room, none once stopping, and no burst to make up for a stall.
+ */
+import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { paceStarts } from '../../service/desks/pace.ts';
+
+let timer: NodeJS.Timeout | undefined;
+
+beforeEach(() => {
+  vi.useFakeTimers({ toFake: ['setInterval', 'clearInterval', 'performance'] });
+});
+afterEach(() => {
+  clearInterval(timer);
+  vi.useRealTimers();
+});
+
+describe('the pace of starts', () => {
+  it('starts `rate` per second while there is room, and none while there is not or once stopping', () => {
+    let started = 0;
+    let room = true;
+    let stopping = false;
+    timer = paceStarts({
+      rate: 40,
+      start: () => started++,
+      room: () => room,
+      stopping: () => stopping,
+    });
+    vi.advanceTimersByTime(1_000);
+    // Due at 0, 25, …, 1,000 ms: 41 starts in the first second's ticks, then 40 a second.
+    expect(started).toBe(41);
+    vi.advanceTimersByTime(1_000);
+    expect(started).toBe(81);
+    // No room: the starts due meanwhile are skipped, not queued.
+    room = false;
+    vi.advanceTimersByTime(1_000);
+    expect(started).toBe(81);
+    room = true;
+    vi.advanceTimersByTime(500);
+    expect(started).toBe(101);
+    stopping = true;
+    vi.advanceTimersByTime(1_000);
+    expect(started).toBe(101);
+  });
+
+  it('ticks every 50 ms at most (more often at high rates), and never past the room it is given', () => {
+    let started = 0;
+    timer = paceStarts({
+      rate: 2,
+      start: () => started++,
+      room: () => true,
+      stopping: () => false,
+    });
+    vi.advanceTimersByTime(49);
+    expect(started).toBe(0);
+    vi.advanceTimersByTime(1);
+    expect(started).toBe(1);
+    vi.advanceTimersByTime(1_950);
+    expect(started).toBe(5);
+    clearInterval(timer);
+
+    // 1,000 a second: a tick every millisecond, bounded by the room (3 in flight at most).
+    let inFlight = 0;
+    timer = paceStarts({
+      rate: 1_000,
+      start: () => inFlight++,
+      room: () => inFlight < 3,
+      stopping: () => false,
+    });
+    vi.advanceTimersByTime(1);
+    expect(inFlight).toBe(2);
+    vi.advanceTimersByTime(5_000);
+    expect(inFlight).toBe(3);
+  });
+});
