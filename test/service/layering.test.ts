@@ -35,8 +35,8 @@ const ENTRY_POINTS = ['service/main.ts', 'service/worker.ts', 'service/screensho
 
 /**
  * Where each room of service/ may look within service/ (src/ is below them all): http/ (the
- * server, hosts, exposition, health) reads only the service's config; the desks (market, policies,
- * approvals, the durable store) add http/; the live page adds the desks (its updates carry
+ * server, hosts, exposition, health, routes) reads only the service's config; the desks (market,
+ * policies, the pace of starts, approvals, the durable store) add http/; the live page adds the desks (its updates carry
  * approvals); fleet mode adds the live page and the signals. The files at service/ beside the
  * entry points (config, signals, tracing, chromium) read only http/.
  */
