@@ -150,7 +150,7 @@ export function durabilityDashboard(config: OpsConfig): Dashboard {
       .withPanel(
         timeseries('Resumes per second by cause', UNIT.conversationsPerSecond, 12)
           .description(
-            'crash: recovered after a worker died; suspend: resume() after a suspension; handoff: another worker took a released conversation. A cancel() is not a resume: it is counted as an aborted ending.',
+            'crash: recovered after a worker died; abort: the run before was aborted inside a step (its cut call runs again); suspend: resume() after a suspension; handoff: another worker took a released conversation. A cancel() is not a resume: it is counted as an aborted ending.',
           )
           .withTarget(
             query(

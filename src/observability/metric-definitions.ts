@@ -230,7 +230,7 @@ export const DURABLE_METRICS = {
     kind: 'counter',
     unit: '{conversation}',
     values: 'int',
-    help: 'Conversations resumed, by cause (crash, suspend, handoff).',
+    help: 'Conversations resumed, by cause (crash, abort, suspend, handoff).',
     labels: [O, LABEL_CAUSE],
   },
   checkpointDuration: {

@@ -288,7 +288,7 @@ export class OrchestratorMetrics {
     }
   }
 
-  /** A durable conversation resumed (`cause`: crash, suspend or handoff; a cancel is not one). */
+  /** A durable conversation resumed (`cause`: crash, abort, suspend or handoff; a cancel is not one). */
   resumed(orchestrator: OrchestratorRecord, cause: string): void {
     let record = orchestrator.resumed.get(cause);
     if (record === undefined) {

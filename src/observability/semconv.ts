@@ -100,7 +100,7 @@ export const ATTR_CONVERSATION_SEGMENT = 'conversation.segment';
  */
 export const ATTR_CONVERSATION_ENDED = 'conversation.ended';
 /**
- * On a resumed segment's span: why the segment started, `crash`, `suspend`, `handoff` or `cancel`
+ * On a resumed segment's span: why the segment started, `crash`, `abort`, `suspend`, `handoff` or `cancel`
  * (`cancel()` ending it, running nothing; not counted in `orchestrator_conversations_resumed_total`).
  */
 export const ATTR_CONVERSATION_RESUME_CAUSE = 'conversation.resume.cause';
@@ -192,7 +192,7 @@ export const METRIC_SAMPLER_PENDING_TRACES = 'orchestrator_sampler_pending_trace
  * died), by `orchestrator` and `responder`: counted here instead of `orchestrator_dispatches_total`.
  */
 export const METRIC_RESPONDER_REINVOCATIONS = 'orchestrator_responder_reinvocations_total';
-/** Counter of conversations resumed, by `orchestrator` and `cause` (`crash`, `suspend`, `handoff`; a `cancel()` is counted as an `aborted` ending, not here). */
+/** Counter of conversations resumed, by `orchestrator` and `cause` (`crash`, `abort`, `suspend`, `handoff`; a `cancel()` is counted as an `aborted` ending, not here). */
 export const METRIC_CONVERSATIONS_RESUMED = 'orchestrator_conversations_resumed_total';
 /** Histogram of one checkpoint commit's duration (seconds), by `orchestrator` and `store`. */
 export const METRIC_CHECKPOINT_DURATION = 'orchestrator_checkpoint_duration_seconds';
@@ -348,7 +348,7 @@ export const EXEMPLAR_TRACE_ID = 'trace_id';
 
 /** The label of the durable metrics naming the store (`memory`, `sqlite`, `postgres`, `redis`, or the store's own name). */
 export const LABEL_STORE = 'store';
-/** Why a conversation resumed: `crash`, `suspend` or `handoff` (a `cancel()` is not a resume). */
+/** Why a conversation resumed: `crash`, `abort`, `suspend` or `handoff` (a `cancel()` is not a resume). */
 export const LABEL_CAUSE = 'cause';
 /** The BullMQ queue's name. */
 export const LABEL_QUEUE = 'queue';
