@@ -14,7 +14,7 @@
  */
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import {
@@ -342,16 +342,37 @@ async function postgresRows(): Promise<Row[]> {
   }
 }
 
-/** A real Redis 7 with its AOF on and `appendfsync always`, started and stopped here. */
+/**
+ * A real Redis 7 with its AOF on and `appendfsync always` (every acknowledged write on disk),
+ * started and stopped here; then one with no persistence, entries only: the store's own cost
+ * without the disk's flush, whose latency moves with the neighbours' load.
+ */
 async function redisRows(): Promise<Row[]> {
-  const server = await startRedis({ aof: true, appendfsync: 'always' });
+  const rows: Row[] = [];
+  const durable = await startRedis({ aof: true, appendfsync: 'always' });
   try {
-    return await storeRows('Redis 7 (AOF, appendfsync always)', () =>
-      createRedisStore({ url: server.url }),
+    rows.push(
+      ...(await storeRows('Redis 7 (AOF, appendfsync always)', () =>
+        createRedisStore({ url: durable.url }),
+      )),
     );
   } finally {
-    await server.stop();
+    await durable.stop();
   }
+  const volatile = await startRedis();
+  try {
+    rows.push(
+      await measure(
+        'Redis 7 (no persistence), entries',
+        () => createRedisStore({ url: volatile.url }),
+        DISPATCHES,
+        {},
+      ),
+    );
+  } finally {
+    await volatile.stop();
+  }
+  return rows;
 }
 
 /** The issue's targets for one row with entries: cost and bytes at the last point vs at 50. */
@@ -366,6 +387,7 @@ function verdict(row: Row): string {
 /** Prints the table (`BENCH_ONLY=transcript`). */
 export async function transcriptTable(): Promise<void> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-transcript-'));
+  const loadStart = loadavg()[0] ?? 0;
   let n = 0;
   const sqlite = () => createSqliteStore({ path: join(dir, `t${++n}.db`) });
   try {
@@ -379,6 +401,9 @@ export async function transcriptTable(): Promise<void> {
     else skipped.push('Redis (redis-server not installed)');
     console.log(
       `\n### Long conversations: a transcript (1 KB per dispatch), durability 'sync' (issue 41)\n`,
+    );
+    console.log(
+      `Wall time, medians of ${ROUNDS} conversations per row; load average ${loadStart.toFixed(1)} at the start, ${loadavg()[0]?.toFixed(1)} at the end.\n`,
     );
     console.log(
       `| store | ms per dispatch at ${AT.map((a) => a.toLocaleString('en')).join(' / ')} | at ${DISPATCHES.toLocaleString('en')} vs at 50 | bytes written per dispatch at ${AT.map((a) => a.toLocaleString('en')).join(' / ')} | at ${DISPATCHES.toLocaleString('en')} vs at 50 |`,
