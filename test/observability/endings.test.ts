@@ -8,13 +8,17 @@ import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
+  CheckpointError,
+  ConversationExistsError,
   ConversationOrchestrator,
+  createMemoryStore,
   type Message,
   maxDispatches,
   roundRobin,
 } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
 import { memoryTracing, restoreTracing, spansNamed } from '../helpers/tracing.ts';
+import { wrap } from '../helpers/wrapped-store.ts';
 
 afterEach(restoreTracing);
 
@@ -236,5 +240,50 @@ describe('deadlines per responder in the metrics', () => {
       content: 0,
     });
     expect(await registry.metrics()).not.toContain('orchestrator_responder_deadlines_total{');
+  });
+});
+
+describe('a durable conversation that cannot be created', () => {
+  // Its observers start before the creation (issue 43, finding 2: the trace context goes into
+  // the first checkpoint), so a creation that fails is a conversation that failed at its start.
+  it('ends its span failed and counts it ended with reason error, for a taken id and for a store that throws', async () => {
+    const { exporter, provider } = memoryTracing();
+    const registry = new Registry();
+    const telemetry = createConversationTelemetry<number, number>({
+      tracerProvider: provider,
+      registry,
+    });
+    const store = createMemoryStore();
+    const o = orchestrator(telemetry, () => 'answer', { store, name: 'created' });
+    await o.run({ sender: 'user', content: 0 }, { conversationId: 'taken' });
+    await expect(
+      o.run({ sender: 'user', content: 0 }, { conversationId: 'taken' }),
+    ).rejects.toBeInstanceOf(ConversationExistsError);
+    const failing = wrap(store, { create: () => Promise.reject(new Error('disk full')) });
+    const broken = orchestrator(telemetry, () => 'answer', { store: failing, name: 'created' });
+    const error = await broken
+      .run({ sender: 'user', content: 0 }, { conversationId: 'never' })
+      .catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CheckpointError);
+    expect(String((error as Error).message)).toContain('disk full');
+    await provider.forceFlush();
+    const spans = spansNamed(exporter, 'invoke_workflow created');
+    expect(spans.map((s) => s.attributes['gen_ai.conversation.id'])).toEqual([
+      'taken',
+      'taken',
+      'never',
+    ]);
+    for (const span of spans.slice(1)) {
+      expect(span.status.code).toBe(SpanStatusCode.ERROR);
+    }
+    // A taken id is no ConversationError: the failure the observers hear is caused by it.
+    expect(spans[1]?.status.message).toContain('already exists in the store');
+    expect(spans[2]?.attributes['error.type']).toBe('CheckpointError');
+    const text = await registry.metrics();
+    expect(text).toContain('orchestrator_conversations_started_total{orchestrator="created"} 3');
+    expect(text).toMatch(
+      /orchestrator_conversations_ended_total\{orchestrator="created",reason="error"\} 2/,
+    );
+    expect(text).toContain('orchestrator_conversations_in_progress{orchestrator="created"} 0');
   });
 });

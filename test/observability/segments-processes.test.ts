@@ -25,10 +25,12 @@ afterAll(async () => {
 /** Runs the child to its end (the receiver answers meanwhile: spawnSync would block it). */
 function run(
   args: string[],
+  env: Record<string, string> = {},
 ): Promise<{ status: number | null; signal: string | null; out: string }> {
   return new Promise((resolve) => {
     const proc = spawn(process.execPath, ['--import', 'tsx', child, ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
+      env: { ...process.env, ...env },
     });
     let out = '';
     let err = '';
@@ -95,6 +97,48 @@ describe('one trace per conversation, across processes', () => {
     // Numbering goes on: the events of segment 2 are dispatches 5 … 8.
     expect(dispatchCounts(segment2)).toEqual([5, 6, 7, 8]);
   }, 120_000);
+
+  // Issue 43, finding 2: the trace context is in the conversation's first checkpoint (its
+  // creation), so a crash before any other commit (in the first responder call, or anywhere in
+  // 'exit' mode, which commits only at the end) recovers into the same trace.
+  it.each([
+    ['sync', 1],
+    ['async', 1],
+    ['exit', 5],
+  ] as const)(
+    "a conversation killed before its first dispatch's commit (%s, SIGKILL in call %i) is recovered in its own trace",
+    async (durability, killAt) => {
+      const db = join(dir, `early-${durability}.db`);
+      const requestFile = join(dir, `early-${durability}.json`);
+      const id = `early-${durability}`;
+      const env = { SEGMENTS_DURABILITY: durability, SEGMENTS_REQUEST_FILE: requestFile };
+      const killed = await run([db, receiver.url, 'run', id, String(killAt)], env);
+      expect(killed.signal).toBe('SIGKILL');
+      const recovered = await run([db, receiver.url, 'recover'], env);
+      expect(recovered.status).toBe(0);
+      expect(JSON.parse(recovered.out)).toMatchObject({ resumed: 1, ended: 1 });
+      const request = JSON.parse(readFileSync(requestFile, 'utf8')) as {
+        traceId: string;
+        spanId: string;
+      };
+      const [segment2, ...others] = conversationSpans(id);
+      expect(others).toEqual([]);
+      expect(segment2?.traceId).toBe(request.traceId);
+      expect(segment2?.parentSpanId).toBe(request.spanId);
+      expect(attrs(segment2?.attributes)).toMatchObject({
+        'conversation.segment': 2,
+        'conversation.resume.cause': 'crash',
+        'conversation.dispatch_count': 8,
+      });
+      // Every responder span of the recovered segment is in that trace too.
+      const agents = receiver.spans.filter(
+        (s) => s.name.startsWith('invoke_agent ') && s.parentSpanId === segment2?.spanId,
+      );
+      expect(agents.length).toBeGreaterThan(0);
+      for (const a of agents) expect(a.traceId).toBe(request.traceId);
+    },
+    120_000,
+  );
 
   it('a conversation suspended in one process and resumed in another is one trace of two segments, the first ended as suspended', async () => {
     const db = join(dir, 'suspend.db');

@@ -316,6 +316,11 @@ export interface FreshState<C = unknown> {
   readonly segment?: number | undefined;
   /** See `CheckpointState.interrupted`. */
   readonly interrupted?: AbortMark | undefined;
+  /**
+   * The observers' saved data by key at the creation (the telemetry's trace context): a crash
+   * before any other commit resumes the conversation with it.
+   */
+  readonly observers?: Readonly<Record<string, unknown>> | undefined;
 }
 
 /**
@@ -406,6 +411,7 @@ export function checkedState<S, C>(
   if (state.interrupted !== undefined && state.interrupted !== 'abort') {
     badState('interrupted', "'abort' or absent", state.interrupted);
   }
+  if (state.observers !== undefined) storedObject('observers', state.observers);
   if (state.fresh !== undefined) {
     if (state.fresh !== true) badState('fresh', 'true or absent', state.fresh);
     return state as unknown as FreshState<C>;

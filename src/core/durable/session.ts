@@ -79,6 +79,7 @@ export function resumption<S, C>(
     attempt:
       (restored.attempt ?? 1) + (segment.takenOver || segment.interrupted === 'abort' ? 1 : 0),
     entries: segment.stored.entries,
+    saved: restored.observers,
     input: segment.input,
     cancel: segment.cancel,
     open: (host) => new StoreSession(durable, orchestrator, host, segment, number, invocations),
@@ -156,7 +157,11 @@ class StoreSession<S, C> implements RunDurability<S, C> {
     };
     let state: string;
     try {
-      const fresh: FreshState<C> = { v: 1, input: host.input, fresh: true };
+      const observers = host.observations.save();
+      const fresh: FreshState<C> =
+        observers === undefined
+          ? { v: 1, input: host.input, fresh: true }
+          : { v: 1, input: host.input, fresh: true, observers };
       state = durable.codec.encode(fresh);
     } catch (error) {
       return Promise.reject(this.#checkpointError(error, 'its input')).catch(failed);

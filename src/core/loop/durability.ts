@@ -64,6 +64,8 @@ export interface Resumption<S, C> {
   readonly attempt: number;
   /** Checkpoint entries folded onto the stored base to rebuild the position (0: stored whole). */
   readonly entries: number;
+  /** The observers' saved data by key at the last commit (the creation's, when nothing ran). */
+  readonly saved: Readonly<Record<string, unknown>> | undefined;
   /** The person's answer (`resume(id, { input })`). */
   readonly input?: Message<C> | undefined;
   /** Set by `cancel()`: the segment ends the conversation as aborted, running nothing. */

@@ -57,6 +57,7 @@ export abstract class RunState<S, C> implements ContextHost, FailurePoint<S, C> 
   protected readonly _queue = new MessageQueue<Message<C>>();
   protected readonly _history: History<Message<C>> | undefined;
   protected _observations!: Observations<S, C>;
+  protected _observationsStarted = false;
   // Which observer hooks exist, read once: a conversation pays only for the hooks it has.
   protected _wrapsResponders = false;
   protected _watchesStarts = false;

@@ -90,6 +90,9 @@ export class ConversationRun<S, C> extends LoopSteps<S, C> implements DurableHos
         return;
       }
       // A new durable conversation: stored (its id reserved, its lease taken) before anything runs.
+      // Its observers start first, so that what they save (the telemetry's trace context) is in
+      // the first checkpoint: a crash before any other commit resumes it in the same trace.
+      this.startObservations();
       const durable = opener.open(this);
       durable
         .create()
@@ -99,20 +102,35 @@ export class ConversationRun<S, C> extends LoopSteps<S, C> implements DurableHos
             this.begin();
           },
           (error: unknown) => {
+            // Nothing was stored: the conversation failed at its start, and its observers hear it
+            // (a taken id, which is no ConversationError, as a failure caused by it). run()
+            // rejects with the error itself.
             this._settled = true;
-            this._reject(error as ConversationError<S, C>);
+            const reject = this._reject;
+            try {
+              this._observations.ended({
+                ok: false,
+                error:
+                  error instanceof ConversationError
+                    ? (error as ConversationError<S, C>)
+                    : unexpectedFailure<S, C>(error, this),
+              });
+            } finally {
+              this.letGo();
+              reject(error as ConversationError<S, C>);
+            }
           },
         )
         // Whatever escapes the handlers (a bug) settles the run rather than hanging it.
         .then(undefined, (error: unknown) => this.fail(error));
     });
   }
-  protected begin(): void {
+  /** Starts the observers (once: a new durable conversation's start before its creation). */
+  protected startObservations(): void {
+    if (this._observationsStarted) return;
+    this._observationsStarted = true;
     const config = this._config;
-    const restored = this._restored;
     const now = performance.now();
-    // Elapsed counts active time only: a resumed conversation goes on from what was committed.
-    this._startedAt = restored === undefined ? now : now - restored.elapsedMs;
     // Without observers every run shares one empty set of them: nothing to start, nothing held.
     this._observations =
       config.observers.length === 0
@@ -133,6 +151,14 @@ export class ConversationRun<S, C> extends LoopSteps<S, C> implements DurableHos
     this._wrapsResponders = this._observations.wrapsResponders;
     this._watchesStarts = this._observations.watchesStarts;
     this._watchesDispatches = this._observations.watchDispatches;
+  }
+  protected begin(): void {
+    const config = this._config;
+    const restored = this._restored;
+    const now = performance.now();
+    // Elapsed counts active time only: a resumed conversation goes on from what was committed.
+    this._startedAt = restored === undefined ? now : now - restored.elapsedMs;
+    this.startObservations();
     try {
       const cancelling = this._resumption?.cancel !== undefined;
       if (restored === undefined) {
@@ -243,7 +269,7 @@ export class ConversationRun<S, C> extends LoopSteps<S, C> implements DurableHos
         elapsedMs: restored?.elapsedMs ?? 0,
         entries: resumption.entries,
       },
-      saved: restored?.observers,
+      saved: resumption.saved,
     };
   }
   /** Puts the loop back where the checkpoint left it; then the person's answer, queued first. */
