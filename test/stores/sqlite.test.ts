@@ -326,3 +326,72 @@ describe('retention and close', () => {
     );
   });
 });
+
+describe('the log behind a whole commit', () => {
+  // A whole commit skips clearing the log when this store knows it is empty (its creation or a
+  // whole commit under the same lease, nothing appended since): never when it is not.
+  it('clears the entries of an append before a whole commit, and leaves none when it knows there are none', async () => {
+    const path = newPath();
+    const store = createSqliteStore({ path });
+    const lease = await createdLease(store, cp('log', 1));
+    // Whole commits only: the log stays empty.
+    expect((await store.commit(cp('log', 2), lease, 60_000)).ok).toBe(true);
+    const entry = (seq: number) => ({
+      conversationId: 'log',
+      seq,
+      dispatchCount: seq - 1,
+      entry: JSON.stringify({ v: 1, seq }),
+    });
+    expect((await store.append(entry(3), lease, 60_000)).ok).toBe(true);
+    expect((await store.append(entry(4), lease, 60_000)).ok).toBe(true);
+    // A whole commit after entries: they are done with.
+    expect((await store.commit(cp('log', 5), lease, 60_000)).ok).toBe(true);
+    expect((await store.commit(cp('log', 6), lease, 60_000)).ok).toBe(true);
+    await store.release('log', lease);
+    const taken = await store.acquire('log', 'next-host.invalid/2/b', 60_000);
+    expect(taken).toMatchObject({ status: 'acquired', checkpoint: { seq: 6 } });
+    expect(taken.status === 'acquired' ? (taken.entries ?? []) : ['?']).toEqual([]);
+    // The new holder's entries, then its whole commit: cleared again, under its lease.
+    if (taken.status !== 'acquired') throw new Error('not acquired');
+    expect((await store.append(entry(7), taken.lease, 60_000)).ok).toBe(true);
+    expect((await store.commit(cp('log', 8), taken.lease, 60_000)).ok).toBe(true);
+    await store.release('log', taken.lease);
+    const again = await store.acquire('log', 'third-host.invalid/3/c', 60_000);
+    expect(again.status === 'acquired' ? (again.entries ?? []) : ['?']).toEqual([]);
+    const raw = new Database(path, { readonly: true });
+    expect(raw.prepare('SELECT COUNT(*) AS n FROM conversation_entries').get()).toEqual({ n: 0 });
+    raw.close();
+    await store.close();
+  });
+
+  it('clears what another store on the same file appended under a lease taken over', async () => {
+    const path = newPath();
+    const a = createSqliteStore({ path });
+    const b = createSqliteStore({ path });
+    const lease = await createdLease(a, cp('two', 1));
+    expect((await a.commit(cp('two', 2), lease, 60_000)).ok).toBe(true);
+    await a.release('two', lease);
+    const taken = await b.acquire('two', 'next-host.invalid/2/b', 60_000);
+    if (taken.status !== 'acquired') throw new Error('not acquired');
+    expect(
+      (
+        await b.append(
+          { conversationId: 'two', seq: 3, dispatchCount: 2, entry: '{"v":1}' },
+          taken.lease,
+          60_000,
+        )
+      ).ok,
+    ).toBe(true);
+    await b.release('two', taken.lease);
+    // A takes it back (a new epoch): its whole commit clears B's entry.
+    const back = await a.acquire('two', 'first-host.invalid/1/a', 60_000);
+    if (back.status !== 'acquired') throw new Error('not acquired');
+    expect(back.entries).toHaveLength(1);
+    expect((await a.commit(cp('two', 4), back.lease, 60_000)).ok).toBe(true);
+    await a.release('two', back.lease);
+    const last = await b.acquire('two', 'next-host.invalid/2/c', 60_000);
+    expect(last.status === 'acquired' ? (last.entries ?? []) : ['?']).toEqual([]);
+    await a.close();
+    await b.close();
+  });
+});
