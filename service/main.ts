@@ -424,7 +424,11 @@ async function main(): Promise<number> {
       const aborting = segments.running;
       approvals.stop();
       stop.abort(new Error(`service stopping (${signal})`));
-      await Promise.allSettled([...tasks, recovered]);
+      await recovered;
+      // Until none is left: a run that settles now can start another task (the cancel() of a
+      // conversation whose trader left just before), which must end before the recording
+      // closes and the store does, or its ending would be neither recorded nor committed.
+      while (tasks.size > 0) await Promise.allSettled([...tasks]);
       const [flush, , recorded] = await Promise.all([
         tracing.shutdown(),
         live.close(),

@@ -58,6 +58,14 @@ export interface ConversationRecorderOptions<S, C = unknown> {
    */
   readonly maxQueuedBytes?: number;
   /**
+   * Characters of dispatches held for durable conversations between two segments in this process
+   * (one suspended, or handed back by an abort, until its `resume()`, `cancel()` or `recover()`
+   * here): the later segment goes on from them and the conversation is written whole, as one line.
+   * Past it the oldest held is let go (its later segment is then not written: `segments`).
+   * @default 16777216 (16 Mi)
+   */
+  readonly maxHeldChars?: number;
+  /**
    * Told of dropped conversations and a failed sink, at most once per `reportIntervalMs` with
    * the count held back.
    * @default a process warning of type `ConversationRecorderWarning`
@@ -80,9 +88,13 @@ export interface RecorderStats {
   /** Dispatches whose `record` field was left out (`recordError`). */
   readonly recordErrors: number;
   /**
-   * Segments of durable conversations not written because they are not a whole conversation: a
-   * segment that resumed one (after a suspension, a crash or a handoff), that suspended it, or
-   * that ended without ending it (`ConversationEnd.ended` false: an abort, a store failure).
+   * Segments of durable conversations not written because no line holds the whole conversation:
+   * a segment that resumed one whose earlier segments this recorder did not observe (they ran in
+   * another process, or before it started), and one that suspended a conversation or ended
+   * without ending it (`ConversationEnd.ended` false: an abort, a store failure) when its
+   * conversation does not go on in this process (let go at `close()`, past `maxHeldChars`, or
+   * taken on elsewhere). Segments that go on in this process are written as one line, not
+   * counted here.
    */
   readonly segments: number;
 }
@@ -198,6 +210,10 @@ interface Shared<S, C> {
   readonly maxDispatches: number;
   readonly maxRecordChars: number;
   readonly maxLineChars: number;
+  readonly maxHeldChars: number;
+  /** Conversations between two segments in this process, oldest first, and their characters. */
+  readonly held: Map<string, Recording<S, C>>;
+  heldChars: number;
   readonly counts: {
     conversations: number;
     truncated: number;
@@ -216,6 +232,10 @@ class Recording<S, C> implements ConversationObservation<S, C> {
   #chars = 0;
   #truncated = false;
   #usage: Usage | undefined;
+  /** The last dispatch count observed (past the cap too). */
+  #lastDispatch = 0;
+  /** The segment this recording observes now: 1 for a run, `resumed.segment` once joined. */
+  #segment = 1;
 
   constructor(
     shared: Shared<S, C>,
@@ -229,7 +249,46 @@ class Recording<S, C> implements ConversationObservation<S, C> {
     this.#responders = quoted;
   }
 
+  /** Characters held for this conversation between segments. */
+  get chars(): number {
+    return this.#chars;
+  }
+
+  /**
+   * Goes on with the segment `start` resumes, when it continues exactly what this recording
+   * observed: the next segment of the conversation (no other holder ran one in between), at a
+   * committed dispatch this recording saw. Dispatches past that commit are dropped: the
+   * conversation goes on from the commit, and runs them again.
+   */
+  continues(start: ConversationStart<C>): boolean {
+    const resumed = start.resumed;
+    if (
+      resumed === undefined ||
+      start.orchestrator !== this.#start.orchestrator ||
+      resumed.segment !== this.#segment + 1 ||
+      resumed.dispatchCount > this.#lastDispatch
+    ) {
+      return false;
+    }
+    const committed = resumed.dispatchCount;
+    const fragments = this.#fragments;
+    if (fragments.length > committed) {
+      for (let i = committed; i < fragments.length; i++) {
+        this.#chars -= (fragments[i] as string).length + 1;
+      }
+      fragments.length = committed;
+      // Every dispatch up to the commit is kept: nothing left out, whatever the cap cut later.
+      this.#truncated = false;
+      // The totals at the commit are not known: the next dispatch writes its `usage`.
+      this.#usage = undefined;
+    }
+    this.#lastDispatch = committed;
+    this.#segment = resumed.segment;
+    return true;
+  }
+
   onDispatch(info: DispatchInfo<S, C>): void {
+    this.#lastDispatch = info.dispatchCount;
     if (this.#truncated) return;
     const shared = this.#shared;
     if (this.#fragments.length >= shared.maxDispatches) {
@@ -284,11 +343,11 @@ class Recording<S, C> implements ConversationObservation<S, C> {
   onConversationEnd(end: ConversationEnd<S, C>): void {
     const shared = this.#shared;
     if ((end.ok && end.result.suspended !== undefined) || end.ended === false) {
-      // The rest runs in a resumed segment, maybe elsewhere: no line holds the whole of it. A
-      // segment that ended without ending the conversation (an abort handed it back, its store
-      // failed, another process took it) is not its ending either: `recover()` goes on with it.
-      shared.counts.segments++;
-      this.#fragments.length = 0;
+      // The rest runs in a resumed segment: a segment that ended without ending the conversation
+      // (an abort handed it back, its store failed, another process took it) is not its ending
+      // either. Held, bounded, for a later segment in this process (a person's answer, the
+      // cancel() of an abandoned run, recover()), which goes on from it; let go otherwise.
+      hold(shared, String(this.#start.conversationId), this);
       return;
     }
     shared.counts.conversations++;
@@ -320,6 +379,31 @@ class Recording<S, C> implements ConversationObservation<S, C> {
     this.#fragments.length = 0;
     shared.queue.offer(line);
   }
+}
+
+/** Holds `recording` between segments; lets go of the oldest past `maxHeldChars`. */
+function hold<S, C>(shared: Shared<S, C>, id: string, recording: Recording<S, C>): void {
+  letGo(shared, id);
+  if (recording.chars > shared.maxHeldChars) {
+    shared.counts.segments++;
+    return;
+  }
+  shared.held.set(id, recording);
+  shared.heldChars += recording.chars;
+  for (const oldest of shared.held.keys()) {
+    if (shared.heldChars <= shared.maxHeldChars) break;
+    letGo(shared, oldest);
+  }
+}
+
+/** Takes the recording held for `id` out (its segments then are not written: counted). */
+function letGo<S, C>(shared: Shared<S, C>, id: string): Recording<S, C> | undefined {
+  const held = shared.held.get(id);
+  if (held === undefined) return undefined;
+  shared.held.delete(id);
+  shared.heldChars -= held.chars;
+  shared.counts.segments++;
+  return held;
 }
 
 function optionalPositiveInteger(option: string, value: unknown, fallback: number): number {
@@ -387,6 +471,13 @@ export function createConversationRecorder<S = unknown, C = unknown>(
       options.maxLineChars,
       4 * 1024 * 1024,
     ),
+    maxHeldChars: optionalPositiveInteger(
+      'createConversationRecorder({ maxHeldChars })',
+      options.maxHeldChars,
+      16 * 1024 * 1024,
+    ),
+    held: new Map(),
+    heldChars: 0,
     counts: { conversations: 0, truncated: 0, recordErrors: 0, segments: 0 },
   };
   // Responder names are bounded by the core; quoted once per orchestrator, not per dispatch.
@@ -402,8 +493,20 @@ export function createConversationRecorder<S = unknown, C = unknown>(
   return {
     startConversation(start: ConversationStart<C>) {
       // A resumed segment has only the dispatches since its checkpoint: replaying it from the
-      // input would compare a candidate with a conversation that never ran that way.
+      // input would compare a candidate with a conversation that never ran that way. It goes on
+      // from the earlier segments when they ran here (and their recording is held).
       if (start.resumed !== undefined) {
+        const id = String(start.conversationId);
+        const held = shared.held.get(id);
+        if (held !== undefined) {
+          const chars = held.chars;
+          if (held.continues(start)) {
+            shared.held.delete(id);
+            shared.heldChars -= chars;
+            return held;
+          }
+        }
+        letGo(shared, id);
         shared.counts.segments++;
         return undefined;
       }
@@ -420,6 +523,8 @@ export function createConversationRecorder<S = unknown, C = unknown>(
         closeOptions?.timeoutMs,
         10_000,
       );
+      // Conversations between segments go on elsewhere, if at all: not written.
+      for (const id of [...shared.held.keys()]) letGo(shared, id);
       await shared.queue.close(timeoutMs);
       return stats();
     },

@@ -28,7 +28,8 @@ import {
   suspend,
 } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
-import { createConversationRecorder } from '../../src/replay/index.ts';
+import { createConversationRecorder, type RecordedConversation } from '../../src/replay/index.ts';
+import { lineRuleProblem } from '../../src/replay/line-rules.ts';
 import { createRedisStore } from '../../src/stores/redis/index.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
 import { hasRedisServer, type RunningRedis, startRedis } from '../helpers/redis.ts';
@@ -96,28 +97,51 @@ async function crashed(store: ConversationStore, id: string, orchestrator = 'rev
 }
 
 describe('the recorder writes whole conversations only', () => {
-  it('does not write the segment of a durable conversation that an abort handed back, which recover() then ends', async () => {
-    const lines: string[] = [];
-    const recorder = createConversationRecorder({ sink: (line) => void lines.push(line) });
-    const store = createMemoryStore();
-    const controller = new AbortController();
-    let calls = 0;
-    const o = make(
-      () => {
+  it('writes a durable conversation that an abort handed back and recover() ended in this process as one whole line; resumed under another recorder (another process), neither writes it', async () => {
+    const run = async (sameRecorder: boolean) => {
+      const lines: string[] = [];
+      const elsewhere: string[] = [];
+      const recorder = createConversationRecorder({ sink: (line) => void lines.push(line) });
+      const other = createConversationRecorder({ sink: (line) => void elsewhere.push(line) });
+      const store = createMemoryStore();
+      const controller = new AbortController();
+      let calls = 0;
+      const respond = () => {
         if (++calls === 2) controller.abort();
         return answer();
-      },
-      { store, observers: [recorder as ConversationObserver<number, unknown>], steps: 4 },
-    );
-    await expect(
-      o.run(input, { conversationId: 'handed', signal: controller.signal }),
-    ).rejects.toBeInstanceOf(ConversationAbortedError);
-    expect(await o.recover()).toMatchObject({ resumed: 1, ended: 1 });
-    await recorder.close();
+      };
+      const observers = (r: typeof recorder) => [r as ConversationObserver<number, unknown>];
+      const o = make(respond, { store, observers: observers(recorder), steps: 4 });
+      await expect(
+        o.run(input, { conversationId: 'handed', signal: controller.signal }),
+      ).rejects.toBeInstanceOf(ConversationAbortedError);
+      const recovering = sameRecorder
+        ? o
+        : make(respond, { store, observers: observers(other), steps: 4 });
+      expect(await recovering.recover()).toMatchObject({ resumed: 1, ended: 1 });
+      await recorder.close();
+      await other.close();
+      return {
+        lines: lines.map((l) => JSON.parse(l) as RecordedConversation),
+        elsewhere,
+        stats: recorder.stats(),
+        otherStats: other.stats(),
+      };
+    };
     // The conversation ran 4 dispatches and ended max_dispatches: no line may say it was
-    // aborted after 2, and the resumed segment is not whole either.
-    expect(lines).toEqual([]);
-    expect(recorder.stats()).toMatchObject({ conversations: 0, written: 0, segments: 2 });
+    // aborted after 2. Both segments ran under one recorder: one line, the whole of it.
+    const here = await run(true);
+    expect(here.lines).toHaveLength(1);
+    expect(here.lines[0]?.ending).toMatchObject({ reason: 'max_dispatches', dispatchCount: 4 });
+    expect(here.lines[0]?.dispatches.map((d) => d.n)).toEqual([1, 2, 3, 4]);
+    expect(lineRuleProblem(here.lines[0] as RecordedConversation)).toBeUndefined();
+    expect(here.stats).toMatchObject({ conversations: 1, written: 1, segments: 0 });
+    // Resumed under another recorder: neither holds the whole, neither writes a line.
+    const split = await run(false);
+    expect(split.lines).toEqual([]);
+    expect(split.elsewhere).toEqual([]);
+    expect(split.stats).toMatchObject({ conversations: 0, written: 0, segments: 1 });
+    expect(split.otherStats).toMatchObject({ conversations: 0, written: 0, segments: 1 });
   });
 });
 

@@ -15,6 +15,7 @@ import {
   type RecordedConversation,
   type RecordingSink,
 } from '../../src/replay/index.ts';
+import { lineRuleProblem } from '../../src/replay/line-rules.ts';
 import { desksOrchestrator, spread } from '../helpers/desks.ts';
 import { schemaErrors } from '../helpers/recording-schema.ts';
 
@@ -96,15 +97,13 @@ describe('createConversationRecorder', () => {
     });
   });
 
-  it('writes only whole conversations of a durable orchestrator: not a suspended segment, not a resumed one', async () => {
-    const out = lines();
-    const recorder = createConversationRecorder({ sink: out.sink });
+  it('writes only whole conversations of a durable orchestrator: a suspension resumed elsewhere is not written, one resumed here is one line', async () => {
     const store = createMemoryStore();
-    const make = () =>
+    const make = (recorder: unknown) =>
       new ConversationOrchestrator<number, number>({
         name: 'asks',
         store,
-        observers: [recorder],
+        observers: [recorder as never],
         responders: [
           {
             name: 'a',
@@ -118,7 +117,16 @@ describe('createConversationRecorder', () => {
         projection: { initial: () => 0, fold: (n) => n + 1 },
         termination: maxDispatches(4),
       });
-    const asks = make();
+    // Suspended under one recorder, resumed under another (as in another process): neither
+    // holds the whole conversation, so neither writes it.
+    const here = lines();
+    const recorder = createConversationRecorder({ sink: here.sink });
+    const elsewhere = lines();
+    const other = createConversationRecorder({ sink: elsewhere.sink });
+    await make(recorder).run({ sender: 'user', content: 0 }, { conversationId: 'split' });
+    await make(other).resume('split', { input: { sender: 'person', content: 1 } });
+    // Suspended and resumed under one recorder: written whole, as one line.
+    const asks = make(recorder);
     await asks.run({ sender: 'user', content: 0 }, { conversationId: 'whole' });
     await asks.resume('whole', { input: { sender: 'person', content: 1 } });
     // A conversation that never suspends is written whole.
@@ -133,10 +141,108 @@ describe('createConversationRecorder', () => {
     });
     await plain.run({ sender: 'user', content: 0 }, { conversationId: 'one-segment' });
     await recorder.close();
-    expect(out.read().map((l) => [l.conversationId, l.ending.dispatchCount])).toEqual([
+    await other.close();
+    expect(here.read().map((l) => [l.conversationId, l.ending.dispatchCount])).toEqual([
+      ['whole', 4],
       ['one-segment', 3],
     ]);
-    expect(recorder.stats()).toMatchObject({ conversations: 1, written: 1, segments: 2 });
+    const whole = here.read()[0] as RecordedConversation;
+    expect(whole.dispatches.map((d) => d.n)).toEqual([1, 2, 3, 4]);
+    expect(schemaErrors(whole)).toEqual([]);
+    expect(lineRuleProblem(whole)).toBeUndefined();
+    expect(elsewhere.read()).toEqual([]);
+    // 'split': its suspended segment let go at close() here, its resumed one not written there.
+    expect(recorder.stats()).toMatchObject({ conversations: 2, written: 2, segments: 1 });
+    expect(other.stats()).toMatchObject({ conversations: 0, written: 0, segments: 1 });
+  });
+
+  it('writes a durable conversation handed back by an abort and ended by cancel() in this process as one line, ending aborted, with the dispatches the store holds', async () => {
+    const out = lines();
+    const recorder = createConversationRecorder({ sink: out.sink });
+    const store = createMemoryStore();
+    let calls = 0;
+    let entered: () => void = () => {};
+    const third = new Promise<void>((r) => {
+      entered = r;
+    });
+    const orchestrator = new ConversationOrchestrator<number, number>({
+      name: 'left',
+      store,
+      observers: [recorder],
+      responders: [
+        {
+          name: 'a',
+          respond: (_m, s, { signal }) => {
+            if (++calls < 3) return { sender: 'a', content: s.dispatchCount };
+            entered();
+            // The third call waits until the run is aborted (the trader leaves).
+            return new Promise((_, reject) =>
+              signal.addEventListener('abort', () => reject(signal.reason), { once: true }),
+            );
+          },
+        },
+      ],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (n) => n + 1 },
+      termination: maxDispatches(10),
+    });
+    const trader = new AbortController();
+    const run = orchestrator.run(
+      { sender: 'user', content: 0 },
+      { conversationId: 'abandoned', signal: trader.signal },
+    );
+    await third;
+    trader.abort(new Error('the trader left'));
+    await expect(run).rejects.toThrow();
+    // Handed back, not ended: nothing written yet.
+    expect(out.read()).toEqual([]);
+    expect((await store.get('abandoned'))?.status).toBe('running');
+    expect(await orchestrator.cancel('abandoned', { reason: 'the trader left' })).toBe(true);
+    await recorder.close();
+    const [line, ...rest] = out.read();
+    expect(rest).toEqual([]);
+    expect(line?.conversationId).toBe('abandoned');
+    expect(line?.ending).toMatchObject({
+      reason: 'aborted',
+      error: 'ConversationAbortedError',
+      dispatchCount: 2,
+    });
+    expect(line?.dispatches.map((d) => d.n)).toEqual([1, 2]);
+    expect(schemaErrors(line)).toEqual([]);
+    expect(lineRuleProblem(line as RecordedConversation)).toBeUndefined();
+    expect(recorder.stats()).toMatchObject({ conversations: 1, written: 1, segments: 0 });
+  });
+
+  it('lets go of the oldest conversation held between segments past maxHeldChars (its later segment is not written)', async () => {
+    const out = lines();
+    const recorder = createConversationRecorder({ sink: out.sink, maxHeldChars: 300 });
+    const store = createMemoryStore();
+    const asks = new ConversationOrchestrator<number, number>({
+      name: 'asks',
+      store,
+      observers: [recorder],
+      responders: [
+        {
+          name: 'a',
+          respond: (m, s) =>
+            s.dispatchCount === 2 && m.sender !== 'person'
+              ? suspend({ question: 'go on?' })
+              : { sender: 'a', content: s.dispatchCount },
+        },
+      ],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (n) => n + 1 },
+      termination: maxDispatches(4),
+    });
+    // Each suspended conversation holds three fragments (~210 characters): the second lets go
+    // of the first.
+    await asks.run({ sender: 'user', content: 0 }, { conversationId: 'first' });
+    await asks.run({ sender: 'user', content: 0 }, { conversationId: 'second' });
+    await asks.resume('first', { input: { sender: 'person', content: 1 } });
+    await asks.resume('second', { input: { sender: 'person', content: 1 } });
+    await recorder.close();
+    expect(out.read().map((l) => [l.conversationId, l.dispatches.length])).toEqual([['second', 4]]);
+    expect(recorder.stats()).toMatchObject({ conversations: 1, segments: 2 });
   });
 
   it('records a failed conversation with its error class and the dispatches before it', async () => {

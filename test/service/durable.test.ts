@@ -171,6 +171,149 @@ describe('SIGHUP', () => {
   }, 120_000);
 });
 
+/** Every conversation id of a store, by status. */
+async function storeIds(path: string): Promise<Map<string, string>> {
+  const store = createSqliteStore({ path });
+  const ids = new Map<string, string>();
+  try {
+    for (const status of ['ended', 'running', 'suspended'] as const) {
+      let after: string | undefined;
+      for (;;) {
+        const page = await store.list({ status, limit: 1000, ...(after ? { after } : {}) });
+        for (const row of page) ids.set(row.conversationId, row.status);
+        if (page.length < 1000) break;
+        after = page.at(-1)?.conversationId;
+      }
+    }
+  } finally {
+    await store.close();
+  }
+  return ids;
+}
+
+/** The conversation ids of every line in a recordings directory, each line parsed whole. */
+function recordedIds(dir: string): string[] {
+  return readdirSync(dir).flatMap((f) =>
+    readFileSync(join(dir, f), 'utf8')
+      .split('\n')
+      .filter((l) => l !== '')
+      .map((l) => (JSON.parse(l) as { conversationId: string }).conversationId),
+  );
+}
+
+const ids = (messages: { type: string; [key: string]: unknown }[], type: string) =>
+  new Set(messages.filter((m) => m.type === type).map((m) => m.conversationId as string));
+
+// Markets whose trader leaves (ended by cancel()), that fail, that wait for a person, and that
+// converge, at a pace that keeps a dozen in flight; each ends within the desks' 3 s timeout.
+const MIXED = [
+  '--mix',
+  'converge=4,abort=3,fail=1,approval=1,never=1',
+  '--latency-ms',
+  '20',
+  '--rate',
+  '30',
+  '--concurrency',
+  '16',
+];
+
+describe('SIGHUP mid-load', () => {
+  it('records every conversation that ended, and leaves every one in flight to the next start, which resumes it', async () => {
+    const data = mkdtempSync(join(tmpdir(), 'demo-hup-load-'));
+    const record = join(data, 'recordings');
+    const db = join(data, 'conversations.db');
+    const first = await start([...MIXED, '--data', data, '--record', record]);
+    const live = liveClient(`ws://127.0.0.1:${first.port}/ws`);
+    await until('endings by cancel()', () => {
+      const ended = live.messages.filter((m) => m.type === 'end');
+      return (ended.length >= 40 && ended.some((m) => m.reason === 'aborted')) || undefined;
+    });
+    first.child.kill('SIGHUP');
+    expect(await first.exited).toBe(0);
+    expect(first.stdout()).toMatch(/SIGHUP: aborted \d+ in-flight conversations/);
+    const atHup = await storeIds(db);
+    const recorded = recordedIds(record);
+    // Each ended conversation recorded once, and only ended ones: the store says which ended.
+    expect(new Set(recorded).size).toBe(recorded.length);
+    const endedInStore = [...atHup].filter(([, s]) => s === 'ended').map(([id]) => id);
+    expect(endedInStore.length).toBeGreaterThanOrEqual(40);
+    expect(new Set(recorded)).toEqual(new Set(endedInStore));
+    // The page saw them end, and those it saw in flight at the signal are ended or left running.
+    const seenEnded = ids(live.messages, 'end');
+    const inFlight = [...ids(live.messages, 'dispatch')].filter((id) => !seenEnded.has(id));
+    expect(inFlight.length).toBeGreaterThan(0);
+    for (const id of seenEnded) expect(recorded).toContain(id);
+    const left = [...atHup].filter(([, s]) => s === 'running').map(([id]) => id);
+    for (const id of inFlight) expect(['ended', 'suspended', 'running']).toContain(atHup.get(id));
+    live.ws.terminate();
+
+    // The next start resumes every one left running, and they end there, marked resumed.
+    const second = await start(['--rate', '0.01', '--data', data, '--mix', 'converge=1']);
+    const after = liveClient(`ws://127.0.0.1:${second.port}/ws`);
+    const resumed = Number(
+      (
+        await until(
+          'recover() to settle',
+          () => /resumed (\d+) conversations from the store/.exec(second.stdout()) ?? undefined,
+        )
+      )[1],
+    );
+    expect(resumed).toBe(left.length);
+    second.child.kill('SIGTERM');
+    expect(await second.exited).toBe(0);
+    const later = await storeIds(db);
+    for (const id of left) expect(later.get(id)).toBe('ended');
+    after.ws.terminate();
+  }, 120_000);
+});
+
+describe('kill -9 at random points, then a restart', () => {
+  it("counts each ending once: the totals start from the store, and every ending published is the store's", async () => {
+    const data = mkdtempSync(join(tmpdir(), 'demo-kill-totals-'));
+    const db = join(data, 'conversations.db');
+    const publishedIn = new Map<string, number>();
+    let storedEnded = 0;
+    for (let run = 0; run < 4; run++) {
+      const s = await start([...MIXED, '--data', data]);
+      // The start's count is the store's ended conversations as the last kill left them.
+      const counted = Number(/(\d+) ended ones counted from it/.exec(s.stdout())?.[1]);
+      expect(counted).toBe(storedEnded);
+      const live = liveClient(`ws://127.0.0.1:${s.port}/ws`);
+      await until('the history', () => live.messages.find((m) => m.type === 'history'));
+      await sleep(1000 + Math.random() * 3000);
+      s.child.kill('SIGKILL');
+      await s.exited;
+      live.ws.terminate();
+      const stored = await storeIds(db);
+      const ended = new Set([...stored].filter(([, st]) => st === 'ended').map(([id]) => id));
+      // Every ending the page was told of is the store's, and none was told in two runs.
+      for (const id of ids(live.messages, 'end')) {
+        expect(ended.has(id)).toBe(true);
+        expect(publishedIn.get(id)).toBeUndefined();
+        publishedIn.set(id, run);
+      }
+      expect(ended.size).toBeGreaterThanOrEqual(storedEnded);
+      storedEnded = ended.size;
+    }
+    // Started once more and left to settle: its totals are the store's ended conversations.
+    const last = await start(['--rate', '0.01', '--data', data, '--mix', 'converge=1']);
+    await until(
+      'recover() to settle',
+      () => /resumed \d+ conversations from the store/.test(last.stdout()) || undefined,
+    );
+    // The one conversation the pace starts at once ends within the desks' 3 s timeout.
+    await sleep(3500);
+    const live = liveClient(`ws://127.0.0.1:${last.port}/ws`);
+    const history = await until('the history', () =>
+      live.messages.find((m) => m.type === 'history'),
+    );
+    const stored = await storeIds(db);
+    const ended = [...stored].filter(([, st]) => st === 'ended').length;
+    expect(sum(history.totals as Totals)).toBe(ended);
+    live.ws.terminate();
+  }, 120_000);
+});
+
 describe('the recording of a run restarted within the same second', () => {
   it('goes into a new file, never appended to the crashed one, and each file is listed once', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'rec-'));
