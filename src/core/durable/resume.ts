@@ -23,9 +23,9 @@ import {
   bounded,
   type CheckpointState,
   checkedOutcome,
-  checkedState,
   type FreshState,
 } from './checkpoint.ts';
+import { checkedState } from './checkpoint-check.ts';
 import type { DurableConfig, Segment } from './config.ts';
 import { checkedEntry, foldEntries } from './incremental.ts';
 import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
