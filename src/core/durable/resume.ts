@@ -4,6 +4,7 @@
  * ending again, and waiting out another process's cancel().
  */
 import type { RunConfig } from '../loop/config.ts';
+import type { Resumption } from '../loop/durability.ts';
 import { type CallOptions, ConversationRun } from '../loop/run.ts';
 import { NO_USAGE } from '../loop/usage.ts';
 import {
@@ -29,7 +30,7 @@ import { checkedState } from './checkpoint-check.ts';
 import type { DurableConfig, Segment } from './config.ts';
 import { checkedEntry, foldEntries } from './incremental.ts';
 import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
-import { resumption } from './session.ts';
+import { StoreSession } from './session.ts';
 
 /**
  * Reads the conversation before its lease is asked for (once per segment): one of another
@@ -301,4 +302,39 @@ function storedEnding<S, C>(
     throw error;
   }
   return stored;
+}
+
+/** The run of a stored conversation (`segment`, its decoded state `restored`), for the loop. */
+function resumption<S, C>(
+  durable: DurableConfig,
+  orchestrator: string,
+  segment: Segment<C>,
+  restored: CheckpointState<S, C> | FreshState<C>,
+): Resumption<S, C> {
+  const fresh = 'fresh' in restored;
+  const number = (restored.segment ?? 1) + 1;
+  const invocations = fresh ? 0 : restored.invocations;
+  return {
+    position: fresh ? undefined : restored,
+    cause: segment.cancel
+      ? 'cancel'
+      : segment.takenOver
+        ? 'crash'
+        : segment.interrupted === 'abort'
+          ? 'abort'
+          : segment.checkpoint.status === 'suspended'
+            ? 'suspend'
+            : 'handoff',
+    segment: number,
+    invocations,
+    // After a crash, or an abort inside a step (its last commit marked), the call that was open
+    // may have run: it runs again with its attempt raised (once, if both).
+    attempt:
+      (restored.attempt ?? 1) + (segment.takenOver || segment.interrupted === 'abort' ? 1 : 0),
+    entries: segment.stored.entries,
+    saved: restored.observers,
+    input: segment.input,
+    cancel: segment.cancel,
+    open: (host) => new StoreSession(durable, orchestrator, host, segment, number, invocations),
+  };
 }

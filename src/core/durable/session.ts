@@ -6,38 +6,42 @@
  * through `DurableHost` (core/loop/durability.ts): the loop knows no store, lease nor codec.
  */
 import { performance } from 'node:perf_hooks';
-import type {
-  CutPoint,
-  DurabilityOpener,
-  DurableHost,
-  LoopPosition,
-  Resumption,
-  RunDurability,
-} from '../loop/durability.ts';
+import type { CutPoint, DurabilityOpener, DurableHost, RunDurability } from '../loop/durability.ts';
 import {
   CheckpointError,
   ConversationAbortedError,
-  ConversationError,
+  type ConversationError,
   ConversationExistsError,
   ConversationLeaseError,
-  describeCause,
-  describeValue,
-  storedFailure,
 } from '../spi/errors.ts';
-import type { Checkpoint, CheckpointEntry, ConversationStatus, Lease } from '../spi/store.ts';
+import type { Checkpoint, ConversationStatus, Lease } from '../spi/store.ts';
 import type { ConversationResult, ConversationSuspension } from '../spi/types.ts';
+import { bounded, checkedOutcome } from './checkpoint.ts';
 import {
-  bounded,
-  type CheckpointState,
-  checkedOutcome,
-  type EndedState,
-  type FreshState,
-  UnstorableValueError,
-} from './checkpoint.ts';
+  type Built,
+  checkpointAt,
+  endedState,
+  entryPays,
+  entryPossible,
+  failureResult,
+  freshState,
+  snapshotWanted,
+  stateOf,
+  wholeLimit,
+} from './commit-plan.ts';
 import type { DurableConfig, Segment } from './config.ts';
 import { planFailure } from './failure-plan.ts';
-import { abortMarkedEntry, checkedEntry, entryOf, snapshotDue } from './incremental.ts';
+import { entryOf } from './incremental.ts';
 import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
+import { LogAccount } from './log-account.ts';
+import { acquiredAsCommitted, landed, writeAbortMark } from './session-calls.ts';
+import {
+  checkpointError,
+  deletedError,
+  leaseLostError,
+  outgrownError,
+  tooLargeError,
+} from './session-errors.ts';
 
 /** How a durable orchestrator's new conversations open their store session. */
 export function durabilityOpener<S, C>(
@@ -51,42 +55,11 @@ export function durabilityOpener<S, C>(
   };
 }
 
-/** The run of a stored conversation (`segment`, its decoded state `restored`), for the loop. */
-export function resumption<S, C>(
-  durable: DurableConfig,
-  orchestrator: string,
-  segment: Segment<C>,
-  restored: CheckpointState<S, C> | FreshState<C>,
-): Resumption<S, C> {
-  const fresh = 'fresh' in restored;
-  const number = (restored.segment ?? 1) + 1;
-  const invocations = fresh ? 0 : restored.invocations;
-  return {
-    position: fresh ? undefined : restored,
-    cause: segment.cancel
-      ? 'cancel'
-      : segment.takenOver
-        ? 'crash'
-        : segment.interrupted === 'abort'
-          ? 'abort'
-          : segment.checkpoint.status === 'suspended'
-            ? 'suspend'
-            : 'handoff',
-    segment: number,
-    invocations,
-    // After a crash, or an abort inside a step (its last commit marked), the call that was open
-    // may have run: it runs again with its attempt raised (once, if both).
-    attempt:
-      (restored.attempt ?? 1) + (segment.takenOver || segment.interrupted === 'abort' ? 1 : 0),
-    entries: segment.stored.entries,
-    saved: restored.observers,
-    input: segment.input,
-    cancel: segment.cancel,
-    open: (host) => new StoreSession(durable, orchestrator, host, segment, number, invocations),
-  };
-}
-
-class StoreSession<S, C> implements RunDurability<S, C> {
+/**
+ * A run's store session (opened by `durabilityOpener` for a new conversation, by resume.ts's
+ * `resumption` for a stored one's next segment).
+ */
+export class StoreSession<S, C> implements RunDurability<S, C> {
   readonly #durable: DurableConfig;
   readonly #orchestrator: string;
   readonly #host: DurableHost<S, C>;
@@ -99,16 +72,8 @@ class StoreSession<S, C> implements RunDurability<S, C> {
   #committedInvocations: number;
   #inflight: Promise<void> | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
-  // What the store holds (incremental stores): the base (whole checkpoint or snapshot) and the
-  // entries after it, counted to know when a snapshot is due and how large the conversation is.
-  #baseBytes = 0;
-  #baseSeq = 0;
-  #baseDispatch = 0;
-  #logBytes = 0;
-  /** Set while a snapshot is in flight (one at a time, never awaited by the loop). */
-  #snapshotting = false;
-  /** After a snapshot failed: the log bytes before the next is tried. */
-  #snapshotRetryAt = 0;
+  /** What the store holds (incremental stores): the base, the entries after it, the snapshots. */
+  readonly #log: LogAccount;
   /**
    * The CheckpointError of a state the codec refused or that outgrew the store's limit: no retry
    * can store it, so the conversation ends as failed instead of staying resumable.
@@ -129,15 +94,11 @@ class StoreSession<S, C> implements RunDurability<S, C> {
     this.#segment = segment;
     this.#segmentNumber = segmentNumber;
     this.#committedInvocations = invocations;
+    this.#log = new LogAccount(segment?.stored);
     if (segment !== undefined) {
       this.#owner = segment.owner;
       this.#lease = segment.lease;
       this.#seq = segment.checkpoint.seq;
-      const stored = segment.stored;
-      this.#baseBytes = stored.baseBytes;
-      this.#baseSeq = stored.baseSeq;
-      this.#baseDispatch = stored.baseDispatch;
-      this.#logBytes = stored.logBytes;
     }
   }
 
@@ -157,23 +118,11 @@ class StoreSession<S, C> implements RunDurability<S, C> {
     };
     let state: string;
     try {
-      const observers = host.observations.save();
-      const fresh: FreshState<C> =
-        observers === undefined
-          ? { v: 1, input: host.input, fresh: true }
-          : { v: 1, input: host.input, fresh: true, observers };
-      state = durable.codec.encode(fresh);
+      state = durable.codec.encode(freshState(host.input, host.observations.save()));
     } catch (error) {
       return Promise.reject(this.#checkpointError(error, 'its input')).catch(failed);
     }
-    const checkpoint: Checkpoint = {
-      conversationId: host.conversationId,
-      orchestrator: this.#orchestrator,
-      status: 'running',
-      seq: 1,
-      dispatchCount: 0,
-      state,
-    };
+    const checkpoint = this.#checkpointAt('running', 1, 0, state, undefined);
     const store = durable.store;
     return bounded(
       () => store.create(checkpoint, owner, durable.leaseMs),
@@ -188,8 +137,7 @@ class StoreSession<S, C> implements RunDurability<S, C> {
             this.#owner = owner;
             this.#lease = outcome.lease;
             this.#seq = 1;
-            this.#baseSeq = 1;
-            this.#baseBytes = Buffer.byteLength(state);
+            this.#log.created(Buffer.byteLength(state));
           }
         },
         (error: unknown) => failed(this.#checkpointError(error, 'its creation')),
@@ -287,25 +235,7 @@ class StoreSession<S, C> implements RunDurability<S, C> {
     }
     // A failure is an ending: committed as ended with what failed, so resume() tells it again.
     // An unstorable state is not stored with its failure either (it is what could not be).
-    let text: string;
-    try {
-      if (unstorable) throw error;
-      text = durable.codec.encode({
-        conversationId: host.conversationId,
-        state: error.state,
-        dispatchCount: error.dispatchCount,
-        elapsedMs: error.elapsedMs,
-        usage: error.usage,
-        error: storedFailure(error),
-      });
-    } catch {
-      text = JSON.stringify({
-        conversationId: host.conversationId,
-        dispatchCount: error.dispatchCount,
-        elapsedMs: error.elapsedMs,
-        error: storedFailure(error),
-      });
-    }
+    const text = failureResult(durable.codec, host.conversationId, error, unstorable);
     return this.#afterInflight(() => this.#commit('ended', text)).then(
       () => true,
       (failed: unknown) => {
@@ -357,78 +287,17 @@ class StoreSession<S, C> implements RunDurability<S, C> {
    * store call fails: the caller then leaves the lease to lapse.
    */
   async #markAbort(): Promise<void> {
-    const durable = this.#durable;
-    const store = durable.store;
     const id = this.#host.conversationId;
-    const owner = (this.#lease as Lease).owner;
-    const outcome = checkedOutcome(
-      store,
-      'acquire',
-      await bounded(
-        () => store.acquire(id, owner, durable.leaseMs),
-        durable.storeTimeoutMs,
-        'acquire',
-      ),
+    const acquired = await acquiredAsCommitted(
+      this.#durable,
+      id,
+      (this.#lease as Lease).owner,
+      this.#seq,
     );
-    if (
-      outcome.status !== 'acquired' ||
-      outcome.takenOver ||
-      outcome.checkpoint.seq !== this.#seq ||
-      outcome.checkpoint.status !== 'running'
-    ) {
-      throw new Error('the store does not hold the conversation as this segment committed it');
-    }
-    this.#lease = outcome.lease;
-    const codec = durable.codec;
-    const entries = outcome.entries ?? [];
-    const seq = outcome.checkpoint.seq + 1;
-    const stored = outcome.checkpoint;
-    const committed =
-      entries.length > 0 && store.append !== undefined
-        ? await bounded(
-            () =>
-              (store.append as NonNullable<typeof store.append>).call(
-                store,
-                {
-                  conversationId: id,
-                  seq,
-                  dispatchCount: stored.dispatchCount,
-                  entry: codec.encode(
-                    abortMarkedEntry(
-                      checkedEntry(
-                        codec.decode(entries[entries.length - 1] as string),
-                        entries.length,
-                      ),
-                    ),
-                  ),
-                },
-                outcome.lease,
-                durable.leaseMs,
-              ),
-            durable.storeTimeoutMs,
-            `append (seq ${seq})`,
-          )
-        : await bounded(
-            () =>
-              store.commit(
-                {
-                  ...stored,
-                  seq,
-                  state: codec.encode({
-                    ...(codec.decode(stored.state) as object),
-                    interrupted: 'abort',
-                  }),
-                },
-                outcome.lease,
-                durable.leaseMs,
-              ),
-            durable.storeTimeoutMs,
-            `commit (seq ${seq})`,
-          );
-    const landed = checkedOutcome(store, entries.length > 0 ? 'append' : 'commit', committed);
-    if (!landed.ok) throw new Error(`the mark's commit was refused (${landed.reason})`);
+    this.#lease = acquired.lease;
+    const { seq, lease } = await writeAbortMark(this.#durable, id, acquired);
     this.#seq = seq;
-    this.#lease = landed.lease;
+    this.#lease = lease;
   }
 
   #afterInflight<T>(next: () => Promise<T>): Promise<T> {
@@ -474,14 +343,19 @@ class StoreSession<S, C> implements RunDurability<S, C> {
           durationMs: performance.now() - started,
         });
       }
-      if (entry === undefined) {
-        this.#baseBytes = built.bytes;
-        this.#baseSeq = seq;
-        this.#baseDispatch = built.dispatchCount;
-        this.#logBytes = 0;
-      } else {
-        this.#logBytes += built.bytes;
-        if (built.snapshot !== undefined) this.#snapshot(built.snapshot, built.snapshotBytes);
+      if (entry === undefined) this.#log.wholeLanded(built.bytes, seq, built.dispatchCount);
+      else {
+        this.#log.entryLanded(built.bytes);
+        const snapshot = built.snapshot;
+        if (snapshot !== undefined) {
+          this.#log.snapshot(
+            durable,
+            snapshot,
+            built.snapshotBytes,
+            this.#lease as Lease,
+            observations,
+          );
+        }
       }
     };
     const commit = bounded(
@@ -504,8 +378,8 @@ class StoreSession<S, C> implements RunDurability<S, C> {
           if (!outcome.ok) {
             observations.leaseConflict();
             throw outcome.reason === 'not_found'
-              ? this.#deleted()
-              : this.#leaseLost(`its commit was refused (${outcome.reason})`);
+              ? deletedError(host)
+              : leaseLostError(host, `its commit was refused (${outcome.reason})`);
           }
           this.#lease = outcome.lease;
           landedNow();
@@ -556,47 +430,30 @@ class StoreSession<S, C> implements RunDurability<S, C> {
     const folded = host.folded;
     const foldedUpTo = folded?.length ?? 0;
     if (status === 'ended') {
-      const ended: EndedState = {
-        v: 1,
-        ended: true,
-        dispatchCount: host.dispatchCount,
-        segment: this.#segmentNumber,
-        elapsedMs: host.elapsedMs(),
-        // Saved as at every commit: an observer counts what this commit stores when it lands.
-        observers: host.observations.save(),
-      };
-      const text = this.#encode(ended);
-      return this.#whole(status, seq, text, result, foldedUpTo);
+      const elapsedMs = host.elapsedMs();
+      // Saved as at every commit: an observer counts what this commit stores when it lands.
+      const observers = host.observations.save();
+      const ended = endedState(host.dispatchCount, this.#segmentNumber, elapsedMs, observers);
+      return this.#whole(status, seq, this.#encode(ended), result, foldedUpTo);
     }
     const position = host.position(reopen);
-    if (
-      plan.incremental &&
-      status === 'running' &&
-      folded !== undefined &&
-      this.#baseBytes + this.#logBytes >= plan.wholeBelowBytes
-    ) {
-      const text = this.#encode(entryOf(position, folded, this.#segmentNumber));
+    const stored = this.#log.storedBytes;
+    if (entryPossible(plan, status, folded !== undefined, stored)) {
+      const text = this.#encode(
+        entryOf(position, folded as NonNullable<typeof folded>, this.#segmentNumber),
+      );
       const bytes = Buffer.byteLength(text);
-      const total = this.#baseBytes + this.#logBytes + bytes;
-      // An entry as large as half of what it adds to (a first commit after a long run on 'exit')
-      // is no cheaper than the whole state, which also starts a new base.
-      if (bytes <= durable.maxCheckpointBytes && bytes * 2 <= total) {
-        if (total > plan.maxConversationBytes) throw this.#outgrown(total);
+      const total = stored + bytes;
+      if (entryPays(bytes, stored, durable.maxCheckpointBytes)) {
+        if (total > plan.maxConversationBytes) {
+          throw this.#refuse(outgrownError(host, plan.maxConversationBytes, total));
+        }
         let snapshot: Checkpoint | undefined;
         let snapshotBytes = 0;
-        if (
-          !this.#snapshotting &&
-          this.#logBytes + bytes >= this.#snapshotRetryAt &&
-          snapshotDue(
-            plan,
-            this.#baseBytes,
-            this.#logBytes + bytes,
-            position.dispatchCount - this.#baseDispatch,
-          )
-        ) {
+        if (snapshotWanted(plan, this.#log.withEntry(bytes, position.dispatchCount))) {
           // The whole state at this entry's seq, encoded now (the position moves on once the loop
           // goes on), written once the entry has landed, without the loop waiting for it.
-          const state = this.#encode(this.#stateOf(position));
+          const state = this.#encode(stateOf(position, this.#segmentNumber));
           snapshotBytes = Buffer.byteLength(state);
           if (snapshotBytes <= plan.maxSnapshotBytes) {
             snapshot = this.#checkpointAt('running', seq, position.dispatchCount, state, undefined);
@@ -618,30 +475,8 @@ class StoreSession<S, C> implements RunDurability<S, C> {
         };
       }
     }
-    return this.#whole(status, seq, this.#encode(this.#stateOf(position)), result, foldedUpTo);
-  }
-
-  /** The whole state at `position`, in the order the format has always had (the text is unchanged). */
-  #stateOf(p: LoopPosition<S, C>): CheckpointState<S, C> {
-    return {
-      v: 1,
-      input: p.input,
-      projection: p.projection,
-      lastMessage: p.lastMessage,
-      queue: p.queue,
-      history: p.history,
-      answering: p.answering,
-      dispatchCount: p.dispatchCount,
-      invocations: p.invocations,
-      attempt: p.attempt,
-      segment: this.#segmentNumber,
-      elapsedMs: p.elapsedMs,
-      usage: p.usage,
-      termination: p.termination,
-      turn: p.turn,
-      observers: p.observers,
-      suspended: p.suspended,
-    };
+    const text = this.#encode(stateOf(position, this.#segmentNumber));
+    return this.#whole(status, seq, text, result, foldedUpTo);
   }
 
   /** `value` as the codec writes it; a refusal fails the conversation (no retry can store it). */
@@ -668,17 +503,11 @@ class StoreSession<S, C> implements RunDurability<S, C> {
     const whole = bytes + (result === undefined ? 0 : Buffer.byteLength(result));
     // An incremental store bounds an entry by maxCheckpointBytes, a whole state by the
     // conversation's bound (and its maxSnapshotBytes); another, every commit by maxCheckpointBytes.
-    if (plan.incremental && whole > plan.maxConversationBytes) throw this.#outgrown(whole);
-    const max = plan.incremental ? plan.maxSnapshotBytes : durable.maxCheckpointBytes;
-    if (whole > max) {
-      const error = new CheckpointError<S, C>(
-        `Conversation ${host.conversationId} could not be checkpointed at dispatch ${host.dispatchCount}: expected at most ${max} bytes (the store's ${plan.incremental ? 'maxSnapshotBytes' : 'maxCheckpointBytes'}), got ${whole}`,
-        host.state(),
-        host.elapsedMs(),
-      );
-      this.#unstorable = error;
-      throw error;
+    if (plan.incremental && whole > plan.maxConversationBytes) {
+      throw this.#refuse(outgrownError(host, plan.maxConversationBytes, whole));
     }
+    const { max, limit } = wholeLimit(plan, durable.maxCheckpointBytes);
+    if (whole > max) throw this.#refuse(tooLargeError(host, max, limit, whole));
     return {
       seq,
       dispatchCount: host.dispatchCount,
@@ -689,15 +518,8 @@ class StoreSession<S, C> implements RunDurability<S, C> {
     };
   }
 
-  /** The conversation grew past `checkpoints.maxConversationBytes`: it ends, failed, its state handed back. */
-  #outgrown(bytes: number): CheckpointError<S, C> {
-    const host = this.#host;
-    const max = this.#durable.plan.maxConversationBytes;
-    const error = new CheckpointError<S, C>(
-      `Conversation ${host.conversationId} could not be checkpointed at dispatch ${host.dispatchCount}: it outgrew the orchestrator's checkpoints.maxConversationBytes: expected at most ${max} bytes in the store, got ${bytes}`,
-      host.state(),
-      host.elapsedMs(),
-    );
+  /** `error`, recorded as one no retry can store: the conversation ends as failed (`fail`). */
+  #refuse(error: CheckpointError<S, C>): CheckpointError<S, C> {
     this.#unstorable = error;
     return error;
   }
@@ -709,78 +531,8 @@ class StoreSession<S, C> implements RunDurability<S, C> {
     text: string,
     result: string | undefined,
   ): Checkpoint {
-    return {
-      conversationId: this.#host.conversationId,
-      orchestrator: this.#orchestrator,
-      status,
-      seq,
-      dispatchCount,
-      state: text,
-      ...(result === undefined ? {} : { result }),
-      ...(status === 'suspended' ? { suspendedAt: Date.now() } : {}),
-    };
-  }
-
-  /**
-   * Writes `snapshot` (the whole state at a seq the store holds as an entry) behind the loop:
-   * the store makes it the base and drops the entries it covers. A failure changes nothing (the
-   * entries stay); the next is tried once the log has grown by another quarter.
-   */
-  #snapshot(snapshot: Checkpoint, bytes: number): void {
-    const durable = this.#durable;
-    const store = durable.store;
-    const lease = this.#lease as Lease;
-    const covered = this.#logBytes;
-    const observations = this.#host.observations;
-    const started = performance.now();
-    const heard = (error?: unknown): void => {
-      if (!observations.wantsWrites) return;
-      const durationMs = performance.now() - started;
-      observations.written(
-        error === undefined
-          ? { kind: 'snapshot', bytes, durationMs }
-          : { kind: 'snapshot', bytes, durationMs, error },
-      );
-    };
-    this.#snapshotting = true;
-    bounded(
-      () => (store.snapshot as NonNullable<typeof store.snapshot>).call(store, snapshot, lease),
-      durable.storeTimeoutMs,
-      `snapshot (seq ${snapshot.seq})`,
-    )
-      .then(
-        (outcome) => {
-          if (
-            typeof outcome === 'object' &&
-            outcome !== null &&
-            outcome.ok === true &&
-            snapshot.seq > this.#baseSeq
-          ) {
-            this.#baseBytes = bytes;
-            this.#baseSeq = snapshot.seq;
-            this.#baseDispatch = snapshot.dispatchCount;
-            this.#logBytes = Math.max(0, this.#logBytes - covered);
-            this.#snapshotRetryAt = 0;
-            heard();
-          } else if (outcome?.ok !== true) {
-            this.#snapshotRetryAt = covered * 1.25;
-            heard(
-              new Error(
-                typeof outcome === 'object' && outcome !== null && outcome.ok === false
-                  ? `the store refused the snapshot (${String(outcome.reason)})`
-                  : `expected a snapshot outcome from the store, got ${describeValue(outcome)}`,
-              ),
-            );
-          } else heard();
-        },
-        (error: unknown) => {
-          this.#snapshotRetryAt = covered * 1.25;
-          heard(error ?? new Error('the snapshot failed'));
-        },
-      )
-      .finally(() => {
-        this.#snapshotting = false;
-      });
+    const id = this.#host.conversationId;
+    return checkpointAt(id, this.#orchestrator, status, seq, dispatchCount, text, result);
   }
 
   /**
@@ -789,37 +541,9 @@ class StoreSession<S, C> implements RunDurability<S, C> {
    * value will be refused every time, so the conversation ends rather than stays resumable.
    */
   #checkpointError(error: unknown, at: string, refused = false): ConversationError<S, C> {
-    if (error instanceof ConversationError) return error as ConversationError<S, C>;
-    const host = this.#host;
-    const path = error instanceof UnstorableValueError ? error.path : undefined;
-    const checkpointError = new CheckpointError<S, C>(
-      `Conversation ${host.conversationId} could not be checkpointed at ${at}: ${describeCause(error)}`,
-      host.state(),
-      host.elapsedMs(),
-      path,
-      error,
-    );
-    if (refused) this.#unstorable = checkpointError;
-    return checkpointError;
-  }
-
-  /** The conversation was deleted from the store while this process ran it. */
-  #deleted(): ConversationLeaseError<S, C> {
-    const host = this.#host;
-    return new ConversationLeaseError(
-      `Conversation ${host.conversationId} was deleted from the store while it ran (its commit found no such conversation); this process stopped at dispatch ${host.dispatchCount} and invokes no more responders`,
-      host.state(),
-      host.elapsedMs(),
-    );
-  }
-
-  #leaseLost(why: string): ConversationLeaseError<S, C> {
-    const host = this.#host;
-    return new ConversationLeaseError(
-      `Conversation ${host.conversationId} is held by another process: ${why}; this process stopped at dispatch ${host.dispatchCount} and invokes no more responders`,
-      host.state(),
-      host.elapsedMs(),
-    );
+    const built = checkpointError(this.#host, error, at);
+    if (refused && built !== error) this.#unstorable = built as CheckpointError<S, C>;
+    return built;
   }
 
   /**
@@ -846,54 +570,11 @@ class StoreSession<S, C> implements RunDurability<S, C> {
           if (host.settled) return;
           if (renewed === undefined) {
             host.observations.leaseConflict();
-            host.interrupt(this.#leaseLost('its lease renewal was refused'));
+            host.interrupt(leaseLostError(host, 'its lease renewal was refused'));
           } else if (this.#lease === lease) this.#lease = renewed;
         },
         // A renewal that fails is tried again at the next beat; the commit will tell if it is lost.
         () => {},
       );
   }
-}
-
-/**
- * Whether the store holds the commit of `seq` (its status at its seq): a commit whose answer was
- * lost may have been applied. `false` when the store cannot tell within `storeTimeoutMs`.
- */
-async function landed(
-  durable: DurableConfig,
-  conversationId: string,
-  seq: number,
-  status: ConversationStatus,
-  owner: string | undefined,
-): Promise<boolean> {
-  try {
-    const stored = await bounded(
-      () => durable.store.get(conversationId),
-      durable.storeTimeoutMs,
-      'get',
-    );
-    return (
-      typeof stored === 'object' &&
-      stored !== null &&
-      stored.seq === seq &&
-      stored.status === status &&
-      (owner === undefined || stored.owner === owner)
-    );
-  } catch {
-    return false;
-  }
-}
-
-/** One commit, built: a whole checkpoint or an entry (with the snapshot to send once it lands). */
-interface Built {
-  readonly seq: number;
-  readonly dispatchCount: number;
-  readonly checkpoint?: Checkpoint | undefined;
-  readonly entry?: CheckpointEntry | undefined;
-  /** UTF-8 bytes of the state or entry text. */
-  readonly bytes: number;
-  /** How many of the folded messages it holds (trimmed once it lands). */
-  readonly foldedUpTo: number;
-  readonly snapshot?: Checkpoint | undefined;
-  readonly snapshotBytes: number;
 }
