@@ -13,9 +13,11 @@
  * the calling thread (timers, `/healthz` and every other conversation stalled behind it), so it
  * is 0 once the store is open, and a call that finds the lock held (`SQLITE_BUSY`) is tried again
  * on a timer, backing off from 1 ms to 50 ms, until `busyTimeoutMs` has passed (see `#retrying`).
+ *
+ * Its SQL (the prepared statements, the row and its mapping) is in statements.ts, the wrapping
+ * of SQLite's errors in errors.ts.
  */
 import type BetterSqlite3 from 'better-sqlite3';
-import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
 import type * as spi from '../../core/spi/store.ts';
 import { oversizeBytes } from '../shared/checkpoint-size.ts';
 import {
@@ -28,13 +30,9 @@ import {
 import { InFlight } from '../shared/in-flight.ts';
 import { loadPeer } from '../shared/peer.ts';
 import { PURGE_BATCH, purgeEvery, purgeInBatches } from '../shared/purge.ts';
-import { checkpointColumns, checkpointOf, liveHolder, storedOf } from '../shared/rows.ts';
-import {
-  isNewerSchemaError,
-  isStoreError,
-  STORE_CODES,
-  StoreError,
-} from '../shared/store-error.ts';
+import { checkpointColumns, checkpointOf } from '../shared/rows.ts';
+import { STORE_CODES, StoreError } from '../shared/store-error.ts';
+import { isBusy, storeError } from './errors.ts';
 import {
   LIST_CAP,
   type ResolvedOptions,
@@ -42,26 +40,19 @@ import {
   type SqliteStoreOptions,
 } from './options.ts';
 import { migrate } from './schema.ts';
+import {
+  leaseLive,
+  prepare,
+  type Row,
+  SELECTED,
+  type Statements,
+  toStored,
+  valuesOf,
+} from './statements.ts';
 
 /** A SQLite store ({@link createSqliteStore}). */
 export interface SqliteStore extends spi.IncrementalStore {
   readonly name: 'sqlite';
-}
-
-/** A row as the store selects it (`id` as `conversation_id`, the column name of every store). */
-interface Row {
-  conversation_id: string;
-  orchestrator: string;
-  status: spi.ConversationStatus;
-  seq: number;
-  dispatch_count: number;
-  state: string;
-  result: string | null;
-  suspended_at: number | null;
-  updated_at: number;
-  owner: string | null;
-  epoch: number;
-  lease_expires_at: number | null;
 }
 
 /** A create or a commit waiting for the group's transaction. */
@@ -79,67 +70,6 @@ type Pending =
       readonly lease: spi.Lease;
       readonly leaseMs: number;
     });
-
-/** What a SQLite error code means for the person reading the message. */
-const HINTS: Record<string, string> = {
-  SQLITE_FULL: 'the disk is full',
-  SQLITE_READONLY: 'the file or its directory is read-only',
-  SQLITE_READONLY_DBMOVED: 'the file was moved or deleted while open',
-  SQLITE_BUSY: 'another process held the write lock longer than busyTimeoutMs',
-  SQLITE_IOERR: 'an I/O error',
-  SQLITE_CORRUPT: 'the file is corrupt',
-  SQLITE_NOTADB: 'the file is not a SQLite database',
-  SQLITE_CANTOPEN:
-    'the file or its WAL cannot be opened for writing (a missing directory, or a read-only file or file system?)',
-};
-
-function hint(code: string | undefined): string {
-  if (code === undefined) return '';
-  const known = HINTS[code] ?? HINTS[code.replace(/_[A-Z]+$/, '')];
-  return known === undefined ? ` [${code}]` : ` [${code}: ${known}]`;
-}
-
-/**
- * An error naming the store, the file and what failed, with SQLite's error as its `cause`; the
- * store's own errors (their code tells) pass as they are.
- */
-function storeError(
-  what: string,
-  path: string,
-  error: unknown,
-  code: string = STORE_CODES.failed,
-): Error {
-  if (isStoreError(error) || isNewerSchemaError(error)) return error as Error;
-  const sqliteCode = (error as { code?: unknown }).code;
-  const message = error instanceof Error ? error.message : String(error);
-  return new StoreError(
-    `sqlite store: ${what} failed on ${path}: ${message}${hint(typeof sqliteCode === 'string' ? sqliteCode : undefined)}`,
-    code,
-    error,
-  );
-}
-
-const COLUMNS =
-  'id, orchestrator, status, seq, dispatch_count, state, result, suspended_at, updated_at, owner, epoch, lease_expires_at';
-/** COLUMNS as `get` and `list` select them, `id` under the shared row's name. */
-const SELECTED = COLUMNS.replace(/^id,/, 'id AS conversation_id,');
-
-/** Whether a recorded lease still holds: not released, not expired, its holder not known dead. */
-function leaseLive(owner: string | null, expiresAt: number | null, now: number): boolean {
-  return liveHolder(owner, expiresAt, now, isLeaseOwnerAlive) !== undefined;
-}
-
-function toStored(row: Row, now: number, path: string): spi.StoredConversation {
-  let result: unknown;
-  if (row.result !== null) {
-    try {
-      result = JSON.parse(row.result);
-    } catch (error) {
-      throw storeError(`reading the result of conversation ${row.conversation_id}`, path, error);
-    }
-  }
-  return storedOf(row, liveHolder(row.owner, row.lease_expires_at, now, isLeaseOwnerAlive), result);
-}
 
 /**
  * A conversation store in one SQLite file (WAL, `synchronous=FULL` by default), shared safely by
@@ -164,7 +94,7 @@ class SqliteStoreImpl implements SqliteStore {
   readonly maxSnapshotBytes: number;
   readonly #options: ResolvedOptions;
   readonly #db: BetterSqlite3.Database;
-  readonly #sql: ReturnType<typeof prepare>;
+  readonly #sql: Statements;
   /** The group commit's transaction, made once (better-sqlite3 wraps a function per call). */
   readonly #applyBatch: (batch: readonly Pending[]) => (spi.CreateOutcome | spi.CommitOutcome)[];
   /**
@@ -367,7 +297,7 @@ class SqliteStoreImpl implements SqliteStore {
     const running = checkpoint.status === 'running';
     const expiresAt = running ? now + leaseMs : now;
     const changes = this.#sql.insert.run({
-      ...this.#values(checkpoint, now),
+      ...valuesOf(checkpoint, now),
       owner: running ? owner : null,
       epoch: 1,
       expiresAt: running ? expiresAt : null,
@@ -477,21 +407,6 @@ class SqliteStoreImpl implements SqliteStore {
       const compacted = this.#sql.compact.run(id, checkpoint.seq).changes;
       return { ok: true, compacted };
     });
-  }
-
-  #values(checkpoint: spi.Checkpoint, now: number) {
-    return {
-      id: checkpoint.conversationId,
-      orchestrator: checkpoint.orchestrator,
-      status: checkpoint.status,
-      seq: checkpoint.seq,
-      dispatchCount: checkpoint.dispatchCount,
-      state: checkpoint.state,
-      result: checkpoint.result ?? null,
-      suspendedAt: checkpoint.suspendedAt ?? null,
-      now,
-      endedAt: checkpoint.status === 'ended' ? now : null,
-    };
   }
 
   async acquire(
@@ -653,77 +568,9 @@ class SqliteStoreImpl implements SqliteStore {
   }
 }
 
-/** Whether SQLite said another connection holds the lock (`SQLITE_BUSY` and its variants). */
-function isBusy(error: unknown): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
-  return typeof code === 'string' && code.startsWith('SQLITE_BUSY');
-}
-
 function idsOf(batch: readonly Pending[]): string {
   const ids = batch
     .slice(0, 3)
     .map((item) => (item.kind === 'append' ? item.entry : item.checkpoint).conversationId);
   return batch.length > 3 ? `${ids.join(', ')} and ${batch.length - 3} more` : ids.join(', ');
-}
-
-function prepare(db: BetterSqlite3.Database) {
-  return {
-    get: db.prepare(`SELECT ${SELECTED} FROM conversations WHERE id = ?`),
-    fence: db.prepare('SELECT owner, epoch, seq, status FROM conversations WHERE id = ?'),
-    // An entry's compare-and-set: the row's seq, count and lease move on; the state (the base)
-    // stays. A suspended conversation resumed is running again.
-    append: db.prepare(
-      `UPDATE conversations SET status = 'running', seq = ?, dispatch_count = ?, suspended_at = NULL,
-         updated_at = ?, lease_expires_at = ?
-       WHERE id = ? AND owner = ? AND epoch = ? AND seq = ?`,
-    ),
-    insertEntry: db.prepare('INSERT INTO conversation_entries (id, seq, entry) VALUES (?, ?, ?)'),
-    entries: db.prepare('SELECT entry FROM conversation_entries WHERE id = ? ORDER BY seq').pluck(),
-    firstEntry: db.prepare('SELECT MIN(seq) FROM conversation_entries WHERE id = ?').pluck(),
-    setSnapshot: db.prepare(
-      'INSERT OR REPLACE INTO conversation_snapshots (id, seq, state) VALUES (?, ?, ?)',
-    ),
-    snapshotOf: db.prepare('SELECT state FROM conversation_snapshots WHERE id = ?').pluck(),
-    clearState: db.prepare("UPDATE conversations SET state = '' WHERE id = ? AND state <> ''"),
-    clearSnapshot: db.prepare('DELETE FROM conversation_snapshots WHERE id = ?'),
-    compact: db.prepare('DELETE FROM conversation_entries WHERE id = ? AND seq <= ?'),
-    clearEntries: db.prepare('DELETE FROM conversation_entries WHERE id = ?'),
-    insert: db.prepare(
-      `INSERT INTO conversations (${COLUMNS}, ended_at)
-       VALUES (@id, @orchestrator, @status, @seq, @dispatchCount, @state, @result, @suspendedAt,
-               @now, @owner, @epoch, @expiresAt, @endedAt)
-       ON CONFLICT (id) DO NOTHING`,
-    ),
-    // The compare-and-set of a commit: owner, epoch and the previous seq in one statement.
-    // Positional parameters (the hot path): binding by name costs more. The orchestrator of a
-    // conversation never changes, so it is not set (nor its index entry rewritten).
-    commit: db.prepare(
-      `UPDATE conversations SET status = ?, seq = ?, dispatch_count = ?, state = ?, result = ?,
-         suspended_at = ?, updated_at = ?, ended_at = ?, owner = ?, lease_expires_at = ?
-       WHERE id = ? AND owner = ? AND epoch = ? AND seq = ?`,
-    ),
-    take: db.prepare(
-      'UPDATE conversations SET owner = @owner, epoch = @epoch, lease_expires_at = @expiresAt WHERE id = @id',
-    ),
-    renew: db.prepare(
-      `UPDATE conversations SET lease_expires_at = @expiresAt
-       WHERE id = @id AND owner = @owner AND epoch = @epoch AND status <> 'ended'`,
-    ),
-    release: db.prepare(
-      `UPDATE conversations SET owner = NULL, lease_expires_at = NULL
-       WHERE id = @id AND owner = @owner AND epoch = @epoch`,
-    ),
-    delete: db.prepare('DELETE FROM conversations WHERE id = ?'),
-    stats: db.prepare(
-      `SELECT orchestrator,
-         SUM(status = 'running') AS running,
-         SUM(status = 'suspended') AS suspended,
-         MIN(CASE WHEN status = 'suspended' THEN suspended_at END) AS oldest
-       FROM conversations WHERE status <> 'ended' GROUP BY orchestrator ORDER BY orchestrator`,
-    ),
-    purge: db.prepare(
-      `DELETE FROM conversations WHERE rowid IN (
-         SELECT rowid FROM conversations WHERE status = 'ended' AND ended_at <= @before LIMIT @batch)`,
-    ),
-  };
 }
