@@ -10,14 +10,9 @@
  *   medians (target: within 1.5x).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { Queue, QueueEvents, Worker } from 'bullmq';
-import { Redis } from 'ioredis';
 import { createConversationQueue, createConversationWorker } from '../src/fleet/index.ts';
 import {
   ConversationOrchestrator,
@@ -27,72 +22,14 @@ import {
   stopWhen,
 } from '../src/index.ts';
 import { createRedisStore } from '../src/stores/redis/index.ts';
+import { hasRedisServer, REDIS_SERVER, startRedis } from '../test/helpers/redis.ts';
 
-const REDIS_SERVER = '/usr/bin/redis-server';
 const CONVERSATIONS = Number(process.env.BENCH_FLEET_CONVERSATIONS ?? 1_000);
 const LATENCY_ROUNDS = Number(process.env.BENCH_FLEET_ROUNDS ?? 40);
 const RESPONDER_MS = 100;
 
 async function openStore(url: string): Promise<ConversationStore> {
   return createRedisStore({ url });
-}
-
-function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
-      const a = server.address();
-      server.close(() => resolve(typeof a === 'object' && a ? a.port : 0));
-    });
-  });
-}
-
-async function startRedis(): Promise<{ url: string; stop(): Promise<void> }> {
-  const dir = mkdtempSync(join(tmpdir(), 'co-bench-redis-'));
-  const port = await freePort();
-  const child = spawn(
-    REDIS_SERVER,
-    [
-      '--port',
-      String(port),
-      '--bind',
-      '127.0.0.1',
-      '--dir',
-      dir,
-      '--appendonly',
-      'yes',
-      '--save',
-      '',
-    ],
-    { stdio: 'ignore' },
-  );
-  const probe = new Redis({
-    port,
-    lazyConnect: true,
-    maxRetriesPerRequest: 0,
-    retryStrategy: () => 100,
-  });
-  for (let i = 0; ; i++) {
-    try {
-      await probe.connect();
-      await probe.ping();
-      break;
-    } catch {
-      if (i > 100) throw new Error('redis-server did not start');
-      await new Promise((r) => setTimeout(r, 100));
-    }
-  }
-  probe.disconnect();
-  return {
-    url: `redis://127.0.0.1:${port}`,
-    async stop() {
-      const exited = new Promise((r) => child.once('exit', r));
-      child.kill('SIGKILL');
-      await exited;
-      rmSync(dir, { recursive: true, force: true });
-    },
-  };
 }
 
 interface Three {
@@ -247,11 +184,11 @@ async function latency(url: string, store: ConversationStore): Promise<[number, 
 
 export async function fleetTables(): Promise<void> {
   console.log('\n### Fleet (BullMQ workers, Redis store)\n');
-  if (!existsSync(REDIS_SERVER)) {
+  if (!hasRedisServer()) {
     console.log(`(skipped: no ${REDIS_SERVER})`);
     return;
   }
-  const redis = await startRedis();
+  const redis = await startRedis({ aof: true, appendfsync: 'everysec' });
   const store = await openStore(redis.url);
   try {
     const one = await throughput(redis.url, store, 1);

@@ -173,17 +173,38 @@ export async function langgraphTable(): Promise<void> {
     '| database | threads at once | LangGraph.js + its saver | this library + its store | ratio |',
   );
   console.log('|---|---:|---:|---:|---:|');
-  const dir = mkdtempSync(join(tmpdir(), 'bench-langgraph-'));
-  try {
-    const saver = SqliteSaver.fromConnString(join(dir, 'langgraph.db'));
-    const store = createSqliteStore({ path: join(dir, 'ours.db') });
-    const sqlite: Pair = {
-      database: 'SQLite (WAL, synchronous FULL)',
+  await onEachDatabase('bench-langgraph-', async (database, saver, store) => {
+    const pair: Pair = {
+      database:
+        database === 'sqlite'
+          ? 'SQLite (WAL, synchronous FULL)'
+          : 'PostgreSQL 15 (local, synchronous_commit on)',
       ours: (threads, round) => ourStepsPerSecond(store, threads, round + 1_000 * threads),
       theirs: (threads, round) => langgraphStepsPerSecond(saver, threads, round + 1_000 * threads),
     };
-    await row(sqlite, 1);
-    await row(sqlite, THREADS);
+    await row(pair, 1);
+    await row(pair, THREADS);
+  });
+}
+
+/**
+ * Calls `rows` with LangGraph's saver and this library's store on SQLite (files in a fresh folder
+ * named from `prefix`), then on PostgreSQL (a server started here) when this machine has one, and
+ * closes both after it (the SQLite saver is left to the process's end, as before).
+ */
+async function onEachDatabase(
+  prefix: string,
+  rows: (
+    database: 'sqlite' | 'postgres',
+    saver: BaseCheckpointSaver,
+    store: ConversationStore,
+  ) => Promise<void>,
+): Promise<void> {
+  const dir = mkdtempSync(join(tmpdir(), prefix));
+  try {
+    const saver = SqliteSaver.fromConnString(join(dir, 'langgraph.db'));
+    const store = createSqliteStore({ path: join(dir, 'ours.db') });
+    await rows('sqlite', saver, store);
     await store.close();
   } finally {
     rmSync(dir, { recursive: true, force: true });
@@ -197,13 +218,7 @@ export async function langgraphTable(): Promise<void> {
     const saver = PostgresSaver.fromConnString(server.connectionString);
     await saver.setup();
     const store = createPostgresStore({ connectionString: server.connectionString });
-    const postgres: Pair = {
-      database: 'PostgreSQL 15 (local, synchronous_commit on)',
-      ours: (threads, round) => ourStepsPerSecond(store, threads, round + 1_000 * threads),
-      theirs: (threads, round) => langgraphStepsPerSecond(saver, threads, round + 1_000 * threads),
-    };
-    await row(postgres, 1);
-    await row(postgres, THREADS);
+    await rows('postgres', saver, store);
     await store.close();
     await saver.end();
   } finally {
@@ -319,36 +334,13 @@ export async function langgraphTranscriptTable(): Promise<void> {
     '| database | LangGraph.js + its saver | this library + its store | ours / theirs at 50 | ours / theirs at 1,000 |',
   );
   console.log('|---|---:|---:|---:|---:|');
-  const dir = mkdtempSync(join(tmpdir(), 'bench-langgraph-transcript-'));
-  try {
-    const saver = SqliteSaver.fromConnString(join(dir, 'langgraph.db'));
-    const store = createSqliteStore({ path: join(dir, 'ours.db') });
-    await transcriptRow(
-      'SQLite (WAL, synchronous FULL): SqliteSaver vs createSqliteStore()',
+  await onEachDatabase('bench-langgraph-transcript-', (database, saver, store) =>
+    transcriptRow(
+      database === 'sqlite'
+        ? 'SQLite (WAL, synchronous FULL): SqliteSaver vs createSqliteStore()'
+        : 'PostgreSQL 15 (local, synchronous_commit on): PostgresSaver vs createPostgresStore()',
       () => ourTranscript(store),
       (round) => langgraphTranscript(saver, `transcript-${round}`),
-    );
-    await store.close();
-  } finally {
-    rmSync(dir, { recursive: true, force: true });
-  }
-  if (!hasPostgres()) {
-    console.log('| PostgreSQL | (no PostgreSQL on this machine) | | | |');
-    return;
-  }
-  const server = await startPostgres();
-  try {
-    const saver = PostgresSaver.fromConnString(server.connectionString);
-    await saver.setup();
-    const store = createPostgresStore({ connectionString: server.connectionString });
-    await transcriptRow(
-      'PostgreSQL 15 (local, synchronous_commit on): PostgresSaver vs createPostgresStore()',
-      () => ourTranscript(store),
-      (round) => langgraphTranscript(saver, `transcript-${round}`),
-    );
-    await store.close();
-    await saver.end();
-  } finally {
-    await server.stop();
-  }
+    ),
+  );
 }

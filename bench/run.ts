@@ -13,13 +13,7 @@ import { performance } from 'node:perf_hooks';
 import { fileURLToPath } from 'node:url';
 import { context, type Span, SpanKind, trace } from '@opentelemetry/api';
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import {
-  BatchSpanProcessor,
-  type ReadableSpan,
-  SimpleSpanProcessor,
-  type SpanExporter,
-  TracerProvider,
-} from '@opentelemetry/sdk-trace';
+import { BatchSpanProcessor, SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { Counter, Histogram, type OpenMetricsContentType, Registry } from 'prom-client';
 import {
   anyOf,
@@ -41,7 +35,7 @@ import { sdkFloor } from './floor.ts';
 import { langgraphTable, langgraphTranscriptTable } from './langgraph.ts';
 import { networkStoresTable } from './network-stores.ts';
 import { otelMetricsTable } from './otel-metrics.ts';
-import { samplerTable } from './sampler.ts';
+import { CountingExporter, samplerTable } from './sampler.ts';
 import { storesTables } from './stores.ts';
 import { bigTranscriptChild, transcriptTable } from './transcript.ts';
 
@@ -94,6 +88,8 @@ const spreadOf = (q: Float64Array) =>
 function orchestrator(
   opts: {
     async?: boolean;
+    /** Instead of `desks(async)`. */
+    responders?: Responder<Desks, number>[];
     listener?: ConversationListener<Desks, number>;
     observers?: ConversationObserver<Desks, number>[];
     length?: number;
@@ -101,7 +97,7 @@ function orchestrator(
 ): ConversationOrchestrator<Desks, number> {
   return new ConversationOrchestrator<Desks, number>({
     name: 'desks',
-    responders: desks(opts.async ?? false),
+    responders: opts.responders ?? desks(opts.async ?? false),
     turnPolicy: roundRobin(),
     projection: {
       initial: () => ({ quotes: Float64Array.of(100, 110, 90) }),
@@ -120,18 +116,6 @@ function orchestrator(
   });
 }
 
-/** An exporter that drops what it is given: the SDK pipeline runs, nothing leaves the process. */
-class DiscardingExporter implements SpanExporter {
-  spans = 0;
-  export(spans: ReadableSpan[], done: (r: { code: 0 }) => void): void {
-    this.spans += spans.length;
-    done({ code: 0 });
-  }
-  shutdown(): Promise<void> {
-    return Promise.resolve();
-  }
-}
-
 /**
  * A tracer whose spans go to an exporter that drops them. `batch` (the default, as applications
  * run): a BatchSpanProcessor, which holds up to 512 ended spans before it exports them. The floor
@@ -141,7 +125,7 @@ class DiscardingExporter implements SpanExporter {
  * spread).
  */
 function sdkTracer(processor: 'batch' | 'simple' = 'batch') {
-  const exporter = new DiscardingExporter();
+  const exporter = new CountingExporter();
   const provider = new TracerProvider({
     spanProcessors: [
       processor === 'batch'
@@ -383,21 +367,9 @@ async function waitingMemory(telemetry: boolean): Promise<number> {
       },
     }),
   );
-  const o = new ConversationOrchestrator<Desks, number>({
-    name: 'desks',
+  const o = orchestrator({
     responders,
-    turnPolicy: roundRobin(),
-    projection: {
-      initial: () => ({ quotes: Float64Array.of(100, 110, 90) }),
-      fold: (s, m) => {
-        s.quotes[INDEX[m.sender] as number] = m.content;
-        return s;
-      },
-    },
-    termination: anyOf(
-      converged({ measure: (s) => spreadOf(s.projection.quotes), tolerance: 1e-9 }),
-      maxDispatches(1_000),
-    ),
+    length: 1_000,
     ...(telemetry
       ? {
           observers: [
@@ -819,6 +791,17 @@ function eachAlone(): void {
   });
 }
 
+/** The side-by-side tables of long conversations, sync responders then async. */
+async function syncAndAsyncTables(): Promise<void> {
+  for (const async of [false, true]) {
+    await sideBySide(
+      `${async ? 'Async' : 'Sync'} responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
+      async,
+      LONG,
+    );
+  }
+}
+
 async function main(): Promise<void> {
   console.log(`# conversation-orchestrator benchmark`);
   console.log(
@@ -851,16 +834,7 @@ async function main(): Promise<void> {
     return;
   }
   if (only === 'tables') {
-    await sideBySide(
-      `Sync responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
-      false,
-      LONG,
-    );
-    await sideBySide(
-      `Async responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
-      true,
-      LONG,
-    );
+    await syncAndAsyncTables();
     return;
   }
   if (only === 'leans') {
@@ -881,68 +855,32 @@ async function main(): Promise<void> {
     process.stdout.write(`${median(ns)}\n`);
     return;
   }
-  if (only === 'alone') {
-    eachAlone();
-    return;
-  }
-  if (only === 'scrape') {
-    await scrape(false);
-    await scrape(true);
-    return;
-  }
-  if (only === 'sampler') {
-    await samplerTable(ROUNDS, clock);
-    return;
-  }
-  if (only === 'otel-metrics') {
-    await otelMetricsTable(ROUNDS, DISPATCHES_PER_ROUND);
-    return;
-  }
-  if (only === 'stores') {
-    await storesTables();
-    return;
-  }
-  if (only === 'fleet') {
-    await fleetTables();
-    return;
-  }
-  if (only === 'fanout') {
-    await fanoutTable();
-    return;
-  }
-  if (only === 'langgraph') {
-    await langgraphTable();
-    return;
-  }
-  if (only === 'langgraph-transcript') {
-    await langgraphTranscriptTable();
-    return;
-  }
-  if (only === 'transcript-child') {
-    await bigTranscriptChild();
-    return;
-  }
-  if (only === 'transcript') {
-    await transcriptTable();
-    return;
-  }
-  if (only === 'network-stores') {
-    await networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7));
+  // The tables that one BENCH_ONLY value runs alone.
+  const alone: Record<string, () => unknown> = {
+    alone: () => eachAlone(),
+    scrape: async () => {
+      await scrape(false);
+      await scrape(true);
+    },
+    sampler: () => samplerTable(ROUNDS, clock),
+    'otel-metrics': () => otelMetricsTable(ROUNDS, DISPATCHES_PER_ROUND),
+    stores: () => storesTables(),
+    fleet: () => fleetTables(),
+    fanout: () => fanoutTable(),
+    langgraph: () => langgraphTable(),
+    'langgraph-transcript': () => langgraphTranscriptTable(),
+    'transcript-child': () => bigTranscriptChild(),
+    transcript: () => transcriptTable(),
+    'network-stores': () => networkStoresTable(Number(process.env.BENCH_STORE_ROUNDS ?? 7)),
+  };
+  if (only !== undefined && Object.hasOwn(alone, only)) {
+    await (alone[only] as () => unknown)();
     return;
   }
   leanTables();
   waitingMemoryTable();
   floorTables();
-  await sideBySide(
-    `Sync responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
-    false,
-    LONG,
-  );
-  await sideBySide(
-    `Async responders, ${LONG.toLocaleString('en')}-dispatch conversations`,
-    true,
-    LONG,
-  );
+  await syncAndAsyncTables();
 
   console.log('\n### Heap growth over one 1,000,000-dispatch conversation (after a full GC)\n');
   console.log('| configuration | growth |');

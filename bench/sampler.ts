@@ -18,7 +18,8 @@ import { createConversationSampler, semconv } from '../src/observability/index.t
 const CHILDREN = 9;
 const CONVERSATIONS = 2_000;
 
-class CountingExporter implements SpanExporter {
+/** An exporter that drops what it is given (counting it): the SDK pipeline runs, nothing leaves the process. */
+export class CountingExporter implements SpanExporter {
   spans = 0;
   export(spans: ReadableSpan[], done: (r: { code: 0 }) => void): void {
     this.spans += spans.length;

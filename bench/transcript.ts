@@ -27,7 +27,6 @@ import {
   createMemoryStore,
   type IncrementalStore,
   type Lease,
-  type Message,
   maxDispatches,
   roundRobin,
   stopWhen,
@@ -37,6 +36,11 @@ import { createRedisStore } from '../src/stores/redis/index.ts';
 import { createSqliteStore } from '../src/stores/sqlite/index.ts';
 import { hasPostgres, startPostgres } from '../test/helpers/postgres.ts';
 import { hasRedisServer, startRedis } from '../test/helpers/redis.ts';
+import {
+  type Transcript,
+  transcriptProjection,
+  transcriptResponders,
+} from '../test/helpers/transcript.ts';
 
 const DISPATCHES = Number(process.env.BENCH_TRANSCRIPT_DISPATCHES ?? 5_000);
 const WHOLE_DISPATCHES = Math.min(DISPATCHES, 1_000);
@@ -97,10 +101,6 @@ function recording(store: ConversationStore, written: Written): ConversationStor
   return wrapped;
 }
 
-export interface Transcript {
-  readonly lines: string[];
-}
-
 /** Runs one transcript conversation; the wall time of each dispatch (index = dispatch - 1). */
 export async function run(
   store: ConversationStore,
@@ -115,21 +115,11 @@ export async function run(
     store,
     durability: 'sync',
     checkpoints,
-    responders: ['a', 'b'].map((name) => ({
-      name,
-      respond: (_m: Message<string>, state) => ({
-        sender: name,
-        content: `${name}:${state.projection.lines.length}:${PAD}`,
-      }),
-    })),
+    responders: transcriptResponders(
+      (name, _m, state) => `${name}:${state.projection.lines.length}:${PAD}`,
+    ),
     turnPolicy: roundRobin(),
-    projection: {
-      initial: (input) => ({ lines: [input.content] }),
-      fold: (s, m) => {
-        s.lines.push(m.content);
-        return s;
-      },
-    },
+    projection: transcriptProjection(),
     // Past `dispatches`, until `done`: the entries measured are then covered by a snapshot.
     termination: anyOf(
       maxDispatches(dispatches * 5),
@@ -234,21 +224,11 @@ function bigOrchestrator(store: ConversationStore, until: (dispatchCount: number
   return new ConversationOrchestrator<Transcript, string>({
     name: 'bench_big_transcript',
     store,
-    responders: ['a', 'b'].map((name) => ({
-      name,
-      respond: (_m: Message<string>, state) => ({
-        sender: name,
-        content: `${name}:${state.projection.lines.length}:${PAD}`,
-      }),
-    })),
+    responders: transcriptResponders(
+      (name, _m, state) => `${name}:${state.projection.lines.length}:${PAD}`,
+    ),
     turnPolicy: roundRobin(),
-    projection: {
-      initial: (input) => ({ lines: [input.content] }),
-      fold: (s, m) => {
-        s.lines.push(m.content);
-        return s;
-      },
-    },
+    projection: transcriptProjection(),
     termination: stopWhen((s) => until(s.dispatchCount), 'converged'),
     listener: (_state, _decision, dispatchCount) => {
       if (dispatchCount % 1_000 === 0) process.stdout.write(`${dispatchCount}\n`);

@@ -15,7 +15,6 @@ import type {
   Lease,
 } from '../core/spi/store.ts';
 import { rejection, snapshotLimitApplied } from './checks-limits.ts';
-import { created } from './checks-records.ts';
 import {
   type Check,
   type CheckContext,
@@ -27,6 +26,7 @@ import {
   SNAPSHOT_LIMIT,
   sleep,
 } from './kit.ts';
+import { begun, created, racedWrites, renewedFrom, writesAtOnce } from './steps.ts';
 
 function log(context: CheckContext): IncrementalStore {
   const store = incremental(context.store);
@@ -106,29 +106,22 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      const id = context.id('append');
-      const orchestrator = context.orchestrator('append');
-      const first = await created(
-        context,
-        checkpoint(id, orchestrator, 1),
-        context.owner('a'),
-        1_000,
-      );
+      const { id, orchestrator, lease: first } = await begun(context, 'append', { leaseMs: 1_000 });
       const before = Date.now();
       const outcome = await store.append(entry(id, 2), first, LONG_LEASE_MS);
-      assert.ok(outcome.ok, `the append should apply, got ${JSON.stringify(outcome)}`);
-      assert.deepEqual([outcome.lease.owner, outcome.lease.epoch], [first.owner, first.epoch]);
-      assert.ok(
-        outcome.lease.expiresAt >= before + LONG_LEASE_MS - 1_000,
-        `the lease should run ${LONG_LEASE_MS} ms from the append, expires at ${outcome.lease.expiresAt} (append at ${before})`,
+      const lease = renewedFrom(
+        outcome,
+        first,
+        before,
+        'append',
+        `the append should apply, got ${JSON.stringify(outcome)}`,
       );
       const stored = await store.get(id);
       assert.deepEqual(
         [stored?.seq, stored?.dispatchCount, stored?.status, stored?.owner, stored?.leaseExpiresAt],
-        [2, 4, 'running', first.owner, outcome.lease.expiresAt],
+        [2, 4, 'running', first.owner, lease.expiresAt],
         'get() tells the appended seq, dispatch count and renewed lease',
       );
-      const lease = outcome.lease;
       const stranger = { ...lease, owner: context.owner('stranger') };
       assert.deepEqual(refused(await store.append(entry(id, 3), stranger, LONG_LEASE_MS)), {
         ok: false,
@@ -178,9 +171,11 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      const id = context.id('append-zombie');
-      const orchestrator = context.orchestrator('append-zombie');
-      let old = await created(context, checkpoint(id, orchestrator, 1), context.owner('old'), 50);
+      let {
+        id,
+        orchestrator,
+        lease: old,
+      } = await begun(context, 'append-zombie', { owner: 'old', leaseMs: 50 });
       old = await appended(store, entry(id, 2), old);
       const short = await store.renew(id, old, 50);
       assert.ok(short !== undefined);
@@ -215,33 +210,12 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      const id = context.id('append-fork');
-      const orchestrator = context.orchestrator('append-fork');
-      await created(context, checkpoint(id, orchestrator, 1), context.owner('w0'), 1);
-      const wins: string[] = [];
-      let refusals = 0;
-      const appendFrom = async (outcome: AcquireOutcome) => {
-        if (outcome.status !== 'acquired') {
-          refusals += 1;
-          return;
-        }
-        const seq = outcome.checkpoint.seq + 1;
-        const text = JSON.stringify({ writer: outcome.lease.owner, seq });
-        const result = await store.append(entry(id, seq, text), outcome.lease, 1);
-        if (result.ok) wins.push(text);
-        else {
-          assert.notEqual(result.reason, 'not_found');
-          refusals += 1;
-        }
-      };
-      for (let round = 0; round < 20; round++) {
-        const [first, second] = round % 2 === 0 ? ['w1', 'w2'] : ['w2', 'w1'];
-        await sleep(3);
-        const a = await store.acquire(id, context.owner(first), 1);
-        await sleep(3);
-        const b = await store.acquire(id, context.owner(second), 1);
-        await Promise.all([appendFrom(a), appendFrom(b)]);
-      }
+      const { id } = await begun(context, 'append-fork', { owner: 'w0', leaseMs: 1 });
+      const raced = await racedWrites(context, id, (seq, text, lease) =>
+        store.append(entry(id, seq, text), lease, 1),
+      );
+      const { refusals } = raced;
+      const wins = raced.wins.map((w) => w.text);
       assert.ok(wins.length > 0, 'at least one of the 40 appends should apply, none did');
       assert.ok(refusals > 0, 'at least one of the 40 should be refused or held, none was');
       await sleep(5);
@@ -308,9 +282,7 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      const id = context.id('snapshot');
-      const orchestrator = context.orchestrator('snapshot');
-      let lease = await created(context, checkpoint(id, orchestrator, 1), context.owner('a'));
+      let { id, orchestrator, lease } = await begun(context, 'snapshot');
       lease = await appendRange(store, id, 2, 6, lease);
       const before = await store.get(id);
       const at4 = checkpoint(id, orchestrator, 4, { dispatchCount: 8, state: '"snapshot 4"' });
@@ -336,9 +308,7 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      const id = context.id('snapshot-append');
-      const orchestrator = context.orchestrator('snapshot-append');
-      let lease = await created(context, checkpoint(id, orchestrator, 1), context.owner('a'));
+      let { id, orchestrator, lease } = await begun(context, 'snapshot-append');
       lease = await appendRange(store, id, 2, 5, lease);
       const [snap, next] = await Promise.all([
         store.snapshot(checkpoint(id, orchestrator, 5, { state: '"at 5"' }), lease),
@@ -411,9 +381,7 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      const id = context.id('whole');
-      const orchestrator = context.orchestrator('whole');
-      let lease = await created(context, checkpoint(id, orchestrator, 1), context.owner('a'));
+      let { id, orchestrator, lease } = await begun(context, 'whole');
       lease = await appendRange(store, id, 2, 4, lease);
       const whole = await store.commit(
         checkpoint(id, orchestrator, 5, { dispatchCount: 9, state: '"whole 5"' }),
@@ -460,9 +428,7 @@ export const entryChecks: readonly Check[] = [
       const entryLimit = store.maxCheckpointBytes;
       const snapshotLimit = store.maxSnapshotBytes ?? entryLimit;
       snapshotLimitApplied(store, snapshotLimit);
-      const id = context.id('entry-size');
-      const orchestrator = context.orchestrator('entry-size');
-      let lease = await created(context, checkpoint(id, orchestrator, 1), context.owner('a'));
+      let { id, orchestrator, lease } = await begun(context, 'entry-size');
       const atLimit = jsonOfBytes(entryLimit);
       lease = await appended(store, entry(id, 2, atLimit), lease);
       const error = await rejection('an append one byte past maxCheckpointBytes', () =>
@@ -503,9 +469,7 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      const id = context.id('entry-delete');
-      const orchestrator = context.orchestrator('entry-delete');
-      let lease = await created(context, checkpoint(id, orchestrator, 1), context.owner('a'));
+      let { id, orchestrator, lease } = await begun(context, 'entry-delete');
       lease = await appendRange(store, id, 2, 4, lease);
       assert.equal(await store.delete(id), true);
       assert.equal(await store.get(id), undefined);
@@ -526,24 +490,8 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      const orchestrator = context.orchestrator('append-batch');
-      const ids = Array.from({ length: 20 }, (_, i) => context.id(`append-batch-${i}`));
-      const leases = await Promise.all(
-        ids.map((id) => created(context, checkpoint(id, orchestrator, 1), context.owner('a'))),
-      );
-      const outcomes = await Promise.all(
-        ids.map((id, i) =>
-          store.append(entry(id, i % 2 === 0 ? 2 : 3), leases[i] as Lease, LONG_LEASE_MS),
-        ),
-      );
-      assert.deepEqual(
-        outcomes.map((o) => (o.ok ? 'ok' : o.reason)),
-        ids.map((_, i) => (i % 2 === 0 ? 'ok' : 'sequence')),
-      );
-      const seqs = await Promise.all(ids.map(async (id) => (await store.get(id))?.seq));
-      assert.deepEqual(
-        seqs,
-        ids.map((_, i) => (i % 2 === 0 ? 2 : 1)),
+      await writesAtOnce(context, 'append-batch', (id, _orchestrator, seq, lease) =>
+        store.append(entry(id, seq), lease, LONG_LEASE_MS),
       );
     },
   },

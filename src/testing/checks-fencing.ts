@@ -5,8 +5,15 @@
  */
 import assert from 'node:assert/strict';
 import type { AcquireOutcome, Checkpoint, Lease } from '../core/spi/store.ts';
-import { committed, created } from './checks-records.ts';
 import { type Check, checkpoint, defined, LONG_LEASE_MS, sleep } from './kit.ts';
+import {
+  begun,
+  committed,
+  racedWrites,
+  renewedFrom,
+  unleasedCount,
+  writesAtOnce,
+} from './steps.ts';
 
 const RACERS = 10;
 
@@ -40,12 +47,7 @@ export const fencingChecks: readonly Check[] = [
     name: `acquire race: of ${RACERS} acquires at once, exactly one acquires and the others answer held`,
     async run(context) {
       const { store } = context;
-      const id = context.id('acquire-race');
-      const lease = await created(
-        context,
-        checkpoint(id, context.orchestrator('acquire-race'), 1),
-        context.owner('first'),
-      );
+      const { id, lease } = await begun(context, 'acquire-race', { owner: 'first' });
       await store.release(id, lease);
       const outcomes = await Promise.all(
         Array.from({ length: RACERS }, (_, i) =>
@@ -71,9 +73,11 @@ export const fencingChecks: readonly Check[] = [
     name: "two writers: once another owner took over an expired lease, the old holder's commit is refused (fenced) and the new one's applies",
     async run(context) {
       const { store } = context;
-      const id = context.id('zombie');
-      const orchestrator = context.orchestrator('zombie');
-      const old = await created(context, checkpoint(id, orchestrator, 1), context.owner('old'), 50);
+      const {
+        id,
+        orchestrator,
+        lease: old,
+      } = await begun(context, 'zombie', { owner: 'old', leaseMs: 50 });
       await sleep(150);
       const taken = await store.acquire(id, context.owner('new'), LONG_LEASE_MS);
       assert.equal(taken.status, 'acquired');
@@ -98,40 +102,12 @@ export const fencingChecks: readonly Check[] = [
     name: 'two writers racing acquire-and-commit 40 times never fork: the committed seqs have no gap and no duplicate',
     async run(context) {
       const { store } = context;
-      const id = context.id('fork');
-      const orchestrator = context.orchestrator('fork');
-      await created(context, checkpoint(id, orchestrator, 1), context.owner('w0'), 1);
-      const wins: number[] = [];
-      let refusals = 0;
-      const commitFrom = async (outcome: AcquireOutcome) => {
-        if (outcome.status !== 'acquired') {
-          refusals += 1;
-          return;
-        }
-        const seq = outcome.checkpoint.seq + 1;
-        const state = JSON.stringify({ writer: outcome.lease.owner, seq });
-        const result = await store.commit(
-          checkpoint(id, orchestrator, seq, { state }),
-          outcome.lease,
-          1,
-        );
-        if (result.ok) wins.push(seq);
-        else {
-          assert.notEqual(result.reason, 'not_found');
-          refusals += 1;
-        }
-      };
-      for (let round = 0; round < 20; round++) {
-        const [first, second] = round % 2 === 0 ? ['w1', 'w2'] : ['w2', 'w1'];
-        // A 1 ms lease: by the time the second writer asks, the first one's has lapsed and is
-        // taken over while the first still believes it holds it. Both then commit the next seq
-        // of what each read, at once: one of them at most may apply.
-        await sleep(3);
-        const a = await store.acquire(id, context.owner(first), 1);
-        await sleep(3);
-        const b = await store.acquire(id, context.owner(second), 1);
-        await Promise.all([commitFrom(a), commitFrom(b)]);
-      }
+      const { id, orchestrator } = await begun(context, 'fork', { owner: 'w0', leaseMs: 1 });
+      const raced = await racedWrites(context, id, (seq, state, lease) =>
+        store.commit(checkpoint(id, orchestrator, seq, { state }), lease, 1),
+      );
+      const { refusals } = raced;
+      const wins = raced.wins.map((w) => w.seq);
       const sorted = [...wins].sort((x, y) => x - y);
       assert.deepEqual(
         sorted,
@@ -154,9 +130,7 @@ export const fencingChecks: readonly Check[] = [
     name: 'fencing: a commit with a stale epoch or another owner is refused (fenced) and changes nothing',
     async run(context) {
       const { store } = context;
-      const id = context.id('stale');
-      const orchestrator = context.orchestrator('stale');
-      const first = await created(context, checkpoint(id, orchestrator, 1), context.owner('a'));
+      const { id, orchestrator, lease: first } = await begun(context, 'stale');
       await store.release(id, first);
       const second = acquiredLease(
         await store.acquire(id, context.owner('a'), LONG_LEASE_MS),
@@ -178,9 +152,7 @@ export const fencingChecks: readonly Check[] = [
     name: 'sequence: a gap (seq + 2) and a replay (the stored seq) are refused with reason sequence and the stored seq',
     async run(context) {
       const { store } = context;
-      const id = context.id('sequence');
-      const orchestrator = context.orchestrator('sequence');
-      let lease = await created(context, checkpoint(id, orchestrator, 1), context.owner('a'));
+      let { id, orchestrator, lease } = await begun(context, 'sequence');
       lease = await committed(context, checkpoint(id, orchestrator, 2), lease);
       const gap = await store.commit(checkpoint(id, orchestrator, 4), lease, LONG_LEASE_MS);
       assert.deepEqual(defined(gap), { ok: false, reason: 'sequence', storedSeq: 2 });
@@ -218,35 +190,24 @@ export const fencingChecks: readonly Check[] = [
     name: 'commit: while running it renews the lease (same owner and epoch); a suspended or ended checkpoint releases it',
     async run(context) {
       const { store } = context;
-      const id = context.id('commit-lease');
-      const orchestrator = context.orchestrator('commit-lease');
-      const first = await created(
-        context,
-        checkpoint(id, orchestrator, 1),
-        context.owner('a'),
-        1_000,
-      );
+      const {
+        id,
+        orchestrator,
+        lease: first,
+      } = await begun(context, 'commit-lease', { leaseMs: 1_000 });
       const before = Date.now();
       const outcome = await store.commit(checkpoint(id, orchestrator, 2), first, LONG_LEASE_MS);
-      assert.ok(outcome.ok, 'the commit should apply');
-      assert.deepEqual([outcome.lease.owner, outcome.lease.epoch], [first.owner, first.epoch]);
-      assert.ok(
-        outcome.lease.expiresAt >= before + LONG_LEASE_MS - 1_000,
-        `the lease should run ${LONG_LEASE_MS} ms from the commit, expires at ${outcome.lease.expiresAt} (commit at ${before})`,
-      );
+      const renewed = renewedFrom(outcome, first, before, 'commit', 'the commit should apply');
       const stored = await store.get(id);
-      assert.deepEqual(
-        [stored?.owner, stored?.leaseExpiresAt],
-        [first.owner, outcome.lease.expiresAt],
-      );
+      assert.deepEqual([stored?.owner, stored?.leaseExpiresAt], [first.owner, renewed.expiresAt]);
       await committed(
         context,
         checkpoint(id, orchestrator, 3, { status: 'suspended', suspendedAt: 1 }),
-        outcome.lease,
+        renewed,
       );
       assert.equal((await store.get(id))?.owner, undefined);
       assert.equal(
-        (await store.list({ orchestrator, unleased: true, limit: 10 })).length,
+        await unleasedCount(context, orchestrator),
         1,
         'a suspended conversation is unleased',
       );
@@ -256,13 +217,7 @@ export const fencingChecks: readonly Check[] = [
     name: 'renew: extends a held lease from now; a stale or released lease answers undefined',
     async run(context) {
       const { store } = context;
-      const id = context.id('renew');
-      const lease = await created(
-        context,
-        checkpoint(id, context.orchestrator('renew'), 1),
-        context.owner('a'),
-        1_000,
-      );
+      const { id, lease } = await begun(context, 'renew', { leaseMs: 1_000 });
       const renewed = await store.renew(id, lease, LONG_LEASE_MS);
       assert.ok(renewed !== undefined, 'renew of a held lease should answer the lease');
       assert.deepEqual([renewed.owner, renewed.epoch], [lease.owner, lease.epoch]);
@@ -281,9 +236,7 @@ export const fencingChecks: readonly Check[] = [
     name: 'release: the checkpoint stays, the next acquire is not a takeover, and the released holder is fenced',
     async run(context) {
       const { store } = context;
-      const id = context.id('release');
-      const orchestrator = context.orchestrator('release');
-      let lease = await created(context, checkpoint(id, orchestrator, 1), context.owner('a'));
+      let { id, orchestrator, lease } = await begun(context, 'release');
       lease = await committed(context, checkpoint(id, orchestrator, 2), lease);
       await store.release(id, lease);
       const stored = await store.get(id);
@@ -300,41 +253,16 @@ export const fencingChecks: readonly Check[] = [
     name: 'lease expiry: a live lease answers held; once it expires another owner acquires it with takenOver true and a higher epoch',
     async run(context) {
       const { store } = context;
-      const id = context.id('expiry');
-      const lease = await created(
-        context,
-        checkpoint(id, context.orchestrator('expiry'), 1),
-        context.owner('a'),
-        300,
-      );
+      const { id, orchestrator, lease } = await begun(context, 'expiry', { leaseMs: 300 });
       const held = await store.acquire(id, context.owner('b'), LONG_LEASE_MS);
       assert.deepEqual(defined(held), {
         status: 'held',
         owner: context.owner('a'),
         leaseExpiresAt: lease.expiresAt,
       });
-      assert.deepEqual(
-        (
-          await store.list({
-            orchestrator: context.orchestrator('expiry'),
-            unleased: true,
-            limit: 10,
-          })
-        ).length,
-        0,
-      );
+      assert.deepEqual(await unleasedCount(context, orchestrator), 0);
       await sleep(450);
-      assert.equal(
-        (
-          await store.list({
-            orchestrator: context.orchestrator('expiry'),
-            unleased: true,
-            limit: 10,
-          })
-        ).length,
-        1,
-        'an expired lease is unleased',
-      );
+      assert.equal(await unleasedCount(context, orchestrator), 1, 'an expired lease is unleased');
       assert.equal((await store.get(id))?.owner, undefined, 'an expired lease is not shown');
       const taken = await store.acquire(id, context.owner('b'), LONG_LEASE_MS);
       assert.equal(taken.status, 'acquired');
@@ -346,50 +274,20 @@ export const fencingChecks: readonly Check[] = [
     name: 'lease owner: the holder may acquire its own live lease again (epoch raised, not a takeover)',
     async run(context) {
       const { store } = context;
-      const id = context.id('own');
-      const lease = await created(
-        context,
-        checkpoint(id, context.orchestrator('own'), 1),
-        context.owner('a'),
-      );
+      const { id, orchestrator, lease } = await begun(context, 'own');
       const again = await store.acquire(id, context.owner('a'), LONG_LEASE_MS);
       assert.equal(again.status, 'acquired');
       assert.equal((again as { lease: Lease }).lease.epoch, lease.epoch + 1);
-      const stale = await store.commit(
-        checkpoint(id, context.orchestrator('own'), 2),
-        lease,
-        LONG_LEASE_MS,
-      );
+      const stale = await store.commit(checkpoint(id, orchestrator, 2), lease, LONG_LEASE_MS);
       assert.equal(stale.ok, false, 'the lease of the earlier epoch is fenced');
     },
   },
   {
     name: 'commits of many conversations at once each get their own outcome (a refused one does not fail the others)',
     async run(context) {
-      const { store } = context;
-      const orchestrator = context.orchestrator('batch');
-      const ids = Array.from({ length: 20 }, (_, i) => context.id(`batch-${i}`));
-      const leases = await Promise.all(
-        ids.map((id) => created(context, checkpoint(id, orchestrator, 1), context.owner('a'))),
-      );
       // Odd ones skip a seq: refused; even ones apply. All issued in one turn of the event loop.
-      const outcomes = await Promise.all(
-        ids.map((id, i) =>
-          store.commit(
-            checkpoint(id, orchestrator, i % 2 === 0 ? 2 : 3),
-            leases[i] as Lease,
-            LONG_LEASE_MS,
-          ),
-        ),
-      );
-      assert.deepEqual(
-        outcomes.map((o) => (o.ok ? 'ok' : o.reason)),
-        ids.map((_, i) => (i % 2 === 0 ? 'ok' : 'sequence')),
-      );
-      const seqs = await Promise.all(ids.map(async (id) => (await store.get(id))?.seq));
-      assert.deepEqual(
-        seqs,
-        ids.map((_, i) => (i % 2 === 0 ? 2 : 1)),
+      await writesAtOnce(context, 'batch', (id, orchestrator, seq, lease) =>
+        context.store.commit(checkpoint(id, orchestrator, seq), lease, LONG_LEASE_MS),
       );
     },
   },

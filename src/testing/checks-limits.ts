@@ -1,7 +1,6 @@
 /** Checks of a store's bounds: retention, many conversations at once, the size limit, close. */
 import assert from 'node:assert/strict';
 import type { Checkpoint, ConversationStore, Lease } from '../core/spi/store.ts';
-import { committed, created } from './checks-records.ts';
 import {
   type Check,
   checkpoint,
@@ -12,6 +11,7 @@ import {
   sleep,
   wholeCheckpointLimit,
 } from './kit.ts';
+import { begun, committed, created } from './steps.ts';
 
 const RETENTION_MS = 1_000;
 const COMMITS_EACH = 5;
@@ -157,9 +157,7 @@ export const limitChecks: readonly Check[] = [
         `the whole checkpoint's limit should be an integer of at least 1,024, is ${limit}`,
       );
       snapshotLimitApplied(store, limit);
-      const id = context.id('size');
-      const orchestrator = context.orchestrator('size');
-      let lease = await created(context, checkpoint(id, orchestrator, 1), context.owner('a'));
+      let { id, orchestrator, lease } = await begun(context, 'size');
       const atLimit = checkpoint(id, orchestrator, 2, { state: jsonOfBytes(limit) });
       lease = await committed(context, atLimit, lease);
       const past = checkpoint(id, orchestrator, 3, { state: jsonOfBytes(limit + 1) });

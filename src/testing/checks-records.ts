@@ -6,33 +6,7 @@
 import assert from 'node:assert/strict';
 import type { Checkpoint, Lease } from '../core/spi/store.ts';
 import { type Check, checkpoint, defined, LONG_LEASE_MS } from './kit.ts';
-
-async function created(
-  context: Parameters<Check['run']>[0],
-  cp: Checkpoint,
-  owner: string,
-  leaseMs = LONG_LEASE_MS,
-): Promise<Lease> {
-  const outcome = await context.store.create(cp, owner, leaseMs);
-  assert.equal(outcome.created, true, `create of ${cp.conversationId} should create it`);
-  return (outcome as { lease: Lease }).lease;
-}
-
-async function committed(
-  context: Parameters<Check['run']>[0],
-  cp: Checkpoint,
-  lease: Lease,
-): Promise<Lease> {
-  const outcome = await context.store.commit(cp, lease, LONG_LEASE_MS);
-  assert.deepEqual(
-    defined(outcome),
-    { ok: true, lease: outcome.ok ? outcome.lease : undefined },
-    `commit of ${cp.conversationId} seq ${cp.seq} should apply`,
-  );
-  return (outcome as { lease: Lease }).lease;
-}
-
-export { committed, created };
+import { begun, committed, created } from './steps.ts';
 
 export const recordChecks: readonly Check[] = [
   {
@@ -228,9 +202,7 @@ export const recordChecks: readonly Check[] = [
     name: 'suspended: committing a suspended checkpoint releases the lease; another owner acquires it (takenOver false) with suspendedAt',
     async run(context) {
       const { store } = context;
-      const id = context.id('suspended');
-      const orchestrator = context.orchestrator('suspended');
-      const lease = await created(context, checkpoint(id, orchestrator, 1), context.owner('a'));
+      const { id, orchestrator, lease } = await begun(context, 'suspended');
       const suspended = checkpoint(id, orchestrator, 2, {
         status: 'suspended',
         suspendedAt: 1_234,
@@ -254,9 +226,7 @@ export const recordChecks: readonly Check[] = [
     name: 'ended: acquire answers ended with the result and takes no lease; the last holder can neither commit nor renew',
     async run(context) {
       const { store } = context;
-      const id = context.id('ended');
-      const orchestrator = context.orchestrator('ended');
-      const lease = await created(context, checkpoint(id, orchestrator, 1), context.owner('a'));
+      const { id, orchestrator, lease } = await begun(context, 'ended');
       const ended = checkpoint(id, orchestrator, 2, {
         status: 'ended',
         result: JSON.stringify({ ending: 'failed', error: 'boom' }),

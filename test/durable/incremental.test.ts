@@ -12,16 +12,16 @@ import {
   type ConversationStore,
   createMemoryStore,
   type MemoryStore,
-  type Message,
   maxDispatches,
   roundRobin,
 } from '../../src/index.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+import {
+  type Transcript,
+  transcriptProjection,
+  transcriptResponders,
+} from '../helpers/transcript.ts';
 import { counting, wrap } from '../helpers/wrapped-store.ts';
-
-interface Transcript {
-  readonly lines: string[];
-}
 
 const line = (n: number, who: string) => `${who}:${n}:${'x'.repeat(1000)}`;
 
@@ -37,21 +37,11 @@ function transcript(
     store,
     checkpoints,
     historySize,
-    responders: ['a', 'b'].map((name) => ({
-      name,
-      respond: (m: Message<string>, state) => ({
-        sender: name,
-        content: line(state.projection.lines.length, `${name}<${m.sender}`),
-      }),
-    })),
+    responders: transcriptResponders((name, m, state) =>
+      line(state.projection.lines.length, `${name}<${m.sender}`),
+    ),
     turnPolicy: roundRobin(),
-    projection: {
-      initial: (input) => ({ lines: [input.content] }),
-      fold: (s, m) => {
-        s.lines.push(m.content);
-        return s;
-      },
-    },
+    projection: transcriptProjection(),
     termination: maxDispatches(dispatches),
     listener: (_state, _decision, dispatchCount) => {
       if (drainAt !== undefined && dispatchCount === drainAt.at) drainAt.controller.abort('drain');

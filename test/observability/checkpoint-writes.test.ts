@@ -18,7 +18,6 @@ import {
   type ConversationStore,
   createMemoryStore,
   type IncrementalStore,
-  type Message,
   maxDispatches,
   roundRobin,
 } from '../../src/index.ts';
@@ -32,13 +31,14 @@ import {
   type SeriesValue,
 } from '../helpers/otel-metrics.ts';
 import { memoryTracing, restoreTracing, spansNamed } from '../helpers/tracing.ts';
+import {
+  type Transcript,
+  transcriptProjection,
+  transcriptResponders,
+} from '../helpers/transcript.ts';
 import { wrap } from '../helpers/wrapped-store.ts';
 
 afterEach(restoreTracing);
-
-interface Transcript {
-  readonly lines: string[];
-}
 
 const line = (n: number, who: string) => `${who}:${n}:${'x'.repeat(1000)}`;
 
@@ -98,22 +98,12 @@ function transcript(
     store,
     checkpoints,
     observers,
-    responders: ['a', 'b'].map((name) => ({
-      name,
-      // A promise: an abort lands while a responder's call is open (a clean handoff).
-      respond: async (m: Message<string>, state) => ({
-        sender: name,
-        content: line(state.projection.lines.length, `${name}<${m.sender}`),
-      }),
-    })),
+    // A promise: an abort lands while a responder's call is open (a clean handoff).
+    responders: transcriptResponders(async (name, m, state) =>
+      line(state.projection.lines.length, `${name}<${m.sender}`),
+    ),
     turnPolicy: roundRobin(),
-    projection: {
-      initial: (input) => ({ lines: [input.content] }),
-      fold: (s, m) => {
-        s.lines.push(m.content);
-        return s;
-      },
-    },
+    projection: transcriptProjection(),
     termination: maxDispatches(dispatches),
     listener: (_state, _decision, dispatchCount) => {
       if (abortAt !== undefined && dispatchCount === abortAt.at) abortAt.controller.abort('drain');
