@@ -1,5 +1,5 @@
 /**
- * The crash tests shared by the PostgreSQL and Redis stores.
+ * The crash tests shared by the PostgreSQL and Redis stores (`runAndKill` by SQLite's too).
  * - `killWriters`: a writer process (store-crash-writer.ts) SIGKILLed mid-commit `kills` times
  *   at random moments; after each, every stored checkpoint is whole, nothing the writer saw
  *   committed is lost, and the next writer takes the dead holder's leases at once.
@@ -17,8 +17,14 @@ import { readCrashState } from './crash-state.ts';
 
 const WRITER = resolve(import.meta.dirname, 'store-crash-writer.ts');
 
-/** Runs the writer until its first commit and `killAfterMs` more, SIGKILLs it; the highest seq it printed per id. */
-function runAndKill(args: readonly string[], killAfterMs: number): Promise<Map<string, number>> {
+/**
+ * Runs the writer (store-crash-writer.ts with `args`) until its first commit and `killAfterMs`
+ * more, SIGKILLs it; the highest seq it printed per id.
+ */
+export function runAndKill(
+  args: readonly string[],
+  killAfterMs: number,
+): Promise<Map<string, number>> {
   return new Promise((done, fail) => {
     const child = spawn(process.execPath, ['--import', 'tsx', WRITER, ...args], {
       stdio: ['ignore', 'pipe', 'pipe'],
@@ -35,6 +41,7 @@ function runAndKill(args: readonly string[], killAfterMs: number): Promise<Map<s
         if (line === 'ready') continue;
         const [id, seq] = line.split(' ');
         seen.set(id as string, Math.max(seen.get(id as string) ?? 0, Number(seq)));
+        // The kill is armed at the first confirmed commit, then lands at a random moment.
         if (!armed) {
           armed = true;
           setTimeout(() => child.kill('SIGKILL'), killAfterMs);

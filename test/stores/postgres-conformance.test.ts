@@ -1,22 +1,17 @@
 /** The conformance kit against the PostgreSQL store on a real PostgreSQL 15 (a table per store). */
-import { afterAll, beforeAll, describe } from 'vitest';
+import { describe } from 'vitest';
 import { createPostgresStore } from '../../src/stores/postgres/index.ts';
-import { hasPostgres, type RunningPostgres, startPostgres } from '../helpers/postgres.ts';
+import { hasPostgres } from '../helpers/postgres.ts';
+import { postgresPerSuite } from '../helpers/postgres-suite.ts';
 import { describeConversationStore } from '../helpers/store-conformance.ts';
 
-let server: RunningPostgres;
 let tables = 0;
 
 describe.runIf(hasPostgres())('PostgreSQL store', () => {
-  beforeAll(async () => {
-    server = await startPostgres();
-  });
-  afterAll(async () => {
-    await server?.stop();
-  });
+  const server = postgresPerSuite();
   describeConversationStore('the PostgreSQL store', (options) =>
     createPostgresStore({
-      connectionString: server.connectionString,
+      connectionString: server().connectionString,
       table: `conformance_${tables++}`,
       ...options,
     }),

@@ -6,14 +6,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { CheckpointEntry, Lease } from '../../src/core/spi/store.ts';
 import { createPostgresStore, SCHEMA_VERSION } from '../../src/stores/postgres/index.ts';
 import { checkpoint, remoteOwner } from '../helpers/network-store-cases.ts';
-import { hasPostgres, type RunningPostgres, startPostgres } from '../helpers/postgres.ts';
+import { hasPostgres } from '../helpers/postgres.ts';
+import { groupWrites, postgresPerSuite } from '../helpers/postgres-suite.ts';
 
 const LONG = 60_000;
-let server: RunningPostgres;
 
 const entry = (conversationId: string, seq: number): CheckpointEntry => ({
   conversationId,
@@ -40,19 +40,14 @@ const VERSION_1 = (t: string) => `
     NULL, 1, NULL);`;
 
 describe.runIf(hasPostgres())('PostgreSQL store: incremental checkpoints', () => {
-  beforeAll(async () => {
-    server = await startPostgres();
-  });
-  afterAll(async () => {
-    await server?.stop();
-  });
+  const server = postgresPerSuite();
 
   it('migrates a table of schema version 1 in place: its conversation is kept and takes entries', async () => {
     expect(SCHEMA_VERSION).toBe(2);
     const table = `v1_${randomUUID().replaceAll('-', '')}`;
-    const client = new pg.Client(server.connectionString);
+    const client = new pg.Client(server().connectionString);
     await client.connect();
-    const store = createPostgresStore({ connectionString: server.connectionString, table });
+    const store = createPostgresStore({ connectionString: server().connectionString, table });
     try {
       await client.query(VERSION_1(table));
       const taken = await store.acquire('old', remoteOwner(), LONG);
@@ -84,34 +79,15 @@ describe.runIf(hasPostgres())('PostgreSQL store: incremental checkpoints', () =>
   });
 
   it('appends 300 conversations that append in one tick in fewer statements, each fenced on its own', async () => {
-    const pool = new pg.Pool({ connectionString: server.connectionString });
-    pool.on('error', () => {});
-    let appendStatements = 0;
-    const counting = {
-      query: (q: { text: string; values?: unknown[] }) => {
-        if (q.text.includes('INSERT INTO') && q.text.includes('_entries"')) appendStatements++;
-        return pool.query(q) as never;
-      },
-      connect: () => pool.connect() as never,
-    };
-    const store = createPostgresStore({ pool: counting, table: 'group_append' });
+    const group = await groupWrites(
+      server().connectionString,
+      'group_append',
+      (text) => text.includes('INSERT INTO') && text.includes('_entries"'),
+      (store, cid, seq, lease) => store.append(entry(cid, seq), lease, LONG),
+    );
+    const { store, pool, ids, leases, outcomes } = group;
     try {
-      const ids = Array.from({ length: 300 }, () => `g-${randomUUID()}`);
-      const leases = await Promise.all(
-        ids.map(
-          async (cid) =>
-            ((await store.create(checkpoint(cid, 1), remoteOwner(), LONG)) as { lease: Lease })
-              .lease,
-        ),
-      );
-      appendStatements = 0;
-      const stale = { ...(leases[7] as Lease), epoch: 9 };
-      const outcomes = await Promise.all(
-        ids.map((cid, i) =>
-          store.append(entry(cid, i === 5 ? 4 : 2), i === 7 ? stale : (leases[i] as Lease), LONG),
-        ),
-      );
-      expect(appendStatements).toBeLessThanOrEqual(3);
+      expect(group.statements).toBeLessThanOrEqual(3);
       expect(outcomes.filter((o) => o.ok)).toHaveLength(298);
       expect(outcomes[5]).toEqual({ ok: false, reason: 'sequence', storedSeq: 1 });
       expect(outcomes[7]).toEqual({ ok: false, reason: 'fenced', storedSeq: 1 });
@@ -120,10 +96,7 @@ describe.runIf(hasPostgres())('PostgreSQL store: incremental checkpoints', () =>
       // A second append of one conversation in the same tick waits for the first.
       const cid = ids[0] as string;
       const lease = leases[0] as Lease;
-      const [third, fourth] = await Promise.all([
-        store.append(entry(cid, 3), lease, LONG),
-        store.append(entry(cid, 4), lease, LONG),
-      ]);
+      const [third, fourth] = await group.twoAtOnce();
       expect([third.ok, fourth.ok]).toEqual([true, true]);
       await store.release(cid, lease);
       const back = await store.acquire(cid, remoteOwner(), LONG);
@@ -133,15 +106,14 @@ describe.runIf(hasPostgres())('PostgreSQL store: incremental checkpoints', () =>
         '{"seq":4}',
       ]);
     } finally {
-      await store.close();
-      await pool.end();
+      await group.close();
     }
   });
 
   it('an append whose entry the database refuses changes neither the row nor the log', async () => {
     const table = `refuse_${randomUUID().replaceAll('-', '')}`;
-    const store = createPostgresStore({ connectionString: server.connectionString, table });
-    const client = new pg.Client(server.connectionString);
+    const store = createPostgresStore({ connectionString: server().connectionString, table });
+    const client = new pg.Client(server().connectionString);
     await client.connect();
     try {
       const made = await store.create(checkpoint('c', 1), remoteOwner(), LONG);

@@ -4,30 +4,25 @@
  * and bad servers.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server, type Socket } from 'node:net';
 import pg from 'pg';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { Lease } from '../../src/core/spi/store.ts';
 import { createPostgresStore, SCHEMA_VERSION } from '../../src/stores/postgres/index.ts';
 import { checkpoint, remoteOwner, storeCases } from '../helpers/network-store-cases.ts';
-import { hasPostgres, type RunningPostgres, startPostgres } from '../helpers/postgres.ts';
+import { hasPostgres, startPostgres } from '../helpers/postgres.ts';
+import { groupWrites, postgresPerSuite } from '../helpers/postgres-suite.ts';
 import { freePort } from '../helpers/prometheus.ts';
+import { silentServer } from '../helpers/silent-server.ts';
 
 const LONG = 60_000;
-let server: RunningPostgres;
 
 describe.runIf(hasPostgres())('PostgreSQL store', () => {
-  beforeAll(async () => {
-    server = await startPostgres();
-  });
-  afterAll(async () => {
-    await server?.stop();
-  });
+  const server = postgresPerSuite();
 
   // maxSnapshotBytes below its 256 MiB default: the size case builds a string one byte past it.
   storeCases('postgres', () =>
     createPostgresStore({
-      connectionString: server.connectionString,
+      connectionString: server().connectionString,
       maxSnapshotBytes: 20 * 1024 * 1024,
     }),
   );
@@ -36,10 +31,10 @@ describe.runIf(hasPostgres())('PostgreSQL store', () => {
     it('creates its table at the current version, once, when four processes start at once', async () => {
       const table = `t_${randomUUID().replaceAll('-', '')}`;
       const stores = Array.from({ length: 4 }, () =>
-        createPostgresStore({ connectionString: server.connectionString, table }),
+        createPostgresStore({ connectionString: server().connectionString, table }),
       );
       await Promise.all(stores.map((s) => s.ready()));
-      const client = new pg.Client(server.connectionString);
+      const client = new pg.Client(server().connectionString);
       await client.connect();
       try {
         const { rows } = await client.query(
@@ -48,7 +43,7 @@ describe.runIf(hasPostgres())('PostgreSQL store', () => {
         );
         expect(rows).toEqual([{ version: SCHEMA_VERSION }]);
         // Opening it again changes nothing and works.
-        const again = createPostgresStore({ connectionString: server.connectionString, table });
+        const again = createPostgresStore({ connectionString: server().connectionString, table });
         expect((await again.create(checkpoint('a', 1), remoteOwner(), LONG)).created).toBe(true);
         await again.close();
       } finally {
@@ -59,17 +54,17 @@ describe.runIf(hasPostgres())('PostgreSQL store', () => {
 
     it('refuses a table of a newer schema version with a clear error and changes nothing', async () => {
       const table = `t_${randomUUID().replaceAll('-', '')}`;
-      const first = createPostgresStore({ connectionString: server.connectionString, table });
+      const first = createPostgresStore({ connectionString: server().connectionString, table });
       await first.create(checkpoint('kept', 1), remoteOwner(), LONG);
       await first.close();
-      const client = new pg.Client(server.connectionString);
+      const client = new pg.Client(server().connectionString);
       await client.connect();
       try {
         await client.query('UPDATE co_schema_versions SET version = 99 WHERE table_name = $1', [
           table,
         ]);
-        const newer = createPostgresStore({ connectionString: server.connectionString, table });
-        const expected = `PostgreSQL store (postgres://postgres@127.0.0.1:${server.port}/postgres): connecting and migrating the schema failed: table "${table}" is at schema version 99, newer than the ${SCHEMA_VERSION} this version of conversation-orchestrator knows: upgrade the package (or point the store at another table); nothing was changed`;
+        const newer = createPostgresStore({ connectionString: server().connectionString, table });
+        const expected = `PostgreSQL store (postgres://postgres@127.0.0.1:${server().port}/postgres): connecting and migrating the schema failed: table "${table}" is at schema version 99, newer than the ${SCHEMA_VERSION} this version of conversation-orchestrator knows: upgrade the package (or point the store at another table); nothing was changed`;
         await expect(newer.ready()).rejects.toThrow(expected);
         await expect(newer.get('kept')).rejects.toThrow(expected);
         await newer.close();
@@ -83,38 +78,15 @@ describe.runIf(hasPostgres())('PostgreSQL store', () => {
 
   describe('group commit', () => {
     it('commits 300 conversations that commit in one tick in fewer statements, each fenced on its own', async () => {
-      const pool = new pg.Pool({ connectionString: server.connectionString });
-      pool.on('error', () => {});
-      let commitStatements = 0;
-      const counting = {
-        query: (q: { text: string; values?: unknown[] }) => {
-          if (q.text.includes('UPDATE') && q.text.includes('seq - 1')) commitStatements++;
-          return pool.query(q) as never;
-        },
-        connect: () => pool.connect() as never,
-      };
-      const store = createPostgresStore({ pool: counting, table: 'group_commit' });
+      const group = await groupWrites(
+        server().connectionString,
+        'group_commit',
+        (text) => text.includes('UPDATE') && text.includes('seq - 1'),
+        (store, cid, seq, lease) => store.commit(checkpoint(cid, seq), lease, LONG),
+      );
+      const { store, ids, outcomes } = group;
       try {
-        const ids = Array.from({ length: 300 }, () => `g-${randomUUID()}`);
-        const leases = await Promise.all(
-          ids.map(
-            async (cid) =>
-              ((await store.create(checkpoint(cid, 1), remoteOwner(), LONG)) as { lease: Lease })
-                .lease,
-          ),
-        );
-        commitStatements = 0;
-        const stale = { ...(leases[7] as Lease), epoch: 9 };
-        const outcomes = await Promise.all(
-          ids.map((cid, i) =>
-            store.commit(
-              checkpoint(cid, i === 5 ? 4 : 2),
-              i === 7 ? stale : (leases[i] as Lease),
-              LONG,
-            ),
-          ),
-        );
-        expect(commitStatements).toBeLessThanOrEqual(3);
+        expect(group.statements).toBeLessThanOrEqual(3);
         expect(outcomes.filter((o) => o.ok)).toHaveLength(298);
         expect(outcomes[5]).toEqual({ ok: false, reason: 'sequence', storedSeq: 1 });
         expect(outcomes[7]).toEqual({ ok: false, reason: 'fenced', storedSeq: 1 });
@@ -122,16 +94,11 @@ describe.runIf(hasPostgres())('PostgreSQL store', () => {
         expect(seqs.filter((s) => s === 2)).toHaveLength(298);
         // A second commit of one conversation in the same tick waits for the first.
         const cid = ids[0] as string;
-        const lease = leases[0] as Lease;
-        const [third, fourth] = await Promise.all([
-          store.commit(checkpoint(cid, 3), lease, LONG),
-          store.commit(checkpoint(cid, 4), lease, LONG),
-        ]);
+        const [third, fourth] = await group.twoAtOnce();
         expect([third.ok, fourth.ok]).toEqual([true, true]);
         expect((await store.get(cid))?.seq).toBe(4);
       } finally {
-        await store.close();
-        await pool.end();
+        await group.close();
       }
     });
   });
@@ -139,7 +106,7 @@ describe.runIf(hasPostgres())('PostgreSQL store', () => {
   describe('retention', () => {
     it('purgeExpired() deletes ended conversations past retentionMs, and only those', async () => {
       const store = createPostgresStore({
-        connectionString: server.connectionString,
+        connectionString: server().connectionString,
         table: 'retention',
         retentionMs: 0,
       });
@@ -164,7 +131,7 @@ describe.runIf(hasPostgres())('PostgreSQL store', () => {
 
   describe('ownership of the pool', () => {
     it('leaves a given pool open when it closes', async () => {
-      const pool = new pg.Pool({ connectionString: server.connectionString });
+      const pool = new pg.Pool({ connectionString: server().connectionString });
       const store = createPostgresStore({ pool });
       await store.get('nobody');
       await store.close();
@@ -174,27 +141,16 @@ describe.runIf(hasPostgres())('PostgreSQL store', () => {
   });
 
   describe('bad servers and bad options', () => {
-    let silent: Server;
-    let silentPort: number;
-    const sockets: Socket[] = [];
-    beforeAll(async () => {
-      // Accepts connections and never says a word.
-      silent = createServer((socket) => sockets.push(socket));
-      await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
-      silentPort = (silent.address() as { port: number }).port;
-    });
-    afterAll(async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((r) => silent.close(() => r()));
-    });
+    // Accepts connections and never says a word.
+    const silent = silentServer();
 
     it('fails a call to a server that never answers within connectTimeoutMs, naming the store', async () => {
       const store = createPostgresStore({
-        connectionString: `postgres://u:secret@127.0.0.1:${silentPort}/db`,
+        connectionString: `postgres://u:secret@127.0.0.1:${silent.port}/db`,
         connectTimeoutMs: 300,
       });
       await expect(store.get('x')).rejects.toThrow(
-        `PostgreSQL store (postgres://u@127.0.0.1:${silentPort}/db): connecting and migrating the schema failed: could not connect within connectTimeoutMs`,
+        `PostgreSQL store (postgres://u@127.0.0.1:${silent.port}/db): connecting and migrating the schema failed: could not connect within connectTimeoutMs`,
       );
       await store.close();
     });
@@ -238,12 +194,12 @@ describe.runIf(hasPostgres())('PostgreSQL store', () => {
 
     it('rejects bad options at construction with the value shown', () => {
       expect(() =>
-        createPostgresStore({ connectionString: server.connectionString, table: 'x; drop' }),
+        createPostgresStore({ connectionString: server().connectionString, table: 'x; drop' }),
       ).toThrow(
         'Expected `table` to be 1-63 letters, digits or _ (not starting with a digit), got `"x; drop"` (string) (createPostgresStore)',
       );
       expect(() =>
-        createPostgresStore({ connectionString: server.connectionString, retentionMs: -1 }),
+        createPostgresStore({ connectionString: server().connectionString, retentionMs: -1 }),
       ).toThrow(
         'Expected `retentionMs` to be an integer >= 0, got `-1` (number) (createPostgresStore)',
       );

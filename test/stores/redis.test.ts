@@ -4,7 +4,6 @@
  * bad servers.
  */
 import { randomUUID } from 'node:crypto';
-import { createServer, type Server, type Socket } from 'node:net';
 import { Redis } from 'ioredis';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { Lease } from '../../src/core/spi/store.ts';
@@ -12,6 +11,7 @@ import { createRedisStore } from '../../src/stores/redis/index.ts';
 import { checkpoint, remoteOwner, storeCases } from '../helpers/network-store-cases.ts';
 import { freePort } from '../helpers/prometheus.ts';
 import { hasRedisServer, type RunningRedis, startRedis } from '../helpers/redis.ts';
+import { silentServer } from '../helpers/silent-server.ts';
 
 const LONG = 60_000;
 let server: RunningRedis;
@@ -116,26 +116,16 @@ describe.runIf(hasRedisServer())('Redis store', () => {
   });
 
   describe('bad servers and bad options', () => {
-    let silent: Server;
-    let silentPort: number;
-    const sockets: Socket[] = [];
-    beforeAll(async () => {
-      silent = createServer((socket) => sockets.push(socket));
-      await new Promise<void>((r) => silent.listen(0, '127.0.0.1', r));
-      silentPort = (silent.address() as { port: number }).port;
-    });
-    afterAll(async () => {
-      for (const socket of sockets) socket.destroy();
-      await new Promise<void>((r) => silent.close(() => r()));
-    });
+    // Accepts connections and never says a word.
+    const silent = silentServer();
 
     it('fails a call to a server that never answers within commandTimeoutMs, naming the store', async () => {
       const store = createRedisStore({
-        url: `redis://:secret@127.0.0.1:${silentPort}`,
+        url: `redis://:secret@127.0.0.1:${silent.port}`,
         commandTimeoutMs: 300,
       });
       await expect(store.get('x')).rejects.toThrow(
-        `Redis store (redis://127.0.0.1:${silentPort}): get of conversation "x" failed: no answer within`,
+        `Redis store (redis://127.0.0.1:${silent.port}): get of conversation "x" failed: no answer within`,
       );
       await store.close();
     });

@@ -6,69 +6,28 @@
  * each seq chain from the stored seq.
  */
 
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { afterAll, expect, it } from 'vitest';
 import { readCrashState } from '../helpers/crash-state.ts';
+import { runAndKill } from '../helpers/network-store-crash.ts';
 
 const KILLS = 20;
 const CONVERSATIONS = 8;
-const WRITER = resolve(import.meta.dirname, '../helpers/store-crash-writer.ts');
 const dir = mkdtempSync(join(tmpdir(), 'store-sqlite-crash-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-/** Runs the writer until its first commit and `killAfterMs` more, SIGKILLs it; the highest seq it printed per id. */
-function runAndKill(
-  path: string,
-  killAfterMs: number,
-): Promise<{ seen: Map<string, number>; log: string }> {
-  return new Promise((done, fail) => {
-    const child = spawn(
-      process.execPath,
-      ['--import', 'tsx', WRITER, 'sqlite', path, String(CONVERSATIONS)],
-      {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      },
-    );
-    const seen = new Map<string, number>();
-    let out = '';
-    let armed = false;
-    let err = '';
-    child.stdout.on('data', (chunk: Buffer) => {
-      out += chunk.toString();
-      const lines = out.split('\n');
-      out = lines.pop() ?? '';
-      for (const line of lines) {
-        if (line === 'ready') continue;
-        const [id, seq] = line.split(' ');
-        seen.set(id as string, Math.max(seen.get(id as string) ?? 0, Number(seq)));
-        // The kill is armed at the first confirmed commit, then lands at a random moment.
-        if (!armed) {
-          armed = true;
-          setTimeout(() => child.kill('SIGKILL'), killAfterMs);
-        }
-      }
-    });
-    child.stderr.on('data', (chunk: Buffer) => {
-      err += chunk.toString();
-    });
-    child.once('error', fail);
-    child.once('exit', (code, signal) => {
-      if (signal !== 'SIGKILL') fail(new Error(`the writer exited with ${code}: ${err}`));
-      else done({ seen, log: err });
-    });
-  });
-}
 
 it(`keeps whole checkpoints and every commit it confirmed across ${KILLS} SIGKILLs mid-commit`, async () => {
   const path = join(dir, 'crash.db');
   const stored = new Map<string, number>();
   const advanced: number[] = [];
   for (let kill = 0; kill < KILLS; kill++) {
-    const { seen } = await runAndKill(path, Math.floor(Math.random() * 150));
+    const seen = await runAndKill(
+      ['sqlite', path, String(CONVERSATIONS)],
+      Math.floor(Math.random() * 150),
+    );
     const raw = new Database(path);
     try {
       expect(raw.pragma('integrity_check', { simple: true })).toBe('ok');
