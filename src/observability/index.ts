@@ -27,6 +27,7 @@ export {
   createStoreMetrics,
   StoreMetrics,
   type StoreMetricsOptions,
+  type StoreReadFailure,
 } from './store-metrics.ts';
 export { ConversationTelemetry, createConversationTelemetry } from './telemetry.ts';
 export type { TelemetryOptions } from './types.ts';

@@ -220,8 +220,21 @@ export const METRIC_OLDEST_SUSPENDED = 'orchestrator_oldest_suspended_seconds';
  * taken): the recovery backlog, by `orchestrator` (read from the store at scrape time).
  */
 export const METRIC_CONVERSATIONS_UNLEASED = 'orchestrator_conversations_unleased';
-/** Counter of scrape-time store reads (`store.stats()`) that failed or did not answer in time, by `store`. */
+/**
+ * Counter of scrape-time store reads (`store.stats()`) that failed or did not answer in time, by
+ * `store` and `reason` (one of {@link STORE_READ_FAILURE_REASONS}).
+ */
 export const METRIC_STORE_READ_FAILURES = 'orchestrator_store_read_failures_total';
+/**
+ * Gauge, by `store`: 1 when the last scrape-time read of the store answered in time, 0 when it
+ * failed or did not answer within `timeoutMs` (that scrape has no store gauge series).
+ */
+export const METRIC_STORE_UP = 'orchestrator_store_up';
+/**
+ * The `reason` values of `orchestrator_store_read_failures_total`: `timeout` (the store did not
+ * answer within `timeoutMs`, or had not yet answered an earlier scrape's read), `error` (it failed).
+ */
+export const STORE_READ_FAILURE_REASONS = ['timeout', 'error'] as const;
 /** Histogram of how long a BullMQ job waited before a worker took it (seconds), by `queue`. */
 export const METRIC_QUEUE_JOB_WAIT = 'orchestrator_queue_job_wait_seconds';
 /** Gauge of the age (seconds) of the oldest job waiting in a BullMQ queue, by `queue` (read at scrape time). */

@@ -2,7 +2,9 @@
  * Gauges read from a `ConversationStore` at scrape time: what no single worker can count (the
  * conversations suspended in the store, how long the oldest has waited, the running ones no
  * worker holds). Every worker reading one store reports the same values; the ops rules take
- * their `max` over workers. A scrape never waits on the store for longer than `timeoutMs`.
+ * their `max` over workers. A scrape never waits on the store for longer than `timeoutMs`, and
+ * one read of the store is in flight at a time: while the store does not answer, scrapes say so
+ * (`orchestrator_store_up` 0, the failure counted by reason) instead of sending more reads.
  */
 
 import { fail, positiveInteger, positiveNumber } from '../core/shared/validate.ts';
@@ -15,14 +17,17 @@ import {
   type PrometheusRegistry,
   registerCollector,
 } from './registry.ts';
-import { ScrapeCollector, ScrapeRead } from './scrape-read.ts';
+import { ScrapeCollector, ScrapeRead, type ScrapeReadFailure } from './scrape-read.ts';
 import {
   LABEL_ORCHESTRATOR,
+  LABEL_REASON,
   LABEL_STORE,
   METRIC_CONVERSATIONS_SUSPENDED,
   METRIC_CONVERSATIONS_UNLEASED,
   METRIC_OLDEST_SUSPENDED,
   METRIC_STORE_READ_FAILURES,
+  METRIC_STORE_UP,
+  STORE_READ_FAILURE_REASONS,
 } from './semconv.ts';
 
 /** Options of `createStoreMetrics(options)`. */
@@ -33,7 +38,9 @@ export interface StoreMetricsOptions {
   readonly registry: PrometheusRegistry;
   /**
    * How long a scrape waits for the store. Past it (or when the store throws) the gauges expose
-   * no series for that scrape and `orchestrator_store_read_failures_total` counts one.
+   * no series for that scrape, `orchestrator_store_up` is 0 and
+   * `orchestrator_store_read_failures_total` counts one (`reason` `timeout` or `error`). A read
+   * still unanswered is not sent again: the next scrapes wait for it (each at most `timeoutMs`).
    * @default 1000
    */
   readonly timeoutMs?: number;
@@ -63,6 +70,16 @@ export interface StoreMetricsOptions {
   readonly now?: () => number;
 }
 
+/** Why the last scrape-time read of the store answered nothing (`StoreMetrics.lastFailure`). */
+export interface StoreReadFailure {
+  /** `timeout`: no answer within `timeoutMs`; `error`: the store's call rejected. */
+  readonly reason: 'timeout' | 'error';
+  /** The store's error (with `reason` `error`): its message says what failed. */
+  readonly error?: unknown;
+  /** When the scrape gave up (epoch milliseconds, from `now`). */
+  readonly at: number;
+}
+
 /** One read of the store: per orchestrator, its stats and unleased running conversations. */
 interface Reading {
   readonly stats: readonly StoreStats[];
@@ -79,9 +96,10 @@ export class StoreMetrics {
   readonly #maxUnleased: number;
   readonly #minIntervalMs: number;
   readonly #now: () => number;
-  readonly #failures: Series;
+  readonly #failures: Record<ScrapeReadFailure, Series>;
   readonly #names: readonly string[];
   readonly #reads: ScrapeRead<Reading>;
+  #lastFailure: StoreReadFailure | undefined;
 
   constructor(options: StoreMetricsOptions) {
     if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
@@ -112,14 +130,22 @@ export class StoreMetrics {
     } catch {
       // A name that cannot be read: the generic label.
     }
-    this.#failures = { labels: { [LABEL_STORE]: storeName }, count: 0 };
-    const failures = this.#failures;
+    const series = (reason: ScrapeReadFailure): Series => ({
+      labels: { [LABEL_STORE]: storeName, [LABEL_REASON]: reason },
+      count: 0,
+    });
+    const failures: Record<ScrapeReadFailure, Series> = {
+      timeout: series('timeout'),
+      error: series('error'),
+    };
+    this.#failures = failures;
     this.#reads = new ScrapeRead(
       () => this.#query(),
       this.#timeoutMs,
       this.#minIntervalMs,
-      () => {
-        failures.count++;
+      (reason, error) => {
+        failures[reason].count++;
+        this.#lastFailure = { reason, error, at: this.#now() };
       },
     );
     const collectors: Collector[] = [
@@ -164,12 +190,24 @@ export class StoreMetrics {
       ),
       // Read after the scrape's store read settled: a read failing in this scrape counts in it.
       new ScrapeCollector(
+        METRIC_STORE_UP,
+        'Whether the last scrape-time read of the store answered within timeoutMs (1) or failed or did not answer (0).',
+        'gauge',
+        async () => {
+          const reading = await this.#reads.read();
+          return [{ value: reading === undefined ? 0 : 1, labels: { [LABEL_STORE]: storeName } }];
+        },
+      ),
+      new ScrapeCollector(
         METRIC_STORE_READ_FAILURES,
-        'Scrape-time reads of the store that failed or did not answer within timeoutMs.',
+        'Scrape-time reads of the store that failed (reason error) or did not answer within timeoutMs (reason timeout).',
         'counter',
         async () => {
           await this.#reads.read();
-          return [{ value: failures.count, labels: failures.labels }];
+          return STORE_READ_FAILURE_REASONS.map((reason) => ({
+            value: failures[reason].count,
+            labels: failures[reason].labels,
+          }));
         },
       ),
     ];
@@ -178,9 +216,17 @@ export class StoreMetrics {
     for (const collector of collectors) registerCollector(this.#registry, collector);
   }
 
-  /** Reads that failed or timed out so far. */
+  /**
+   * Why the last read that answered nothing did (the reason and the store's error, for a log);
+   * undefined before any. `orchestrator_store_up` says whether the last read answered.
+   */
+  get lastFailure(): StoreReadFailure | undefined {
+    return this.#lastFailure;
+  }
+
+  /** Reads that failed or timed out so far (both reasons). */
   get failures(): number {
-    return this.#failures.count;
+    return this.#failures.timeout.count + this.#failures.error.count;
   }
 
   async #query(): Promise<Reading> {
@@ -216,8 +262,9 @@ export class StoreMetrics {
 
 /**
  * Registers the store's gauges (`orchestrator_conversations_suspended`,
- * `orchestrator_oldest_suspended_seconds`, `orchestrator_conversations_unleased`) and the count
- * of failed reads on `registry`, read from `store` at scrape time within `timeoutMs`.
+ * `orchestrator_oldest_suspended_seconds`, `orchestrator_conversations_unleased`), whether the
+ * last read answered (`orchestrator_store_up`) and the count of failed reads by reason on
+ * `registry`, read from `store` at scrape time within `timeoutMs`.
  * @example createStoreMetrics({ store, registry })
  */
 export function createStoreMetrics(options: StoreMetricsOptions): StoreMetrics {

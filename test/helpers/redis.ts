@@ -40,6 +40,13 @@ export interface RunningRedis {
   log(): string;
   /** Sends `signal` (a crash: `SIGKILL`) and waits until the process has exited. */
   kill(signal?: NodeJS.Signals): Promise<void>;
+  /**
+   * Freezes the server (`SIGSTOP`): its connections stay open and nothing answers (a hung host),
+   * until `resume()`. `kill()`, `restart()` and `stop()` resume it first.
+   */
+  pause(): void;
+  /** Lets a paused server run again (`SIGCONT`): it answers what it was sent meanwhile. */
+  resume(): void;
   /** Starts the server again on the same port and directory; waits until it answers PING. */
   restart(): Promise<void>;
   /** Stops the server (SIGTERM) and removes its directory; safe to call twice. */
@@ -129,6 +136,8 @@ export async function startRedis(options: RedisOptions = {}): Promise<RunningRed
   const kill = async (signal: NodeJS.Signals = 'SIGKILL') => {
     if (running()) {
       child?.kill(signal);
+      // A stopped process acts on a signal other than SIGKILL only once continued.
+      child?.kill('SIGCONT');
       await exited;
     }
   };
@@ -144,6 +153,12 @@ export async function startRedis(options: RedisOptions = {}): Promise<RunningRed
     dir,
     log: () => log,
     kill,
+    pause: () => {
+      if (running()) child?.kill('SIGSTOP');
+    },
+    resume: () => {
+      if (running()) child?.kill('SIGCONT');
+    },
     restart: async () => {
       await kill('SIGKILL');
       await start();

@@ -281,7 +281,7 @@ describe('OpenTelemetry names: docs/telemetry.md, the definition table and semco
     const families = [
       ...documented('## Metrics'),
       ...documented('## Metrics of durable conversations and fleets'),
-    ].filter((name) => !/sampler|suspended|unleased|store_read|queue/.test(name));
+    ].filter((name) => !/sampler|suspended|unleased|store_read|store_up|queue/.test(name));
     expect(METRIC_DEFINITIONS.map((d) => d.prometheus).sort()).toEqual(families.sort());
   });
 

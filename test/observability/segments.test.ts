@@ -17,6 +17,7 @@ import {
   type Message,
   maxDispatches,
   roundRobin,
+  type StoreStats,
   suspend,
 } from '../../src/index.ts';
 import {
@@ -334,6 +335,7 @@ describe('the store gauges', () => {
     expect(value('orchestrator_oldest_suspended_seconds')).toBeLessThan(8);
     expect(value('orchestrator_conversations_unleased')).toBe(1);
     expect(value('orchestrator_store_read_failures_total')).toBe(0);
+    expect(value('orchestrator_store_up')).toBe(1);
   });
 
   it('never hangs a scrape: a store that does not answer is counted as a failed read', async () => {
@@ -351,7 +353,75 @@ describe('the store gauges', () => {
       minIntervalMs: 1,
     });
     const text = await registry.metrics();
-    expect(text).toContain('orchestrator_store_read_failures_total{store="memory"} 1');
+    expect(text).toContain(
+      'orchestrator_store_read_failures_total{store="memory",reason="timeout"} 1',
+    );
+    expect(text).toContain(
+      'orchestrator_store_read_failures_total{store="memory",reason="error"} 0',
+    );
+    expect(text).toContain('orchestrator_store_up{store="memory"} 0');
     expect(text).not.toMatch(/orchestrator_conversations_suspended\{/);
+  });
+
+  it('sends no read behind an unanswered one: later scrapes wait for it, each at most timeoutMs', async () => {
+    const store = createMemoryStore();
+    const registry = new Registry();
+    let calls = 0;
+    let answer: (stats: readonly StoreStats[]) => void = () => {};
+    const slow = {
+      name: 'memory',
+      list: store.list.bind(store),
+      stats: () => {
+        calls++;
+        return new Promise<readonly StoreStats[]>((resolve) => {
+          answer = resolve;
+        });
+      },
+    };
+    const metrics = createStoreMetrics({
+      store: slow as unknown as ConversationStore,
+      registry,
+      timeoutMs: 20,
+      minIntervalMs: 1,
+    });
+    for (let i = 0; i < 5; i++) {
+      const started = performance.now();
+      expect(await registry.metrics()).toContain('orchestrator_store_up{store="memory"} 0');
+      expect(performance.now() - started).toBeLessThan(200);
+    }
+    expect(calls).toBe(1);
+    expect(metrics.lastFailure?.reason).toBe('timeout');
+    // Once it answers, the next scrape reads again (a fresh read, not the late answer).
+    answer([{ orchestrator: 'o', running: 0, suspended: 9 }]);
+    await new Promise((r) => setTimeout(r, 5));
+    const next = registry.metrics();
+    await new Promise((r) => setTimeout(r, 1));
+    answer([{ orchestrator: 'o', running: 0, suspended: 3 }]);
+    const text = await next;
+    expect(calls).toBe(2);
+    expect(text).toContain('orchestrator_conversations_suspended{orchestrator="o"} 3');
+    expect(text).toContain('orchestrator_store_up{store="memory"} 1');
+    expect(metrics.failures).toBe(5);
+  });
+
+  it("says why a read failed: reason error and the store's error", async () => {
+    const store = createMemoryStore();
+    const registry = new Registry();
+    const failing = {
+      name: 'memory',
+      list: store.list.bind(store),
+      stats: () => Promise.reject(new Error('disk on fire')),
+    };
+    const metrics = createStoreMetrics({
+      store: failing as unknown as ConversationStore,
+      registry,
+      minIntervalMs: 1,
+    });
+    const text = await registry.metrics();
+    expect(text).toContain(
+      'orchestrator_store_read_failures_total{store="memory",reason="error"} 1',
+    );
+    expect(text).toContain('orchestrator_store_up{store="memory"} 0');
+    expect(String(metrics.lastFailure?.error)).toContain('disk on fire');
   });
 });

@@ -86,7 +86,15 @@ describe('the demo service’s process metrics', () => {
         ),
       );
     }
-    expect(text).toMatch(/^orchestrator_store_read_failures_total\{store="sqlite"\} 0$/m);
+    expect(text).toMatch(/^orchestrator_store_up\{store="sqlite"\} 1$/m);
+    for (const reason of ['timeout', 'error']) {
+      expect(text).toMatch(
+        new RegExp(
+          `^orchestrator_store_read_failures_total\\{store="sqlite",reason="${reason}"\\} 0$`,
+          'm',
+        ),
+      );
+    }
   });
 
   it('passes promtool’s lint, and gives an OpenMetrics scraper the same families', async () => {

@@ -106,6 +106,14 @@ class RedisStoreImpl implements RedisStore {
   #closed = false;
   #lastConnectionError: Error | undefined;
   readonly #inFlight = new InFlight();
+  /** Whether the client was ready once: not ready since, its connection is lost. */
+  #seenReady = false;
+  /**
+   * When a `stats()` read went unanswered on a connection still up (a hung Redis): Redis owes its
+   * reply, and ioredis keeps the command queued until it comes, so `stats()` sends no more behind
+   * it until Redis answers (a call sent after it answered, or the client owes nothing).
+   */
+  #unansweredSince: number | undefined;
 
   constructor(options: RedisStoreOptions) {
     if (typeof options !== 'object' || options === null) {
@@ -164,6 +172,7 @@ class RedisStoreImpl implements RedisStore {
       });
       this.#client.on('ready', () => {
         this.#lastConnectionError = undefined;
+        this.#seenReady = true;
       });
     } else {
       throw clientFormsError('createRedisStore', CLIENT_FORMS, options);
@@ -402,7 +411,51 @@ class RedisStoreImpl implements RedisStore {
     });
   }
 
+  /**
+   * Read at scrape time (`createStoreMetrics`), so it never queues: while the connection is lost
+   * (ioredis would hold the read in its offline queue until Redis is back) or an earlier `stats()`
+   * is still unanswered, it rejects at once, saying which.
+   */
   async stats(): Promise<readonly spi.StoreStats[]> {
+    const held = this.#closed ? undefined : this.#heldBack();
+    if (held !== undefined) throw this.#error('stats', new Error(held));
+    try {
+      return await this.#stats();
+    } catch (error) {
+      const cause = error instanceof Error ? error.cause : undefined;
+      if (
+        cause instanceof Error &&
+        /^(Command timed out|no answer within)/.test(cause.message) &&
+        this.#client.status === 'ready'
+      ) {
+        this.#unansweredSince ??= performance.now();
+      }
+      throw error;
+    }
+  }
+
+  /** Why `stats()` sends nothing now (the connection lost, a read unanswered), or undefined. */
+  #heldBack(): string | undefined {
+    const status = this.#client.status;
+    if (status === 'ready') {
+      this.#seenReady = true;
+    } else if (this.#seenReady) {
+      const last = this.#lastConnectionError;
+      return `Redis is unreachable (${last !== undefined ? `${last.message}; ` : ''}connection ${status}): the read is not queued until it is back`;
+    }
+    if (this.#unansweredSince === undefined) return undefined;
+    // The commands sent and not answered yet; none: Redis answered all (or they were dropped with
+    // their connection).
+    const owed = (this.#client as { commandQueue?: { length: number } }).commandQueue?.length ?? 0;
+    if (owed === 0) {
+      this.#unansweredSince = undefined;
+      return undefined;
+    }
+    const ms = Math.round(performance.now() - this.#unansweredSince);
+    return `Redis has not answered a read for ${ms} ms (past commandTimeoutMs, ${this.#timeoutMs} ms; ${owed} commands unanswered): no read is sent behind it`;
+  }
+
+  #stats(): Promise<readonly spi.StoreStats[]> {
     const p = this.#base;
     return this.#bounded('stats', async () => {
       const names = (await this.#client.smembers(`${p}orchestrators`)).sort();
@@ -510,7 +563,16 @@ class RedisStoreImpl implements RedisStore {
     }
     // close() waits for the work itself, also past a timeout. The store's own client bounds
     // every command itself (commandTimeout): no timer per call.
-    const call = this.#inFlight.track(work());
+    const started = performance.now();
+    const call = this.#inFlight.track(
+      work().then((value) => {
+        // Answered, so connected; and Redis answers in order: what was sent before was answered.
+        this.#seenReady = true;
+        const since = this.#unansweredSince;
+        if (since !== undefined && started > since) this.#unansweredSince = undefined;
+        return value;
+      }),
+    );
     return timedCall(
       () => call,
       this.#own ? undefined : this.#timeoutMs,
