@@ -21,7 +21,6 @@ import {
   ConversationOrchestrator,
   type ConversationStore,
   createMemoryStore,
-  type Message,
   maxDispatches,
   roundRobin,
   suspend,
@@ -30,6 +29,7 @@ import {
   createConversationSampler,
   createConversationTelemetry,
 } from '../../src/observability/index.ts';
+import { counter, plusOne } from '../helpers/counter.ts';
 import { restoreTracing } from '../helpers/tracing.ts';
 
 afterEach(restoreTracing);
@@ -40,32 +40,16 @@ function orchestrator(
   observers: ConversationObserver<number, number>[],
   onStep?: (n: number) => void,
 ) {
-  let asked = false;
-  const step = (m: Message<number>): Message<number> => {
-    onStep?.(m.content + 1);
-    return { sender: 'step', content: m.content + 1 };
-  };
-  return new ConversationOrchestrator<number, number>({
-    name: 'cancels',
-    store,
-    observers,
-    responders: [
-      { name: 'a', respond: step },
-      {
-        name: 'b',
-        respond: (m) => {
-          if (m.content === 3 && !asked) {
-            asked = true;
-            return suspend({ question: 'go on?' });
-          }
-          return step(m);
-        },
+  return new ConversationOrchestrator<number, number>(
+    counter('cancels', {
+      store,
+      observers,
+      step: (_who, m) => {
+        onStep?.(m.content + 1);
+        return plusOne(m);
       },
-    ],
-    turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (_n, m) => m.content },
-    termination: maxDispatches(8),
-  });
+    }),
+  );
 }
 
 /** A sampler dropping by ratio (0) in front of a memory exporter, with its metrics. */

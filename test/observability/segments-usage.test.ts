@@ -6,15 +6,9 @@
  */
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import {
-  ConversationOrchestrator,
-  createMemoryStore,
-  type Message,
-  maxDispatches,
-  roundRobin,
-  suspend,
-} from '../../src/index.ts';
+import { ConversationOrchestrator, createMemoryStore } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
+import { counter, plusOne } from '../helpers/counter.ts';
 
 /**
  * Eight dispatches around a suspension: with `reports`, `a` reports 10 in and 5 out tokens at its
@@ -22,37 +16,20 @@ import { createConversationTelemetry } from '../../src/observability/index.ts';
  */
 function orchestrator(registry: Registry, reports: boolean) {
   const telemetry = createConversationTelemetry<number, number>({ registry });
-  let asked = false;
-  const answer = (m: Message<number>) => ({ sender: 'step', content: m.content + 1 });
   return {
     telemetry,
-    o: new ConversationOrchestrator<number, number>({
-      name: 'tokens',
-      store: createMemoryStore(),
-      observers: [telemetry],
-      responders: [
-        {
-          name: 'a',
-          respond: (m, _state, context) => {
-            if (reports && m.content < 2) context.reportUsage({ inputTokens: 10, outputTokens: 5 });
-            return answer(m);
-          },
+    o: new ConversationOrchestrator<number, number>(
+      counter('tokens', {
+        store: createMemoryStore(),
+        observers: [telemetry],
+        step: (who, m, _state, context) => {
+          if (who === 'a' && reports && m.content < 2) {
+            context.reportUsage({ inputTokens: 10, outputTokens: 5 });
+          }
+          return plusOne(m);
         },
-        {
-          name: 'b',
-          respond: (m) => {
-            if (m.content === 3 && !asked) {
-              asked = true;
-              return suspend({ question: 'go on?' });
-            }
-            return answer(m);
-          },
-        },
-      ],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (_n, m) => m.content },
-      termination: maxDispatches(8),
-    }),
+      }),
+    ),
   };
 }
 
