@@ -13,7 +13,14 @@ import {
   type ResourceMetrics,
 } from '@opentelemetry/sdk-metrics';
 import type { Registry } from 'prom-client';
-import { type Message, maxDispatches } from '../../src/index.ts';
+import {
+  ConversationOrchestrator,
+  createMemoryStore,
+  type Message,
+  maxDispatches,
+  roundRobin,
+  suspend,
+} from '../../src/index.ts';
 import type { createConversationTelemetry } from '../../src/observability/index.ts';
 import { METRIC_DEFINITIONS } from '../../src/observability/metric-definitions.ts';
 import { counterOrchestrator } from './desks.ts';
@@ -126,6 +133,28 @@ export function seriesOf(all: Map<string, SeriesValue>, name: string): Map<strin
   return new Map([...all].filter(([key]) => key.startsWith(`${name}{`)));
 }
 
+const ORCHESTRATOR_NAMES = new Set(METRIC_DEFINITIONS.map((d) => d.otel));
+
+/** The series of `all` of the orchestrator's own metrics (METRIC_DEFINITIONS), not the GenAI ones. */
+export function orchestratorSeries(all: Map<string, SeriesValue>): Map<string, SeriesValue> {
+  return new Map([...all].filter(([k]) => ORCHESTRATOR_NAMES.has(k.slice(0, k.indexOf('{')))));
+}
+
+/**
+ * The histograms whose Prometheus name has a unit suffix, each with the name the OpenTelemetry
+ * SDK's Prometheus exporter gives it (without the suffix).
+ */
+export const UNIT_SUFFIXED = [
+  ['orchestrator_conversation_duration_seconds', 'orchestrator_conversation_duration'],
+  ['orchestrator_dispatch_duration_seconds', 'orchestrator_dispatch_duration'],
+  ['orchestrator_checkpoint_duration_seconds', 'orchestrator_checkpoint_duration'],
+  ['orchestrator_checkpoint_size_bytes', 'orchestrator_checkpoint_size'],
+  [
+    'orchestrator_checkpoint_snapshot_duration_seconds',
+    'orchestrator_checkpoint_snapshot_duration',
+  ],
+] as const;
+
 /** An OTLP/HTTP JSON export's series (as a receiver decoded it), by series key. */
 export function otlpSeries(scopes: readonly OtlpScopeMetrics[]): Map<string, SeriesValue> {
   const out = new Map<string, SeriesValue>();
@@ -207,4 +236,34 @@ export async function exercise(telemetry: Telemetry): Promise<void> {
       },
     ],
   }).run(input);
+}
+
+/**
+ * A durable conversation `conversationId` on a memory store: its one responder `d` suspends at its
+ * first answer (`'ok?'`), is resumed, and ends after 3 dispatches.
+ */
+export async function exerciseDurable(telemetry: Telemetry, conversationId: string): Promise<void> {
+  let asked = false;
+  const durable = new ConversationOrchestrator<number, number>({
+    name: 'durable',
+    store: createMemoryStore(),
+    observers: [telemetry],
+    responders: [
+      {
+        name: 'd',
+        respond: (m: Message<number>) => {
+          if (!asked) {
+            asked = true;
+            return suspend('ok?');
+          }
+          return { sender: 'd', content: m.content + 1 };
+        },
+      },
+    ],
+    turnPolicy: roundRobin(),
+    projection: { initial: () => 0, fold: (_n, m) => m.content },
+    termination: maxDispatches(3),
+  });
+  await durable.run({ sender: 'u', content: 0 }, { conversationId });
+  await durable.resume(conversationId, { input: { sender: 'u', content: 1 } });
 }

@@ -8,18 +8,13 @@ import { OTLPMetricExporter } from '@opentelemetry/exporter-metrics-otlp-http';
 import { MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import {
-  ConversationOrchestrator,
-  createMemoryStore,
-  maxDispatches,
-  roundRobin,
-  suspend,
-} from '../../src/index.ts';
 import { createConversationTelemetry, semconv } from '../../src/observability/index.ts';
 import { GEN_AI_METRICS, METRIC_DEFINITIONS } from '../../src/observability/metric-definitions.ts';
 import {
   exercise,
+  exerciseDurable,
   type HistogramValue,
+  orchestratorSeries,
   otlpSeries,
   promSeries,
   seriesKey,
@@ -37,29 +32,7 @@ async function exported() {
   const telemetry = createConversationTelemetry<number, number>({ registry, meterProvider });
   await exercise(telemetry);
   // A durable conversation: it suspends at its first answer and is resumed.
-  let asked = false;
-  const durable = new ConversationOrchestrator<number, number>({
-    name: 'durable',
-    store: createMemoryStore(),
-    observers: [telemetry],
-    responders: [
-      {
-        name: 'd',
-        respond: (m) => {
-          if (!asked) {
-            asked = true;
-            return suspend('ok?');
-          }
-          return { sender: 'd', content: m.content + 1 };
-        },
-      },
-    ],
-    turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (_n, m) => m.content },
-    termination: maxDispatches(3),
-  });
-  await durable.run({ sender: 'u', content: 0 }, { conversationId: 'otlp-metrics-1' });
-  await durable.resume('otlp-metrics-1', { input: { sender: 'u', content: 1 } });
+  await exerciseDurable(telemetry, 'otlp-metrics-1');
   await meterProvider.forceFlush();
   await meterProvider.shutdown();
   await receiver.close();
@@ -77,10 +50,8 @@ describe('the metrics over OTLP/HTTP, to a real receiver', () => {
     ]);
     const otlp = otlpSeries(last);
     const prom = await promSeries(registry);
-    const names = new Set(METRIC_DEFINITIONS.map((d) => d.otel));
-    const orchestrator = new Map([...otlp].filter(([k]) => names.has(k.slice(0, k.indexOf('{')))));
     expect(prom.size).toBeGreaterThan(30);
-    expect(orchestrator).toEqual(prom);
+    expect(orchestratorSeries(otlp)).toEqual(prom);
     // The run's own numbers, as the receiver decoded them.
     expect(
       otlp.get(seriesKey('orchestrator.dispatches', { orchestrator: 'durable', responder: 'd' })),

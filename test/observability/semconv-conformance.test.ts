@@ -9,18 +9,10 @@ import { SpanKind, SpanStatusCode } from '@opentelemetry/api';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  ConversationOrchestrator,
-  createMemoryStore,
-  type Message,
-  maxDispatches,
-  roundRobin,
-  suspend,
-} from '../../src/index.ts';
 import { createConversationTelemetry, semconv } from '../../src/observability/index.ts';
 import { METRIC_DEFINITIONS } from '../../src/observability/metric-definitions.ts';
 import { counterOrchestrator } from '../helpers/desks.ts';
-import { exercise, manualMeter } from '../helpers/otel-metrics.ts';
+import { exercise, exerciseDurable, manualMeter } from '../helpers/otel-metrics.ts';
 import { type LiveCheckContext, liveCheck, loadModel } from '../helpers/semconv-live-check.ts';
 import { memoryTracing, restoreTracing } from '../helpers/tracing.ts';
 
@@ -91,29 +83,7 @@ async function emitted() {
   })
     .run({ sender: 'u', content: 0 })
     .catch(() => {});
-  let asked = false;
-  const durable = new ConversationOrchestrator<number, number>({
-    name: 'durable',
-    store: createMemoryStore(),
-    observers: [telemetry],
-    responders: [
-      {
-        name: 'd',
-        respond: (m: Message<number>) => {
-          if (!asked) {
-            asked = true;
-            return suspend('ok?');
-          }
-          return { sender: 'd', content: m.content + 1 };
-        },
-      },
-    ],
-    turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (_n, m) => m.content },
-    termination: maxDispatches(3),
-  });
-  await durable.run({ sender: 'u', content: 0 }, { conversationId: 'conformance-1' });
-  await durable.resume('conformance-1', { input: { sender: 'u', content: 1 } });
+  await exerciseDurable(telemetry, 'conformance-1');
   return { spans: exporter.getFinishedSpans(), metrics: await meter.collect() };
 }
 
