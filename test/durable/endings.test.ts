@@ -118,6 +118,35 @@ describe('the stored ending', () => {
     // Ended in the store as failed, not left running for recover() to retry forever.
     expect((await store.get('huge'))?.status).toBe('ended');
   });
+
+  it('holds checkpoints.maxConversationBytes when every commit is whole too, and at the creation', async () => {
+    const store = createMemoryStore();
+    const grown = 'y'.repeat(30_000);
+    const whole = make<string>(answer, {
+      store,
+      checkpoints: { incremental: false, maxConversationBytes: 20_000 },
+      projection: { initial: () => '', fold: () => grown },
+    });
+    const error = await whole.run(input, { conversationId: 'whole' }).catch((e: unknown) => e);
+    expect(error).toBeInstanceOf(CheckpointError);
+    expect((error as CheckpointError).message).toMatch(
+      /checkpoints\.maxConversationBytes: expected at most 20000 bytes in the store, got 30\d{3}/,
+    );
+    expect((error as CheckpointError).state.projection).toBe(grown);
+    expect((await store.get('whole'))?.status).toBe('ended');
+    // An input the bound cannot hold is refused before anything is stored.
+    const tiny = make<string>(answer, {
+      store,
+      checkpoints: { maxConversationBytes: 10 },
+      projection: { initial: () => '', fold: () => '' },
+    });
+    const refused = await tiny.run(input, { conversationId: 'tiny' }).catch((e: unknown) => e);
+    expect(refused).toBeInstanceOf(CheckpointError);
+    expect((refused as CheckpointError).message).toMatch(
+      /maxConversationBytes: expected at most 10 bytes in the store, got \d+/,
+    );
+    expect(await store.get('tiny')).toBeUndefined();
+  });
 });
 
 describe('a stored failure, resumed', () => {

@@ -249,3 +249,36 @@ describe.each(stores)('checkpoint writes on the %s store', (storeName, newStore)
     expect(spans[0]?.attributes['conversation.resume.entries']).toBeUndefined();
   });
 });
+
+describe('a snapshot that answers after the conversation ended', () => {
+  it('is told to nobody: an observer hears no write after its conversation ended', async () => {
+    const base = createMemoryStore() as unknown as IncrementalStore;
+    let late = 0;
+    const slow = wrap(base, {
+      snapshot: (checkpoint, lease) => {
+        late++;
+        return new Promise((resolve) => setTimeout(resolve, 150)).then(() =>
+          base.snapshot(checkpoint, lease),
+        );
+      },
+    });
+    const order: string[] = [];
+    const observer: ConversationObserver<Transcript, string> = {
+      startConversation: () => ({
+        onCheckpointWrite: (w) => order.push(`write ${w.kind}`),
+        onConversationEnd: () => order.push('end'),
+      }),
+    };
+    // Snapshots every 30 dispatches, each answering 150 ms later: the last ones after the end.
+    const result = await transcript(slow, [observer], 200, { snapshotEveryDispatches: 30 }).run(
+      { sender: 'user', content: 'begin' },
+      { conversationId: 'late' },
+    );
+    expect(result.dispatchCount).toBe(200);
+    await new Promise((r) => setTimeout(r, 400));
+    expect(late).toBeGreaterThanOrEqual(1);
+    // The end is the last thing heard; a snapshot answering before it may be heard, none after.
+    expect(order.at(-1)).toBe('end');
+    expect(order.filter((o) => o === 'end')).toHaveLength(1);
+  });
+});

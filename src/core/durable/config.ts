@@ -210,6 +210,7 @@ function checkpointPlan(
         ? undefined
         : positiveInteger('checkpoints.snapshotEveryBytes', snapshotEveryBytes),
     maxConversationBytes: conversationMax,
+    conversationBounded: maxConversationBytes !== undefined,
     maxSnapshotBytes,
   };
 }

@@ -213,6 +213,11 @@ export interface CheckpointPlan {
   readonly snapshotEveryBytes: number | undefined;
   /** The largest a conversation may grow: its base plus the entries after it, in bytes. */
   readonly maxConversationBytes: number;
+  /**
+   * Set by the user (`checkpoints.maxConversationBytes`): then a store writing every commit whole
+   * is bounded by it too (otherwise its `maxCheckpointBytes` bounds a whole commit).
+   */
+  readonly conversationBounded: boolean;
   /** The largest snapshot or whole checkpoint the store takes. */
   readonly maxSnapshotBytes: number;
 }

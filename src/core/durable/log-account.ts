@@ -77,12 +77,13 @@ export class LogAccount {
     snapshot: Checkpoint,
     bytes: number,
     lease: Lease,
-    observations: CommitObservers,
+    observers: () => CommitObservers,
   ): void {
     const store = durable.store;
     const covered = this.#logBytes;
     const started = performance.now();
     const heard = (error?: unknown): void => {
+      const observations = observers();
       if (!observations.wantsWrites) return;
       const durationMs = performance.now() - started;
       observations.written(
@@ -113,7 +114,9 @@ export class LogAccount {
             heard();
           } else if (outcome?.ok !== true) {
             this.#snapshotRetryAt = snapshotRetryAt(covered);
-            heard(snapshotFailure(outcome));
+            // Stale: a later base (a whole commit, another snapshot) is stored already; nothing
+            // was written and nothing is wrong. Fenced, not found or no outcome: a failure.
+            if (outcome?.reason !== 'stale') heard(snapshotFailure(outcome));
           } else heard();
         },
         (error: unknown) => {

@@ -122,6 +122,17 @@ export class StoreSession<S, C> implements RunDurability<S, C> {
     } catch (error) {
       return Promise.reject(this.#checkpointError(error, 'its input')).catch(failed);
     }
+    const plan = durable.plan;
+    if (
+      (plan.incremental || plan.conversationBounded) &&
+      state.length * 3 > plan.maxConversationBytes
+    ) {
+      const bytes = Buffer.byteLength(state);
+      if (bytes > plan.maxConversationBytes) {
+        // Nothing is stored: a conversation that cannot even be created fails at its start.
+        return Promise.reject(outgrownError(host, plan.maxConversationBytes, bytes)).catch(failed);
+      }
+    }
     const checkpoint = this.#checkpointAt('running', 1, 0, state, undefined);
     const store = durable.store;
     return bounded(
@@ -353,7 +364,8 @@ export class StoreSession<S, C> implements RunDurability<S, C> {
             snapshot,
             built.snapshotBytes,
             this.#lease as Lease,
-            observations,
+            // Read when the snapshot answers: a run that has ended by then tells nobody.
+            () => this.#host.observations,
           );
         }
       }
@@ -503,7 +515,7 @@ export class StoreSession<S, C> implements RunDurability<S, C> {
     const whole = bytes + (result === undefined ? 0 : Buffer.byteLength(result));
     // An incremental store bounds an entry by maxCheckpointBytes, a whole state by the
     // conversation's bound (and its maxSnapshotBytes); another, every commit by maxCheckpointBytes.
-    if (plan.incremental && whole > plan.maxConversationBytes) {
+    if ((plan.incremental || plan.conversationBounded) && whole > plan.maxConversationBytes) {
       throw this.#refuse(outgrownError(host, plan.maxConversationBytes, whole));
     }
     const { max, limit } = wholeLimit(plan, durable.maxCheckpointBytes);

@@ -131,6 +131,10 @@ export class ConversationRun<S, C> extends LoopSteps<S, C> implements DurableHos
     this._observationsStarted = true;
     const config = this._config;
     const now = performance.now();
+    const restored = this._restored;
+    // Elapsed counts active time only: a resumed conversation goes on from what was committed. A
+    // new durable conversation's starts with its observers, before its creation.
+    this._startedAt = restored === undefined ? now : now - restored.elapsedMs;
     // Without observers every run shares one empty set of them: nothing to start, nothing held.
     this._observations =
       config.observers.length === 0
@@ -156,8 +160,6 @@ export class ConversationRun<S, C> extends LoopSteps<S, C> implements DurableHos
     const config = this._config;
     const restored = this._restored;
     const now = performance.now();
-    // Elapsed counts active time only: a resumed conversation goes on from what was committed.
-    this._startedAt = restored === undefined ? now : now - restored.elapsedMs;
     this.startObservations();
     try {
       const cancelling = this._resumption?.cancel !== undefined;
