@@ -216,6 +216,13 @@ export interface OpsConfig {
    * @default { for: '10m' }
    */
   readonly recoveryBacklog: AlertConfig;
+  /**
+   * `OrchestratorStoreUnreadable` (warning): no worker's scrape-time read of a store answers
+   * (`orchestrator_store_up` 0 on every worker) for this long: the store gauges are gone, and the
+   * recovery backlog and suspension alerts cannot fire.
+   * @default { for: '5m' }
+   */
+  readonly storeUnreadable: AlertConfig;
   /** `OrchestratorCheckpointFailures` (critical): checkpoint commits fail, for this long. */
   readonly checkpointFailures: AlertConfig;
   /** `OrchestratorLeaseConflicts` (warning): workers keep contesting conversations' leases. */

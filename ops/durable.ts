@@ -13,6 +13,8 @@ import {
   METRIC_OLDEST_SUSPENDED,
   METRIC_QUEUE_JOBS_STALLED,
   METRIC_QUEUE_OLDEST_WAITING,
+  METRIC_STORE_READ_FAILURES,
+  METRIC_STORE_UP,
 } from '../src/observability/semconv.ts';
 import { durationSeconds } from './check.ts';
 import type { OpsConfig } from './config-types.ts';
@@ -39,6 +41,19 @@ export function durableAlerts(config: OpsConfig): AlertingRule[] {
       description:
         'The store of orchestrator {{ $labels.orchestrator }} has {{ $value }} running conversations ' +
         `whose lease no worker holds, for ${humanDuration(c.recoveryBacklog.for)}: nobody recovers them.`,
+    }),
+    alertRule(config, {
+      alert: 'OrchestratorStoreUnreadable',
+      // max: a worker that cannot read the store while another can is that worker's problem; the
+      // gauges (their max over workers) go blind only when none can.
+      expr: `max by (${[...config.groupLabels, 'store'].join(', ')}) (${METRIC_STORE_UP}{${S}}) == 0\n`,
+      for: c.storeUnreadable.for,
+      severity: 'warning',
+      summary: 'No worker can read the conversation store at scrape time.',
+      description:
+        `No worker's scrape-time read of the {{ $labels.store }} store has answered for ${humanDuration(c.storeUnreadable.for)} ` +
+        `(${METRIC_STORE_READ_FAILURES} says whether by timeout or error): the store gauges are missing, ` +
+        'so the recovery backlog and suspension alerts cannot fire.',
     }),
     alertRule(config, {
       alert: 'OrchestratorCheckpointFailures',

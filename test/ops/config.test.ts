@@ -315,7 +315,7 @@ describe('defineOpsConfig', () => {
       const file = join(dir, 'rules.yml');
       writeFileSync(file, renderOps(config).get('prometheus/rules/orchestrator.rules.yml') ?? '');
       const check = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
-      expect(check.stdout + check.stderr).toContain('SUCCESS: 71 rules found');
+      expect(check.stdout + check.stderr).toContain('SUCCESS: 72 rules found');
       expect(check.status).toBe(0);
     } finally {
       rmSync(dir, { recursive: true, force: true });
@@ -385,7 +385,7 @@ describe('a variant for your own config, with one command', () => {
   it('writes rules promtool accepts, where every selection carries the selector and the thresholds are the config', () => {
     const file = join(out, 'prometheus/rules/orchestrator.rules.yml');
     const check = spawnSync('promtool', ['check', 'rules', file], { encoding: 'utf8' });
-    expect(check.stdout).toMatch(/SUCCESS: 74 rules found/);
+    expect(check.stdout).toMatch(/SUCCESS: 75 rules found/);
     const rules = rulesOf(read('prometheus/rules/orchestrator.rules.yml'));
     for (const rule of rules.filter((r) => r.record)) {
       expect(rule.record).toMatch(/^namespace_job_orchestrator(_\w+)?:/);
