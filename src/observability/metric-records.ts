@@ -6,7 +6,13 @@
 import type { Attributes } from '@opentelemetry/api';
 import type { Kept, Series } from './collected-counter.ts';
 import type { HistogramSeries } from './dispatch-histogram.ts';
-import { LABEL_ORCHESTRATOR } from './semconv.ts';
+import {
+  LABEL_ORCHESTRATOR,
+  LABEL_REASON,
+  LABEL_TOKEN_TYPE,
+  TOKEN_TYPE_INPUT,
+  TOKEN_TYPE_OUTPUT,
+} from './semconv.ts';
 
 /** A series at 0 with `labels`. */
 export function series(labels: Readonly<Record<string, string>>): Series {
@@ -154,5 +160,54 @@ export function orchestratorRecord(name: string): OrchestratorRecord {
     leaseConflicts: undefined,
     genAi: undefined,
     genAiFailed: undefined,
+  };
+}
+
+/** The end record of (orchestrator, reason label `label`), its histograms made at first use. */
+export function endRecord(orchestrator: string, label: string): EndRecord {
+  return {
+    ...series({ [LABEL_ORCHESTRATOR]: orchestrator, [LABEL_REASON]: label }),
+    duration: undefined,
+    dispatches: undefined,
+    tokens: undefined,
+  };
+}
+
+/** The token record of (orchestrator, responder, model) `labels`, first reported by `provider`. */
+export function tokenRecord(
+  labels: Readonly<Record<string, string>>,
+  provider: string,
+): TokenRecord {
+  return {
+    input: series({ ...labels, [LABEL_TOKEN_TYPE]: TOKEN_TYPE_INPUT }),
+    output: series({ ...labels, [LABEL_TOKEN_TYPE]: TOKEN_TYPE_OUTPUT }),
+    cacheRead: series(labels),
+    reasoning: series(labels),
+    provider,
+    genAi: undefined,
+  };
+}
+
+/** The commit records of (orchestrator, store) `labels`, `duration` their histogram's series. */
+export function checkpointRecord(
+  labels: Readonly<Record<string, string>>,
+  duration: HistogramSeries,
+): CheckpointRecord {
+  return {
+    duration,
+    failures: series(labels),
+    sizes: new Map(),
+    snapshotDuration: undefined,
+    snapshotFailures: undefined,
+  };
+}
+
+/** Empty slots for an orchestrator's `responders`, in the order given. */
+export function responderSlots(responders: readonly string[]): ResponderSlots {
+  // Packed arrays of `undefined` (not holes): V8 keeps the hot path's loads fast.
+  return {
+    names: responders,
+    records: Array.from({ length: responders.length }, () => undefined),
+    durations: Array.from({ length: responders.length }, () => undefined),
   };
 }

@@ -5,14 +5,18 @@
  * scrape time, through collectors of prom-client's metric shape: exact, nearly free per
  * dispatch, and no prom-client import (see registry.ts); the OpenTelemetry path reads the same
  * numbers at each collection and records its histograms beside them (otel-metrics.ts). The
- * definitions (names, units, help, labels, buckets) are in metric-definitions.ts, the
- * prom-client families in metric-families.ts, the records counted into in metric-records.ts;
- * this file records.
+ * definitions (names, units, help, labels, buckets) are in metric-definitions.ts (the default
+ * bucket bounds in metric-buckets.ts), the prom-client families in metric-families.ts, the
+ * records counted into in metric-records.ts; this file records.
  */
 import type { Context, DiagLogger, MeterProvider } from '@opentelemetry/api';
 import { endReasons } from '../core/spi/end-reasons.ts';
 import type { Usage } from '../core/spi/types.ts';
 import type { CollectedHistogram } from './dispatch-histogram.ts';
+import {
+  DEFAULT_CHECKPOINT_DURATION_BUCKETS,
+  DEFAULT_CHECKPOINT_SIZE_BUCKETS,
+} from './metric-buckets.ts';
 import { DEFAULT_INFERENCE_CALL_BUCKETS } from './metric-definitions.ts';
 import {
   type DurableHistograms,
@@ -22,13 +26,17 @@ import {
 } from './metric-families.ts';
 import {
   type CheckpointRecord,
+  checkpointRecord,
   type DispatchRecord,
   dispatchRecord,
   type EndRecord,
+  endRecord,
   type OrchestratorRecord,
   orchestratorRecord,
   type ResponderSlots,
+  responderSlots,
   series,
+  tokenRecord,
 } from './metric-records.ts';
 import { OtelMetrics } from './otel-metrics.ts';
 import type { PrometheusRegistry } from './registry.ts';
@@ -37,54 +45,23 @@ import {
   LABEL_CHECKPOINT_KIND,
   LABEL_MODEL,
   LABEL_ORCHESTRATOR,
-  LABEL_REASON,
   LABEL_RESPONDER,
   LABEL_STORE,
-  LABEL_TOKEN_TYPE,
   METRIC_DISPATCH_DURATION,
   MODEL_NONE,
   OVERFLOW_LABEL_VALUE,
   REASON_OTHER,
-  TOKEN_TYPE_INPUT,
-  TOKEN_TYPE_OUTPUT,
   TURN_POLICY_LABEL_VALUE,
 } from './semconv.ts';
 
-/** Sub-microsecond algorithmic agents to minute-long LLM calls, in seconds. */
-export const DEFAULT_DISPATCH_DURATION_BUCKETS = [
-  0.000001, 0.000005, 0.00001, 0.00005, 0.0001, 0.0005, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1,
-  2.5, 5, 10, 30, 60,
-] as const;
-/** Milliseconds to ten minutes, in seconds. */
-export const DEFAULT_CONVERSATION_DURATION_BUCKETS = [
-  0.0001, 0.001, 0.005, 0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300, 600,
-] as const;
-/** Tokens (input + output) per conversation: a short exchange to a runaway one. */
-export const DEFAULT_CONVERSATION_TOKEN_BUCKETS = [
-  100, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000, 1000000, 2500000,
-  5000000, 10000000,
-] as const;
-/** Dispatches per conversation. */
-export const DEFAULT_CONVERSATION_DISPATCH_BUCKETS = [
-  1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 10000, 100000, 1000000,
-] as const;
-
-/**
- * One checkpoint commit, in seconds: an in-memory store's microseconds to a remote database's
- * hundreds of milliseconds, up to the default `storeTimeoutMs` (5 s).
- */
-export const DEFAULT_CHECKPOINT_DURATION_BUCKETS = [
-  0.00001, 0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25,
-  0.5, 1, 2.5, 5,
-] as const;
-
-/**
- * Bytes of one checkpoint write: a small whole state or one message's entry (hundreds of bytes)
- * to a long transcript's snapshot (the default `maxConversationBytes` is 256 MiB).
- */
-export const DEFAULT_CHECKPOINT_SIZE_BUCKETS = [
-  256, 1024, 4096, 16384, 65536, 262144, 1048576, 4194304, 16777216, 67108864, 268435456,
-] as const;
+export {
+  DEFAULT_CHECKPOINT_DURATION_BUCKETS,
+  DEFAULT_CHECKPOINT_SIZE_BUCKETS,
+  DEFAULT_CONVERSATION_DISPATCH_BUCKETS,
+  DEFAULT_CONVERSATION_DURATION_BUCKETS,
+  DEFAULT_CONVERSATION_TOKEN_BUCKETS,
+  DEFAULT_DISPATCH_DURATION_BUCKETS,
+} from './metric-buckets.ts';
 
 /** Reasons the library itself produces: always their own label value. */
 export const BUILT_IN_REASONS: ReadonlySet<string> = new Set(endReasons(() => true));
@@ -358,13 +335,7 @@ export class OrchestratorMetrics {
     let record = orchestrator.checkpoints.get(store);
     if (record === undefined) {
       const labels = { [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_STORE]: store };
-      record = {
-        duration: durable.checkpointDuration.series(labels),
-        failures: series(labels),
-        sizes: new Map(),
-        snapshotDuration: undefined,
-        snapshotFailures: undefined,
-      };
+      record = checkpointRecord(labels, durable.checkpointDuration.series(labels));
       orchestrator.checkpoints.set(store, record);
     }
     return record;
@@ -393,12 +364,7 @@ export class OrchestratorMetrics {
   slots(orchestrator: OrchestratorRecord, responders: readonly string[]): ResponderSlots {
     let slots = orchestrator.byNames.get(responders);
     if (slots === undefined) {
-      // Packed arrays of `undefined` (not holes): V8 keeps the hot path's loads fast.
-      slots = {
-        names: responders,
-        records: Array.from({ length: responders.length }, () => undefined),
-        durations: Array.from({ length: responders.length }, () => undefined),
-      };
+      slots = responderSlots(responders);
       orchestrator.byNames.set(responders, slots);
     }
     return slots;
@@ -459,14 +425,7 @@ export class OrchestratorMetrics {
         [LABEL_RESPONDER]: responder,
         [LABEL_MODEL]: modelLabel,
       };
-      record = {
-        input: series({ ...labels, [LABEL_TOKEN_TYPE]: TOKEN_TYPE_INPUT }),
-        output: series({ ...labels, [LABEL_TOKEN_TYPE]: TOKEN_TYPE_OUTPUT }),
-        cacheRead: series(labels),
-        reasoning: series(labels),
-        provider,
-        genAi: undefined,
-      };
+      record = tokenRecord(labels, provider);
       orchestrator.tokens.set(key, record);
     }
     record.input.count += usage.inputTokens ?? 0;
@@ -598,12 +557,7 @@ export class OrchestratorMetrics {
     const label = this.reasonLabel(reason);
     let end = orchestrator.ends.get(label);
     if (end === undefined) {
-      end = {
-        ...series({ [LABEL_ORCHESTRATOR]: orchestrator.name, [LABEL_REASON]: label }),
-        duration: undefined,
-        dispatches: undefined,
-        tokens: undefined,
-      };
+      end = endRecord(orchestrator.name, label);
       orchestrator.ends.set(label, end);
     }
     return end;
