@@ -21,6 +21,7 @@ import { dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { withDistLock } from '../helpers/dist-lock.ts';
 
 const run = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '../..');
@@ -119,11 +120,13 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'orchestrator-install-'));
   // A build output whose source is gone, as a renamed file leaves behind: `npm pack` builds
   // (prepack), and the build must empty dist/ first.
-  mkdirSync(join(ROOT, 'dist'), { recursive: true });
-  writeFileSync(join(ROOT, 'dist', 'stale-before-pack.js'), 'export {};\n');
-  const packed = JSON.parse(await npm(ROOT, ['pack', '--json', '--pack-destination', work])) as {
-    filename: string;
-  }[];
+  const packed = await withDistLock(async () => {
+    mkdirSync(join(ROOT, 'dist'), { recursive: true });
+    writeFileSync(join(ROOT, 'dist', 'stale-before-pack.js'), 'export {};\n');
+    return JSON.parse(await npm(ROOT, ['pack', '--json', '--pack-destination', work])) as {
+      filename: string;
+    }[];
+  });
   tarball = join(work, packed[0]?.filename as string);
   const apiRange = pkg.peerDependencies[API] as string;
   const promRange = pkg.peerDependencies[PROM] as string;
