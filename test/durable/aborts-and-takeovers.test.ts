@@ -16,6 +16,7 @@ import {
   roundRobin,
 } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
+import { pairOrchestrator } from '../helpers/durable-orchestrators.ts';
 
 type Calls = [key: string, attempt: number][];
 
@@ -25,19 +26,7 @@ function orchestrator(
   respond: Responder<number, number>['respond'],
   extra: { observers?: unknown[]; leaseMs?: number; storeTimeoutMs?: number } = {},
 ) {
-  return new ConversationOrchestrator<number, number>({
-    name: 'review3',
-    store,
-    durability,
-    responders: [
-      { name: 'a', respond },
-      { name: 'b', respond },
-    ],
-    turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (total, m) => total + m.content },
-    termination: maxDispatches(6),
-    ...(extra as object),
-  });
+  return pairOrchestrator('review3', store, durability, respond, 6, extra as object);
 }
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));

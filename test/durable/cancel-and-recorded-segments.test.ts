@@ -32,6 +32,7 @@ import { createConversationRecorder, type RecordedConversation } from '../../src
 import { lineRuleProblem } from '../../src/replay/line-rules.ts';
 import { createRedisStore } from '../../src/stores/redis/index.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+import { type OneResponderOptions, oneResponder } from '../helpers/durable-orchestrators.ts';
 import { hasRedisServer, type RunningRedis, startRedis } from '../helpers/redis.ts';
 
 const input = { sender: 'user', content: 'go' };
@@ -39,28 +40,9 @@ const answer = () => ({ sender: 'a', content: 'ok' });
 
 function make<S = number>(
   respond: Responder<S, unknown>['respond'],
-  options: {
-    store: ConversationStore;
-    name?: string;
-    observers?: ConversationObserver<S, unknown>[];
-    steps?: number;
-    projection?: { initial: () => S; fold: (s: S, m: { content: unknown }) => S };
-    storeTimeoutMs?: number;
-  },
+  options: Omit<OneResponderOptions<S>, 'name'> & { name?: string },
 ) {
-  return new ConversationOrchestrator<S, unknown>({
-    name: options.name ?? 'review',
-    store: options.store,
-    responders: [{ name: 'a', respond }],
-    turnPolicy: roundRobin(),
-    projection: (options.projection ?? {
-      initial: () => 0,
-      fold: (n: number) => n + 1,
-    }) as { initial: () => S; fold: (s: S) => S },
-    termination: maxDispatches(options.steps ?? 3),
-    ...(options.observers === undefined ? {} : { observers: options.observers }),
-    ...(options.storeTimeoutMs === undefined ? {} : { storeTimeoutMs: options.storeTimeoutMs }),
-  });
+  return oneResponder(respond, { ...options, name: options.name ?? 'review' });
 }
 
 /** An observer that keeps each segment's start and end. */

@@ -29,6 +29,7 @@ import {
   suspend,
 } from '../../src/index.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+import { oneResponder } from '../helpers/durable-orchestrators.ts';
 
 interface Options<S> {
   readonly store?: ConversationStore;
@@ -40,21 +41,10 @@ interface Options<S> {
 }
 
 function make<S = number>(respond: Responder<S, unknown>['respond'], options: Options<S> = {}) {
-  return new ConversationOrchestrator<S, unknown>({
+  return oneResponder(respond, {
+    ...options,
     name: 'endings',
     store: options.store ?? createMemoryStore(),
-    responders: [{ name: 'a', respond }],
-    turnPolicy: roundRobin(),
-    projection: (options.projection ?? {
-      initial: () => 0,
-      fold: (n: number) => n + 1,
-    }) as { initial: () => S; fold: (s: S) => S },
-    termination: maxDispatches(options.steps ?? 3),
-    ...(options.observers === undefined ? {} : { observers: options.observers }),
-    ...(options.dispatchTimeoutMs === undefined
-      ? {}
-      : { dispatchTimeoutMs: options.dispatchTimeoutMs }),
-    ...(options.checkpoints === undefined ? {} : { checkpoints: options.checkpoints }),
   });
 }
 

@@ -16,6 +16,7 @@ import {
   type Responder,
   roundRobin,
 } from '../../src/index.ts';
+import { pairOrchestrator } from '../helpers/durable-orchestrators.ts';
 
 type Calls = [key: string, attempt: number][];
 
@@ -24,18 +25,7 @@ function orchestrator(
   durability: Durability,
   respond: Responder<number, number>['respond'],
 ) {
-  return new ConversationOrchestrator<number, number>({
-    name: 'handoff',
-    store,
-    durability,
-    responders: [
-      { name: 'a', respond },
-      { name: 'b', respond },
-    ],
-    turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (total, m) => total + m.content },
-    termination: maxDispatches(8),
-  });
+  return pairOrchestrator('handoff', store, durability, respond, 8);
 }
 
 /** A responder logging its key and attempt; answers after `delayMs` (a promise) or at once. */

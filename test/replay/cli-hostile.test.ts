@@ -3,32 +3,21 @@
  * control characters, a line past the limit, a candidate that never returns and a candidate
  * module that never finishes loading.
  */
-import { execFile } from 'node:child_process';
 import { mkdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RecordedConversation } from '../../src/replay/index.ts';
+import { type CliRun, runCli } from '../helpers/replay-cli.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const CLI = join(ROOT, 'src/replay/cli.ts');
 const DIR = join(ROOT, '.tmp/replay-cli-hostile');
-const TSX = import.meta.resolve('tsx');
 const INDEX = join(ROOT, 'src/index.ts');
 
-function cli(args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((done) => {
-    execFile(
-      process.execPath,
-      ['--import', TSX, CLI, ...args],
-      { cwd: DIR, timeout: 60_000 },
-      (error, stdout, stderr) => {
-        done({
-          code: error ? (typeof error.code === 'number' ? error.code : 1) : 0,
-          stdout,
-          stderr,
-        });
-      },
-    );
+/** The command replaying `recording` against `policy`, `more` arguments after. */
+function replay(recording: string, policy: string, ...more: string[]): Promise<CliRun> {
+  return runCli(['replay', recording, '--policy', policy, ...more], {
+    cwd: DIR,
+    timeoutMs: 60_000,
   });
 }
 
@@ -105,12 +94,7 @@ afterAll(() => rmSync(DIR, { recursive: true, force: true }));
 
 describe('recording strings with control characters', () => {
   it('prints them escaped: no ESC, OSC, BEL, CR or bidi override reaches the terminal', async () => {
-    const { code, stdout } = await cli([
-      'replay',
-      'nasty.ndjson',
-      '--policy',
-      'stop-at-2.mjs#early',
-    ]);
+    const { code, stdout } = await replay('nasty.ndjson', 'stop-at-2.mjs#early');
     expect(code).toBe(0);
     expect(stdout).toContain(
       '  id\\x1b[2J\\x1b]0;pwned\\x07\\rX\\u202e (desks\\x1b[2J\\x1b]0;pwned\\x07\\rX\\u202e): recorded 4 converged, candidate 2 converged',
@@ -119,12 +103,7 @@ describe('recording strings with control characters', () => {
   });
 
   it('escapes them in the candidate name and in what a failing candidate threw', async () => {
-    const { code, stdout } = await cli([
-      'replay',
-      'nasty.ndjson',
-      '--policy',
-      'stop-at-2.mjs#nasty',
-    ]);
+    const { code, stdout } = await replay('nasty.ndjson', 'stop-at-2.mjs#nasty');
     expect(code).toBe(0);
     expect(stdout).toContain(
       'replayed 1 conversation against n\\x1b[2J\\x1b]0;pwned\\x07\\rX\\u202e',
@@ -140,41 +119,30 @@ describe('a line past --max-line-bytes', () => {
       join(DIR, 'long.ndjson'),
       `${JSON.stringify(conversation('x'.repeat(2_000), 'desks', 3))}\n${JSON.stringify(conversation('short', 'desks', 3))}\n`,
     );
-    const strict = await cli([
-      'replay',
-      'long.ndjson',
-      '--policy',
-      'stop-at-2.mjs#early',
-      '--max-line-bytes',
-      '1000',
-    ]);
+    const strict = await replay('long.ndjson', 'stop-at-2.mjs#early', '--max-line-bytes', '1000');
     expect(strict.stderr).toBe(
       `conversation-orchestrator: ${join(DIR, 'long.ndjson')}:1: longer than 1000 bytes (maxLineBytes; the recorder writes lines of at most its maxLineChars)\n`,
     );
     expect(strict.code).toBe(2);
-    const skipping = await cli([
-      'replay',
+    const skipping = await replay(
       'long.ndjson',
-      '--policy',
       'stop-at-2.mjs#early',
       '--max-line-bytes',
       '1000',
       '--skip-bad',
-    ]);
+    );
     expect(skipping.code).toBe(0);
     expect(skipping.stdout).toContain('replayed 1 conversation against');
     expect(skipping.stdout).toContain('note: 1 bad lines skipped');
   });
 
   it('refuses a --max-line-bytes that is not a positive integer', async () => {
-    const { code, stderr } = await cli([
-      'replay',
+    const { code, stderr } = await replay(
       'plain.ndjson',
-      '--policy',
       'stop-at-2.mjs#early',
       '--max-line-bytes',
       '1e3',
-    ]);
+    );
     expect(stderr).toBe(
       'conversation-orchestrator: --max-line-bytes: expected a positive integer, got `1e3`\n',
     );
@@ -184,14 +152,12 @@ describe('a line past --max-line-bytes', () => {
 
 describe('a candidate that never returns, or never loads', () => {
   it('stops a check that never returns after --decision-timeout-ms and exits 2 naming the module, export, conversation and dispatch', async () => {
-    const { code, stdout, stderr } = await cli([
-      'replay',
+    const { code, stdout, stderr } = await replay(
       'plain.ndjson',
-      '--policy',
       'spins.mjs#spins',
       '--decision-timeout-ms',
       '300',
-    ]);
+    );
     expect(stdout).toBe('');
     expect(stderr).toBe(
       `conversation-orchestrator: --policy spins.mjs#spins: export \`spins\` of ${join(DIR, 'spins.mjs')}: the check at dispatch 2 of conversation second (the 2nd read) did not return within 300 ms (--decision-timeout-ms): a loop that never ends?\n`,
@@ -200,14 +166,12 @@ describe('a candidate that never returns, or never loads', () => {
   });
 
   it('stops a start() that never returns', async () => {
-    const { code, stderr } = await cli([
-      'replay',
+    const { code, stderr } = await replay(
       'plain.ndjson',
-      '--policy',
       'spins.mjs#spinsAtStart',
       '--decision-timeout-ms',
       '300',
-    ]);
+    );
     expect(stderr).toBe(
       `conversation-orchestrator: --policy spins.mjs#spinsAtStart: export \`spinsAtStart\` of ${join(DIR, 'spins.mjs')}: start() of conversation 1 (in the order read) did not return within 300 ms (--decision-timeout-ms): a loop that never ends?\n`,
     );
@@ -220,14 +184,12 @@ describe('a candidate that never returns, or never loads', () => {
     ['waits-an-hour.mjs', '', 'its default export (or only termination policy)'],
   ] as const) {
     it(`exits 2 after --load-timeout-ms when ${module} never finishes loading, naming the module and export`, async () => {
-      const { code, stderr } = await cli([
-        'replay',
+      const { code, stderr } = await replay(
         'plain.ndjson',
-        '--policy',
         `${module}${exportName}`,
         '--load-timeout-ms',
         '500',
-      ]);
+      );
       expect(stderr).toBe(
         `conversation-orchestrator: --policy ${module}${exportName}: loading ${join(DIR, module)} for ${shown} did not finish within 500 ms (--load-timeout-ms): a top-level await that never settles, or a loop at the module's top?\n`,
       );

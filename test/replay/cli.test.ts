@@ -2,39 +2,19 @@
  * The `conversation-orchestrator replay` command, run as a process: the summary it prints, the
  * JSON and HTML reports, and every bad input with its message and exit code 2.
  */
-import { execFile } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { RecordedConversation, ReplayReport } from '../../src/replay/index.ts';
+import { type CliRun, runCli } from '../helpers/replay-cli.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
-const CLI = join(ROOT, 'src/replay/cli.ts');
 // Inside the repository, so that the policies' imports and tsx resolve from its node_modules.
 const DIR = join(ROOT, '.tmp/replay-cli');
-// Runs the command's sources through tsx, found from here (not from the command's working directory).
-const TSX = import.meta.resolve('tsx');
 
-function cli(
-  args: string[],
-  cwd = DIR,
-  nodeFlags: string[] = [],
-): Promise<{ code: number; stdout: string; stderr: string }> {
-  return new Promise((done) => {
-    execFile(
-      process.execPath,
-      [...nodeFlags, '--import', TSX, CLI, ...args],
-      { cwd },
-      (error, stdout, stderr) => {
-        done({
-          code: error ? (typeof error.code === 'number' ? error.code : 1) : 0,
-          stdout,
-          stderr,
-        });
-      },
-    );
-  });
+function cli(args: string[], cwd = DIR, nodeFlags: string[] = []): Promise<CliRun> {
+  return runCli(args, { cwd, nodeFlags });
 }
 
 function conversation(id: string, spreads: number[], reason = 'converged'): RecordedConversation {
