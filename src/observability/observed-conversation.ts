@@ -65,6 +65,7 @@ import {
   SPAN_CONVERSATION_PREFIX,
   SPAN_RESPONDER_PREFIX,
 } from './semconv.ts';
+import { type CallFailure, callSettled } from './settled-call.ts';
 import { contextWithSpan } from './span-context.ts';
 import { type Settings, safeAttributes } from './utils.ts';
 
@@ -572,48 +573,16 @@ export class ObservedConversation<S, C> implements ConversationObservation<S, C>
     // Open from the start: an abort inside the call itself ends the conversation, and the span
     // with it, before the call returns.
     this.#openResponderSpan = open;
-    let result: T;
-    try {
-      result = context.with(contextWithSpan(this.#context, span), invoke);
-    } catch (error) {
-      this.#settle(open, { error });
-      throw error;
-    }
-    let thenable: boolean;
-    try {
-      thenable =
-        result !== null &&
-        (typeof result === 'object' || typeof result === 'function') &&
-        typeof (result as { then?: unknown }).then === 'function';
-    } catch (error) {
-      // A `then` getter that throws: the responder's answer failed, and so did its span.
-      this.#settle(open, { error });
-      throw error;
-    }
-    if (!thenable) {
-      this.#settle(open);
-      return result;
-    }
-    // A late answer (after an abort or a deadline ended the conversation and this span) finds
-    // the span ended and leaves it alone. A foreign thenable is adopted by a native promise: its
-    // own `then` may return nothing (the answer would be lost) or call back twice.
-    return Promise.resolve(result as unknown as PromiseLike<unknown>).then(
-      (value) => {
-        this.#settle(open);
-        return value;
-      },
-      (error: unknown) => {
-        this.#settle(open, { error });
-        throw error;
-      },
-    ) as T;
+    return callSettled(contextWithSpan(this.#context, span), invoke, (failure) =>
+      this.#settle(open, failure),
+    );
   }
 
   /**
    * The invocation of `open` settled: it is no longer the open one, and its span ends now unless
    * the conversation's end ended it first.
    */
-  #settle(open: OpenSpan, failure?: { readonly error: unknown }): void {
+  #settle(open: OpenSpan, failure?: CallFailure): void {
     if (this.#openResponderSpan === open) this.#openResponderSpan = undefined;
     if (!open.ended) endOnce(open, this.#now(), this.#settings.reports.thrown, failure);
   }
