@@ -395,7 +395,8 @@ describe('the store gauges', () => {
     answer([{ orchestrator: 'o', running: 0, suspended: 9 }]);
     await new Promise((r) => setTimeout(r, 5));
     const next = registry.metrics();
-    await new Promise((r) => setTimeout(r, 1));
+    // Answered as soon as the fresh read is sent (a fixed wait lost that race on a loaded machine).
+    while (calls < 2) await new Promise((r) => setImmediate(r));
     answer([{ orchestrator: 'o', running: 0, suspended: 3 }]);
     const text = await next;
     expect(calls).toBe(2);
