@@ -5,7 +5,7 @@
  * wall-clock bounds generous (a loaded 2-core machine).
  */
 import { readFileSync } from 'node:fs';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { addressKey } from '../../service/http/address-key.ts';
 import { INBOUND_LIMITS } from '../../service/live/inbound.ts';
@@ -16,40 +16,14 @@ import {
   rawConnect,
   rawWebSocket,
 } from '../helpers/raw-client.ts';
-import {
-  type LiveClientOptions,
-  liveClient,
-  type RunningService,
-  sampleValue,
-  scrape,
-  startService,
-  stopService,
-} from '../helpers/service.ts';
+import { sampleValue, scrape, stopService } from '../helpers/service.ts';
+import { FAST, servicesPerTest } from '../helpers/service-per-test.ts';
 
-const FAST = ['--rate', '40', '--concurrency', '12', '--latency-ms', '1'];
-const services: RunningService[] = [];
-const cleanups: (() => Promise<void> | void)[] = [];
-
-async function service(args: string[] = FAST, env: NodeJS.ProcessEnv = {}, preload: string[] = []) {
-  const s = await startService(args, env, preload);
-  services.push(s);
-  return s;
-}
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0)) await cleanup();
-  for (const s of services.splice(0)) await stopService(s);
-});
-
-function client(url: string, options: LiveClientOptions = {}) {
-  const c = liveClient(url, options);
-  cleanups.push(() => c.ws.terminate());
-  return c;
-}
+const { service, client, cleanup } = servicesPerTest();
 
 async function raw(port: number, path: string, localAddress?: string): Promise<RawConnection> {
   const c = await rawWebSocket(port, path, localAddress);
-  cleanups.push(() => {
+  cleanup(() => {
     c.socket.destroy();
   });
   return c;
@@ -142,7 +116,7 @@ describe('inbound frames per /ws client', () => {
       () => script.ws.ping('keepalive'),
       1000 / INBOUND_LIMITS.framesPerSecond,
     );
-    cleanups.push(() => clearInterval(pings));
+    cleanup(() => clearInterval(pings));
     const page = client(`ws://127.0.0.1:${s.port}/ws`);
     await new Promise((r) => setTimeout(r, 5_000));
     clearInterval(pings);

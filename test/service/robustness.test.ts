@@ -3,7 +3,7 @@
  * Outcomes and counts are exact; wall-clock bounds are generous (a loaded 2-core machine).
  */
 import { createServer, type Server, type Socket } from 'node:net';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import {
   frameHeader,
   type RawConnection,
@@ -12,41 +12,18 @@ import {
   rawWebSocket,
 } from '../helpers/raw-client.ts';
 import {
-  type LiveClientOptions,
-  liveClient,
   type RunningService,
   rssBytes,
   sampleValue,
   scrape,
   spawnService,
-  startService,
-  stopService,
 } from '../helpers/service.ts';
+import { FAST, servicesPerTest } from '../helpers/service-per-test.ts';
 
-const FAST = ['--rate', '40', '--concurrency', '12', '--latency-ms', '1'];
-const services: RunningService[] = [];
-const cleanups: (() => Promise<void> | void)[] = [];
-
-async function service(args: string[] = FAST, env: NodeJS.ProcessEnv = {}) {
-  const s = await startService(args, env);
-  services.push(s);
-  return s;
-}
-
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0)) await cleanup();
-  for (const s of services.splice(0)) await stopService(s);
-});
+const { service, client, cleanup } = servicesPerTest();
 
 const refused = (text: string, reason: string) =>
   sampleValue(text, `demo_websocket_refused_total{reason="${reason}"}`);
-
-/** A WebSocket client, terminated after the test. */
-function client(url: string, options: LiveClientOptions = {}) {
-  const c = liveClient(url, options);
-  cleanups.push(() => c.ws.terminate());
-  return c;
-}
 
 /** A TCP server that accepts connections and never answers (an OTLP endpoint that hangs). */
 async function blackHole(): Promise<{ url: string; accepted: () => number }> {
@@ -57,7 +34,7 @@ async function blackHole(): Promise<{ url: string; accepted: () => number }> {
     socket.resume();
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(
+  cleanup(
     () =>
       new Promise<void>((resolve) => {
         for (const s of sockets) s.destroy();
@@ -277,7 +254,7 @@ describe('the demo service under hostile input', () => {
     // A masked pong with a payload of its own, every 50 ms: never an answer to a ping.
     const pong = Buffer.from([0x8a, 0x84, 1, 2, 3, 4, 0x70 ^ 1, 0x6f ^ 2, 0x6e ^ 3, 0x67 ^ 4]);
     const pongs = setInterval(() => liar.socket.write(pong), 50);
-    cleanups.push(() => clearInterval(pongs));
+    cleanup(() => clearInterval(pongs));
     const honest = client(`ws://127.0.0.1:${s.port}/ws`);
     await vi.waitFor(async () => expect(refused(await scrape(s), 'no_pong')).toBe(1), {
       timeout: 15_000,
@@ -368,7 +345,7 @@ describe('the demo service under hostile input', () => {
     const slow = await rawConnect(s.port);
     slow.socket.write('GET /metrics HTTP/1.1\r\n');
     const drip = setInterval(() => slow.socket.write('X-Drip: 1\r\n'), 100);
-    cleanups.push(() => clearInterval(drip));
+    cleanup(() => clearInterval(drip));
     const idle = await rawConnect(s.port);
     idle.socket.write('GET /healthz HTTP/1.1\r\nHost: localhost\r\n\r\n');
 
@@ -403,7 +380,7 @@ describe('the demo service under hostile input', () => {
     const sample = setInterval(() => {
       peak = Math.max(peak, rssBytes(s.child.pid as number));
     }, 20);
-    cleanups.push(() => clearInterval(sample));
+    cleanup(() => clearInterval(sample));
     // Four clients, each 20,000 GET /metrics in one write, none reading (the reviewer's
     // 1.6 GB); a fifth pipelines 20 and reads every answer.
     const one = 'GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n';
@@ -469,19 +446,19 @@ describe('the demo service under hostile input', () => {
     const sample = setInterval(() => {
       peak = Math.max(peak, rssBytes(s.child.pid as number));
     }, 50);
-    cleanups.push(() => clearInterval(sample));
+    cleanup(() => clearInterval(sample));
 
     // 40 clients that never read (their updates pile up), 8 sending 90 MB frames, 20 chatty.
     const readers = await Promise.all(
       Array.from({ length: 40 }, () => rawWebSocket(s.port, '/ws')),
     );
     for (const r of readers) r.socket.pause();
-    cleanups.push(() => {
+    cleanup(() => {
       for (const r of readers) r.socket.destroy();
     });
     const floods = Array.from({ length: 8 }, async () => {
       const c = await rawWebSocket(s.port, '/ws');
-      cleanups.push(() => {
+      cleanup(() => {
         c.socket.destroy();
       });
       return pushFrame(c, 90_000_000);
@@ -518,7 +495,7 @@ describe('the demo service shutting down', () => {
     const { child, stdout, stderr, exited } = spawnService([], {}, [
       './test/fixtures/slow-listen.mjs',
     ]);
-    cleanups.push(() => {
+    cleanup(() => {
       if (child.exitCode === null) child.kill('SIGKILL');
     });
     await vi.waitFor(() => expect(stderr()).toContain('listen delayed by the test'), {
