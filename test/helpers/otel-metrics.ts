@@ -13,14 +13,7 @@ import {
   type ResourceMetrics,
 } from '@opentelemetry/sdk-metrics';
 import type { Registry } from 'prom-client';
-import {
-  ConversationOrchestrator,
-  createMemoryStore,
-  type Message,
-  maxDispatches,
-  roundRobin,
-  suspend,
-} from '../../src/index.ts';
+import { createMemoryStore, type Message, maxDispatches, suspend } from '../../src/index.ts';
 import type { createConversationTelemetry } from '../../src/observability/index.ts';
 import { METRIC_DEFINITIONS } from '../../src/observability/metric-definitions.ts';
 import { counterOrchestrator } from './desks.ts';
@@ -194,6 +187,16 @@ class Outage extends Error {
   override name = 'Outage';
 }
 
+/** The attributes of the GenAI usage series of `exercise()`'s LLM responder. */
+export const LLM_USAGE_ATTRIBUTES = {
+  'gen_ai.operation.name': 'chat',
+  'gen_ai.provider.name': 'openai',
+  'gen_ai.token.modality': 'unknown',
+  'gen_ai.request.model': 'gpt-4o',
+  'gen_ai.agent.name': 'llm',
+  'gen_ai.workflow.name': 'counter',
+};
+
 /**
  * Five dispatches of a, b, c; a conversation whose responder fails at its third message; an
  * LLM responder reporting two model calls per invocation (cached and reasoning tokens, a model);
@@ -244,7 +247,7 @@ export async function exercise(telemetry: Telemetry): Promise<void> {
  */
 export async function exerciseDurable(telemetry: Telemetry, conversationId: string): Promise<void> {
   let asked = false;
-  const durable = new ConversationOrchestrator<number, number>({
+  const durable = counterOrchestrator({
     name: 'durable',
     store: createMemoryStore(),
     observers: [telemetry],
@@ -260,7 +263,6 @@ export async function exerciseDurable(telemetry: Telemetry, conversationId: stri
         },
       },
     ],
-    turnPolicy: roundRobin(),
     projection: { initial: () => 0, fold: (_n, m) => m.content },
     termination: maxDispatches(3),
   });

@@ -29,11 +29,33 @@ export interface PrometheusOptions {
   readonly alertmanagers?: readonly string[];
 }
 
+export interface ScrapeJob {
+  readonly name: string;
+  /** `host:port`. */
+  readonly target: string;
+}
+
 /** A real Prometheus on loopback: 1 s scrapes of `target`, exemplar storage, the given rule files. */
-export async function startPrometheus(
+export function startPrometheus(
   target: string,
   ruleFiles: readonly string[],
   options: PrometheusOptions = {},
+): Promise<RunningPrometheus> {
+  return startPrometheusOn([{ name: 'conversation-orchestrator', target }], ruleFiles, {
+    ...options,
+    exemplars: true,
+    dirPrefix: 'orchestrator-prometheus-',
+  });
+}
+
+/**
+ * A real Prometheus on loopback scraping `jobs` (one target each) every second, evaluating the
+ * given rule files; `exemplars` turns on exemplar storage, `dirPrefix` names its directory.
+ */
+export async function startPrometheusOn(
+  jobs: readonly ScrapeJob[],
+  ruleFiles: readonly string[],
+  options: PrometheusOptions & { readonly exemplars?: boolean; readonly dirPrefix: string },
 ): Promise<RunningPrometheus> {
   const port = await freePort();
   const config = [
@@ -43,9 +65,11 @@ export async function startPrometheus(
     'rule_files:',
     ...ruleFiles.map((f) => `  - ${JSON.stringify(resolve(f))}`),
     'scrape_configs:',
-    '  - job_name: conversation-orchestrator',
-    '    static_configs:',
-    `      - targets: [${JSON.stringify(target)}]`,
+    ...jobs.flatMap((job) => [
+      `  - job_name: ${JSON.stringify(job.name)}`,
+      '    static_configs:',
+      `      - targets: [${JSON.stringify(job.target)}]`,
+    ]),
     ...(options.alertmanagers
       ? [
           'alerting:',
@@ -65,10 +89,10 @@ export async function startPrometheus(
         `--config.file=${join(dir, 'prometheus.yml')}`,
         `--storage.tsdb.path=${join(dir, 'data')}`,
         `--web.listen-address=127.0.0.1:${port}`,
-        '--enable-feature=exemplar-storage',
+        ...(options.exemplars === true ? ['--enable-feature=exemplar-storage'] : []),
       ];
     },
-    'orchestrator-prometheus-',
+    options.dirPrefix,
   );
   const { url } = daemon;
   return {

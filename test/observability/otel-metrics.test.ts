@@ -17,6 +17,7 @@ import { counterOrchestrator } from '../helpers/desks.ts';
 import {
   exercise,
   type HistogramValue,
+  LLM_USAGE_ATTRIBUTES,
   manualMeter,
   orchestratorSeries,
   otelSeries,
@@ -201,15 +202,7 @@ describe('the GenAI metrics', () => {
         ],
       ]),
     );
-    const attributes = {
-      'gen_ai.operation.name': 'chat',
-      'gen_ai.provider.name': 'openai',
-      'gen_ai.token.modality': 'unknown',
-      'gen_ai.request.model': 'gpt-4o',
-      'gen_ai.agent.name': 'llm',
-      'gen_ai.workflow.name': 'counter',
-    };
-    const usage = (name: string) => otel.get(seriesKey(name, attributes));
+    const usage = (name: string) => otel.get(seriesKey(name, LLM_USAGE_ATTRIBUTES));
     expect(usage(semconv.GEN_AI_METRIC_USAGE_INPUT_TOKENS)).toBe(51);
     expect(usage(semconv.GEN_AI_METRIC_USAGE_OUTPUT_TOKENS)).toBe(15);
     expect(usage(semconv.GEN_AI_METRIC_USAGE_CACHE_READ_INPUT_TOKENS)).toBe(12);

@@ -14,6 +14,7 @@ import {
   exercise,
   exerciseDurable,
   type HistogramValue,
+  LLM_USAGE_ATTRIBUTES,
   orchestratorSeries,
   otlpSeries,
   promSeries,
@@ -133,16 +134,7 @@ describe('the metrics over OTLP/HTTP, to a real receiver', () => {
     ) as HistogramValue;
     expect(workflow.count).toBe(2);
     expect(
-      otlp.get(
-        seriesKey('gen_ai.client.inference.usage.input_tokens', {
-          'gen_ai.operation.name': 'chat',
-          'gen_ai.provider.name': 'openai',
-          'gen_ai.token.modality': 'unknown',
-          'gen_ai.request.model': 'gpt-4o',
-          'gen_ai.agent.name': 'llm',
-          'gen_ai.workflow.name': 'counter',
-        }),
-      ),
+      otlp.get(seriesKey('gen_ai.client.inference.usage.input_tokens', LLM_USAGE_ATTRIBUTES)),
     ).toBe(51);
   });
 });
