@@ -16,18 +16,17 @@ import {
   roundRobin,
 } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
-import { pairOrchestrator } from '../helpers/durable-orchestrators.ts';
+import { pairOrchestrators } from '../helpers/durable-orchestrators.ts';
 
 type Calls = [key: string, attempt: number][];
 
-function orchestrator(
+const build = pairOrchestrators('review3', 6);
+const orchestrator = (
   store: ConversationStore,
   durability: Durability,
   respond: Responder<number, number>['respond'],
   extra: { observers?: unknown[]; leaseMs?: number; storeTimeoutMs?: number } = {},
-) {
-  return pairOrchestrator('review3', store, durability, respond, 6, extra as object);
-}
+) => build(store, durability, respond, extra as object);
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 

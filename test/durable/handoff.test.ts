@@ -13,20 +13,13 @@ import {
   createMemoryStore,
   type Durability,
   maxDispatches,
-  type Responder,
   roundRobin,
 } from '../../src/index.ts';
-import { pairOrchestrator } from '../helpers/durable-orchestrators.ts';
+import { pairOrchestrators } from '../helpers/durable-orchestrators.ts';
 
 type Calls = [key: string, attempt: number][];
 
-function orchestrator(
-  store: ConversationStore,
-  durability: Durability,
-  respond: Responder<number, number>['respond'],
-) {
-  return pairOrchestrator('handoff', store, durability, respond, 8);
-}
+const orchestrator = pairOrchestrators('handoff', 8);
 
 /** A responder logging its key and attempt; answers after `delayMs` (a promise) or at once. */
 function logging(calls: Calls, delayMs?: number, onCall?: (n: number) => void) {

@@ -44,28 +44,28 @@ export function oneResponder<S = number>(
 }
 
 /**
- * Two responders `a` and `b` in turn, both answering with `respond`; the state the sum of their
- * answers, `dispatches` dispatches on `store` with `durability`; `extra` options on top.
+ * The builder of a file's two-responder conversations named `name`: `a` and `b` in turn, both
+ * answering with `respond`; the state the sum of their answers, `dispatches` dispatches on
+ * `store` with `durability`; `extra` options on top.
  */
-export function pairOrchestrator(
-  name: string,
-  store: ConversationStore,
-  durability: Durability,
-  respond: Responder<number, number>['respond'],
-  dispatches: number,
-  extra: Partial<OrchestratorOptions<number, number>> = {},
-): ConversationOrchestrator<number, number> {
-  return new ConversationOrchestrator<number, number>({
-    name,
-    store,
-    durability,
-    responders: [
-      { name: 'a', respond },
-      { name: 'b', respond },
-    ],
-    turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (total, m) => total + m.content },
-    termination: maxDispatches(dispatches),
-    ...extra,
-  });
+export function pairOrchestrators(name: string, dispatches: number) {
+  return (
+    store: ConversationStore,
+    durability: Durability,
+    respond: Responder<number, number>['respond'],
+    extra: Partial<OrchestratorOptions<number, number>> = {},
+  ): ConversationOrchestrator<number, number> =>
+    new ConversationOrchestrator<number, number>({
+      name,
+      store,
+      durability,
+      responders: [
+        { name: 'a', respond },
+        { name: 'b', respond },
+      ],
+      turnPolicy: roundRobin(),
+      projection: { initial: () => 0, fold: (total, m) => total + m.content },
+      termination: maxDispatches(dispatches),
+      ...extra,
+    });
 }

@@ -23,7 +23,7 @@ import {
   createConversationSampler,
   createConversationTelemetry,
 } from '../../src/observability/index.ts';
-import { restoreTracing } from '../helpers/tracing.ts';
+import { restoreTracing, warningsLogger } from '../helpers/tracing.ts';
 
 afterEach(restoreTracing);
 
@@ -553,14 +553,17 @@ describe('createConversationSampler: a trace kept early stays decided until its 
     return spans.filter((s) => s.parentSpanContext && !ids.has(s.parentSpanContext.spanId));
   };
 
-  it('keeps the conversation span of a max_age trace whose decision other traces would have evicted, counted once', async () => {
+  /** Ratio 0, a running trace kept at 100 ms (max_age), `maxDecisions` decisions remembered. */
+  const maxAgeSampling = (maxDecisions: number) => {
     const registry = new Registry();
-    const { exporter, sampler } = sampledTracing({
-      ratio: 0,
-      maxDecisionDelayMs: 100,
-      maxDecisions: 1,
+    return {
       registry,
-    });
+      ...sampledTracing({ ratio: 0, maxDecisionDelayMs: 100, maxDecisions, registry }),
+    };
+  };
+
+  it('keeps the conversation span of a max_age trace whose decision other traces would have evicted, counted once', async () => {
+    const { registry, exporter, sampler } = maxAgeSampling(1);
     const long = gated(1);
     for (let i = 0; i < 100 && sampler.pendingTraces > 0; i++) await sleep(20);
     await sleep(300);
@@ -590,13 +593,7 @@ describe('createConversationSampler: a trace kept early stays decided until its 
   });
 
   it('pins at most maxDecisions running kept traces; past it the oldest is unpinned, and its conversation span still follows the keep', async () => {
-    const registry = new Registry();
-    const { exporter, sampler } = sampledTracing({
-      ratio: 0,
-      maxDecisionDelayMs: 100,
-      maxDecisions: 2,
-      registry,
-    });
+    const { registry, exporter, sampler } = maxAgeSampling(2);
     const long = gated(3);
     for (let i = 0; i < 100 && (long.conversations.length < 3 || sampler.pendingTraces > 0); i++)
       await sleep(20);
@@ -698,20 +695,13 @@ describe('createConversationSampler: rules and edges', () => {
   });
 
   it('reports a next processor that throws, and goes on', async () => {
-    const warnings: string[] = [];
-    const ignore = () => {};
+    const { logger, warnings } = warningsLogger();
     const exporter = new InMemorySpanExporter();
     const simple = new SimpleSpanProcessor({ exporter: exporter });
     let fail = true;
     const { sampler, app } = sampledTracing({
       ratio: 1,
-      logger: {
-        warn: (message: string) => warnings.push(message),
-        error: ignore,
-        info: ignore,
-        debug: ignore,
-        verbose: ignore,
-      },
+      logger,
       next: {
         onStart: (span, ctx) => simple.onStart(span as never, ctx),
         onEnd: (span) => {

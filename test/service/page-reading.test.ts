@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocketServer } from 'ws';
 import { launchChromium } from '../../service/chromium.ts';
 import { Page as LivePage } from '../../service/live/page.ts';
+import { watchedPage } from '../helpers/browser-page.ts';
 import { attrs, startOtlpReceiver } from '../helpers/otlp-receiver.ts';
 import {
   type RunningService,
@@ -44,15 +45,27 @@ async function service(args: string[], env: NodeJS.ProcessEnv = {}) {
   return s;
 }
 
+/**
+ * Listens on a free loopback port (answered); closes `server` and `wss`, its clients terminated,
+ * after the test.
+ */
+async function listen(server: Server, wss: WebSocketServer): Promise<number> {
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  cleanups.push(
+    () =>
+      new Promise<void>((resolve) => {
+        for (const ws of wss.clients) ws.terminate();
+        wss.close();
+        server.close(() => resolve());
+      }),
+  );
+  return (server.address() as { port: number }).port;
+}
+
 /** A page on `url`, failing the test on any console error or page error. */
 async function open(url: string): Promise<{ page: Page; errors: string[] }> {
-  const page = await (browser as Browser).newPage({ viewport: { width: 1200, height: 900 } });
+  const { page, errors } = await watchedPage(browser as Browser);
   pages.push(page);
-  const errors: string[] = [];
-  page.on('console', (m) => {
-    if (m.type() === 'error') errors.push(m.text());
-  });
-  page.on('pageerror', (e) => errors.push(e.message));
   await page.goto(url);
   await page.locator('#connection[data-state="live"]').waitFor(WAIT);
   return { page, errors };
@@ -545,16 +558,7 @@ describe('the live page and a lying service', () => {
           traceId,
         });
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    cleanups.push(
-      () =>
-        new Promise<void>((resolve) => {
-          for (const ws of wss.clients) ws.terminate();
-          wss.close();
-          server.close(() => resolve());
-        }),
-    );
-    const { port } = server.address() as { port: number };
+    const port = await listen(server, wss);
     const { page, errors } = await open(`http://127.0.0.1:${port}/`);
     await expect.poll(() => page.locator('#recent li[data-conversation-id]').count(), WAIT).toBe(5);
     // A javascript: template is no template: no link anywhere, no hint.
@@ -598,16 +602,7 @@ async function fakeService(greet: (send: (m: object) => void) => void): Promise<
   });
   const wss = new WebSocketServer({ server, path: '/ws' });
   wss.on('connection', (ws) => greet((m) => ws.send(JSON.stringify(m))));
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        for (const ws of wss.clients) ws.terminate();
-        wss.close();
-        server.close(() => resolve());
-      }),
-  );
-  return `http://127.0.0.1:${(server.address() as { port: number }).port}/`;
+  return `http://127.0.0.1:${await listen(server, wss)}/`;
 }
 
 describe('the live page’s share converged', () => {

@@ -10,6 +10,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket, WebSocketServer } from 'ws';
 import { launchChromium } from '../../service/chromium.ts';
 import { CONTENT_SECURITY_POLICY, Page as LivePage } from '../../service/live/page.ts';
+import { watchedPage } from '../helpers/browser-page.ts';
 import {
   type RunningService,
   sampleValue,
@@ -139,12 +140,7 @@ describe('the live page at /', () => {
 
   it('draws conversations converging, counts endings, filters, and recovers from a restart', async () => {
     const s = await service(ARGS);
-    const page = await (browser as Browser).newPage({ viewport: { width: 1200, height: 900 } });
-    const errors: string[] = [];
-    page.on('console', (m) => {
-      if (m.type() === 'error') errors.push(m.text());
-    });
-    page.on('pageerror', (e) => errors.push(e.message));
+    const { page, errors } = await watchedPage(browser as Browser);
     try {
       await page.goto(s.url);
       await page.locator('#connection[data-state="live"]').waitFor(WAIT);
@@ -272,12 +268,7 @@ describe('the live page at /', () => {
     });
     await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
     const { port } = server.address() as { port: number };
-    const page = await (browser as Browser).newPage({ viewport: { width: 1200, height: 900 } });
-    const errors: string[] = [];
-    page.on('console', (m) => {
-      if (m.type() === 'error') errors.push(m.text());
-    });
-    page.on('pageerror', (e) => errors.push(e.message));
+    const { page, errors } = await watchedPage(browser as Browser);
     try {
       await page.goto(`http://127.0.0.1:${port}/`);
       await page.locator('#connection[data-state="live"]').waitFor(WAIT);
