@@ -10,6 +10,7 @@ import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
+import { outputOf } from '../helpers/child-output.ts';
 import { startOtlpReceiver } from '../helpers/otlp-receiver.ts';
 import { readmeCodeBlocks } from '../helpers/readme.ts';
 
@@ -153,22 +154,15 @@ describe('examples/', () => {
       },
     );
     child = started;
-    let stdout = '';
-    let stderr = '';
-    started.stdout?.on('data', (chunk: Buffer) => {
-      stdout += chunk.toString();
-    });
-    started.stderr?.on('data', (chunk: Buffer) => {
-      stderr += chunk.toString();
-    });
+    const output = outputOf(started);
     const exited = new Promise<number | null>((done) => started.on('exit', (code) => done(code)));
     const url = await new Promise<string>((done, fail) => {
       const timer = setTimeout(
-        () => fail(new Error(`no listening line: ${stdout}${stderr}`)),
+        () => fail(new Error(`no listening line: ${output.out}${output.err}`)),
         30_000,
       );
       started.stdout?.on('data', () => {
-        const m = /listening on (http:\/\/\S+)\/metrics/.exec(stdout);
+        const m = /listening on (http:\/\/\S+)\/metrics/.exec(output.out);
         if (m) {
           clearTimeout(timer);
           done(m[1] as string);
@@ -192,8 +186,8 @@ describe('examples/', () => {
     expect(ended).toBeGreaterThanOrEqual(3);
     started.kill('SIGTERM');
     expect(await exited).toBe(0);
-    expect(stderr).toBe('');
-    expect(stdout.trim().split('\n').at(-1)).toMatch(
+    expect(output.err).toBe('');
+    expect(output.out.trim().split('\n').at(-1)).toMatch(
       /^SIGTERM: \d+ conversations finished, \d+ aborted in flight, spans flushed$/,
     );
     await receiver.close();

@@ -9,6 +9,7 @@ import { fileURLToPath } from 'node:url';
 import { Queue } from 'bullmq';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createConversationQueue } from '../../src/fleet/index.ts';
+import { outputOf } from '../helpers/child-output.ts';
 import { waitFor } from '../helpers/fleet-workers.ts';
 import { type RunningRedis, startRedis } from '../helpers/redis.ts';
 
@@ -49,31 +50,24 @@ async function drainOnce(queueName: string, env: Record<string, string>): Promis
     },
   );
   children.push(child);
-  let out = '';
-  let err = '';
-  child.stdout?.on('data', (c: Buffer) => {
-    out += c.toString();
-  });
-  child.stderr?.on('data', (c: Buffer) => {
-    err += c.toString();
-  });
+  const output = outputOf(child);
   const exited = new Promise<number | string | null>((resolve) =>
     child.once('exit', (code, signal) => resolve(code ?? signal)),
   );
   const gone = () => child.exitCode !== null || child.signalCode !== null;
-  const what = () => `the closing worker (stdout: ${out}, stderr: ${err})`;
-  await waitFor(() => out.includes('READY\n'), 60_000, what, gone);
+  const what = () => `the closing worker (stdout: ${output.out}, stderr: ${output.err})`;
+  await waitFor(() => output.out.includes('READY\n'), 60_000, what, gone);
   const producer = createConversationQueue({ connection: redis.url, queueName });
   await producer.start('stuck', { sender: 'user', content: 1 }, { conversationId: 'stuck-1' });
   await producer.close();
-  await waitFor(() => out.includes('CLOSED '), 60_000, what, gone);
+  await waitFor(() => output.out.includes('CLOSED '), 60_000, what, gone);
   // Not a speed check: a worker that leaves a timer or a socket behind never exits at all.
   const exit = await Promise.race([
     exited,
     new Promise<string>((resolve) => setTimeout(() => resolve('hung'), 30_000)),
   ]);
   if (exit === 'hung') child.kill('SIGKILL');
-  const lines = out.split('\n');
+  const lines = output.out.split('\n');
   const closedAt = lines.findIndex((l) => l.startsWith('CLOSED '));
   const line = (prefix: string) => lines.find((l) => l.startsWith(prefix))?.slice(prefix.length);
   return {

@@ -14,6 +14,7 @@ import type { ConversationWorkerStats } from '../../src/fleet/index.ts';
 import type { ConversationStore } from '../../src/index.ts';
 import { createRedisStore } from '../../src/stores/redis/index.ts';
 import type { Invocation } from '../fixtures/fleet-app.ts';
+import { outputOf } from './child-output.ts';
 import { type RedisOptions, type RunningRedis, startRedis } from './redis.ts';
 
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '../..');
@@ -34,24 +35,17 @@ export function spawnWorker(env: Record<string, string>): WorkerProcess {
     ['--import', 'tsx', join(ROOT, 'test/fixtures/fleet-worker.ts')],
     { cwd: ROOT, env: { ...process.env, ...env }, stdio: ['ignore', 'pipe', 'pipe'] },
   );
-  let out = '';
-  let err = '';
-  child.stdout?.on('data', (c: Buffer) => {
-    out += c.toString();
-  });
-  child.stderr?.on('data', (c: Buffer) => {
-    err += c.toString();
-  });
+  const output = outputOf(child);
   const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
   const ready = waitFor(
-    () => out.includes('READY\n'),
+    () => output.out.includes('READY\n'),
     60_000,
-    () => `worker ${child.pid} ready (stdout: ${out}, stderr: ${err})`,
+    () => `worker ${child.pid} ready (stdout: ${output.out}, stderr: ${output.err})`,
     () => child.exitCode !== null || child.signalCode !== null,
   );
   return {
     pid: child.pid as number,
-    output: () => `${out}\n--- stderr ---\n${err}`,
+    output: () => `${output.out}\n--- stderr ---\n${output.err}`,
     ready,
     exited,
     signal: (signal) => {
@@ -61,8 +55,9 @@ export function spawnWorker(env: Record<string, string>): WorkerProcess {
     async stop() {
       child.kill('SIGTERM');
       await exited;
-      const line = out.split('\n').find((l) => l.startsWith('STATS '));
-      if (line === undefined) throw new Error(`worker ${child.pid} printed no stats: ${out}${err}`);
+      const line = output.out.split('\n').find((l) => l.startsWith('STATS '));
+      if (line === undefined)
+        throw new Error(`worker ${child.pid} printed no stats: ${output.out}${output.err}`);
       return JSON.parse(line.slice(6)) as ConversationWorkerStats;
     },
   };
