@@ -457,14 +457,16 @@ describe('the event loop keeps turning', () => {
   });
 });
 
+/** Options that are all right: each case below spoils one. */
+const base = () => ({
+  name: 'ok',
+  responders: [{ name: 'a', respond: () => undefined }],
+  turnPolicy: roundRobin<Desks>(),
+  projection: { initial: () => ({ quotes: {} }), fold: (s: Desks) => s },
+  termination: maxDispatches<Desks>(1),
+});
+
 describe('construction errors say what was expected and what came', () => {
-  const base = () => ({
-    name: 'ok',
-    responders: [{ name: 'a', respond: () => undefined }],
-    turnPolicy: roundRobin<Desks>(),
-    projection: { initial: () => ({ quotes: {} }), fold: (s: Desks) => s },
-    termination: maxDispatches<Desks>(1),
-  });
   const cases: [string, Record<string, unknown>, string][] = [
     [
       'name',
@@ -606,13 +608,6 @@ describe('construction errors say what was expected and what came', () => {
 });
 
 describe('options that cannot be read give an OrchestratorConfigError naming the option', () => {
-  const base = () => ({
-    name: 'ok',
-    responders: [{ name: 'a', respond: () => undefined }],
-    turnPolicy: roundRobin<Desks>(),
-    projection: { initial: () => ({ quotes: {} }), fold: (s: Desks) => s },
-    termination: maxDispatches<Desks>(1),
-  });
   const revoked = <T extends object>(target: T): T => {
     const { proxy, revoke } = Proxy.revocable(target, {});
     revoke();

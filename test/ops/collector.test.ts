@@ -252,6 +252,17 @@ function undocumentedKeys(config: Collector): string[] {
   return unknown;
 }
 
+/** Each kind of component the pipelines of `config` name is exactly the set it defines. */
+function expectPipelinesUseWhatIsDefined(config: Collector): void {
+  for (const kind of ['receivers', 'processors', 'exporters'] as const) {
+    const defined = Object.keys(config[kind] ?? {}).sort();
+    const used = [
+      ...new Set(Object.values(config.service.pipelines).flatMap((p) => p[kind] ?? [])),
+    ].sort();
+    expect(used, kind).toEqual(defined);
+  }
+}
+
 const read = (path: string) => parse(readFileSync(path, 'utf8')) as Collector;
 const tier1 = () => read(COLLECTOR_FILES.loadBalancing);
 const tier2 = () => read(COLLECTOR_FILES.tailSampling);
@@ -308,13 +319,7 @@ describe('the Collector configuration (otel-collector/)', () => {
 
   it('names in its pipelines only components it defines, and defines none it does not use', () => {
     for (const config of [tier1(), tier2()]) {
-      for (const kind of ['receivers', 'processors', 'exporters'] as const) {
-        const defined = Object.keys(config[kind] ?? {}).sort();
-        const used = [
-          ...new Set(Object.values(config.service.pipelines).flatMap((p) => p[kind] ?? [])),
-        ].sort();
-        expect(used, kind).toEqual(defined);
-      }
+      expectPipelinesUseWhatIsDefined(config);
     }
   });
 
@@ -496,13 +501,7 @@ describe('the metrics pipeline of the OpenTelemetry path (otel-collector/metrics
   it('uses only keys the Collector documents, and names only components it defines', () => {
     expect(undocumentedKeys(metrics())).toEqual([]);
     const config = metrics();
-    for (const kind of ['receivers', 'processors', 'exporters'] as const) {
-      const defined = Object.keys(config[kind] ?? {}).sort();
-      const used = [
-        ...new Set(Object.values(config.service.pipelines).flatMap((p) => p[kind] ?? [])),
-      ].sort();
-      expect(used, kind).toEqual(defined);
-    }
+    expectPipelinesUseWhatIsDefined(config);
   });
 
   it('receives OTLP and exposes the names the shipped rules and dashboards read', () => {
