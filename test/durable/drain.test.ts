@@ -17,6 +17,7 @@ function desk(
   store: ReturnType<typeof createMemoryStore>,
   durability: Durability,
   calls: string[],
+  onCall?: (key: string) => void,
 ) {
   return new ConversationOrchestrator<number, number>({
     name: 'drained',
@@ -27,6 +28,7 @@ function desk(
         name: 'slow',
         respond: async (m, _s, context) => {
           calls.push(`${context.idempotencyKey}#${context.attempt}`);
+          onCall?.(context.idempotencyKey);
           await new Promise((resolve) => setTimeout(resolve, 40));
           if (context.signal.aborted) throw new Error('cut');
           return { sender: 'slow', content: m.content + 1 };
@@ -44,11 +46,11 @@ describe.each(['sync', 'async', 'exit'] as const)('drain with %s durability', (d
     const store = createMemoryStore();
     const calls: string[] = [];
     const drain = new AbortController();
-    const run = desk(store, durability, calls).run(
-      { sender: 'u', content: 0 },
-      { conversationId: 'd', drain: drain.signal },
-    );
-    setTimeout(() => drain.abort('worker draining'), 100); // during the third call
+    // During the third call (from the call itself: a timer from the start drifted on a loaded
+    // machine and landed in the second or fourth).
+    const run = desk(store, durability, calls, (key) => {
+      if (key === 'd:3') setTimeout(() => drain.abort('worker draining'), 10);
+    }).run({ sender: 'u', content: 0 }, { conversationId: 'd', drain: drain.signal });
     const error = await run.catch((e: unknown) => e);
     expect(error).toBeInstanceOf(ConversationAbortedError);
     expect((error as ConversationAbortedError).cause).toBe('worker draining');

@@ -5,13 +5,16 @@
  */
 import { describe, expect, it } from 'vitest';
 import {
+  type CheckpointEntry,
   CheckpointError,
   type CheckpointOptions,
   ConversationAbortedError,
   ConversationOrchestrator,
   type ConversationStore,
   createMemoryStore,
+  type IncrementalStore,
   type MemoryStore,
+  type Message,
   maxDispatches,
   roundRobin,
 } from '../../src/index.ts';
@@ -125,6 +128,19 @@ describe.each(stores)('a transcript conversation on the %s store', (_name, newSt
       JSON.stringify({ v: 2, entry: true, folded: [], queue: [], queueTail: 0 }),
       /expected entry \d+'s `v` to be 1/,
     ],
+    [
+      'an entry taking more off the queue than it holds',
+      JSON.stringify({
+        v: 1,
+        entry: true,
+        folded: [],
+        lastMessage: { sender: 'a', content: 'x' },
+        queue: [],
+        queueTail: 0,
+        queueDrop: 99,
+      }),
+      /expected entry \d+'s `queueDrop` to be at most the queue it follows \(\d+ messages\), got 99/,
+    ],
   ])(
     'refuses to resume from %s, with a CheckpointError, and leaves it for a version that can',
     async (_what, bad, message) => {
@@ -149,6 +165,76 @@ describe.each(stores)('a transcript conversation on the %s store', (_name, newSt
       // Released as it was: the store's own entries still resume it.
       const resumed = await transcript(store, 320).resume('bad');
       expect(resumed.dispatchCount).toBe(320);
+    },
+  );
+
+  // A responder answering with two messages: the queue's backlog grows by one a round, and an
+  // entry is what the dispatch added to it (it held the whole queue: 33 KB at dispatch 149).
+  const backlog = (store: ConversationStore, at?: { at: number; controller: AbortController }) =>
+    new ConversationOrchestrator<Transcript, string>({
+      name: 'backlog',
+      store,
+      historySize: 4,
+      checkpoints: { snapshotEveryDispatches: 40 },
+      responders: ['a', 'b', 'c'].map((name) => ({
+        name,
+        respond: async (m: Message<string>, state) => {
+          const n = state.projection.lines.length;
+          return name === 'c'
+            ? [
+                { sender: 'c', content: line(n, `c1<${m.sender}`) },
+                { sender: 'c', content: `c2:${n}` },
+              ]
+            : { sender: name, content: line(n, `${name}<${m.sender}`) };
+        },
+      })),
+      turnPolicy: roundRobin(),
+      projection: {
+        initial: (i) => ({ lines: [i.content] }),
+        fold: (s, m) => {
+          s.lines.push(m.content);
+          return s;
+        },
+      },
+      termination: maxDispatches(150),
+      listener: (_state, _decision, dispatchCount) => {
+        if (at !== undefined && dispatchCount === at.at) at.controller.abort('drain');
+      },
+    });
+
+  it('writes an entry the size of what the dispatch added, however long the queue', async () => {
+    const { store, calls } = counting(newStore());
+    const sizes: number[] = [];
+    const sizing = wrap(store, {
+      append: (entry: CheckpointEntry, ...rest: [never, number]) => {
+        sizes.push(entry.entry.length);
+        return (store as IncrementalStore).append(entry, ...rest);
+      },
+    });
+    const result = await backlog(sizing).run(input, { conversationId: 'q' });
+    expect(result.dispatchCount).toBe(150);
+    expect(calls.append).toBe(sizes.length);
+    expect(sizes.length).toBeGreaterThan(100);
+    expect(Math.max(...sizes.slice(-20))).toBeLessThan(2 * Math.max(...sizes.slice(0, 20)));
+    expect(Math.max(...sizes)).toBeLessThan(2_500);
+  });
+
+  it.each([7, 41, 99, 143])(
+    'with a backlog, handed back at dispatch %i and resumed elsewhere, ends as an uninterrupted run',
+    async (at) => {
+      const baseline = await backlog(createMemoryStore()).run(input, { conversationId: 'b' });
+      const store = newStore();
+      const controller = new AbortController();
+      const drained = await backlog(store, { at, controller })
+        .run(input, { conversationId: 'd', drain: controller.signal })
+        .catch((e: unknown) => e);
+      expect(drained).toBeInstanceOf(ConversationAbortedError);
+      await new Promise((resolve) => setTimeout(resolve, 10));
+      const resumed = await backlog(store).resume('d');
+      expect(resumed.dispatchCount).toBe(150);
+      expect(resumed.state.projection).toEqual(baseline.state.projection);
+      expect(resumed.state.history).toEqual(baseline.state.history);
+      expect(resumed.state.lastMessage).toEqual(baseline.state.lastMessage);
     },
   );
 

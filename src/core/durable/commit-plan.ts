@@ -22,6 +22,8 @@ export interface Built {
   readonly foldedUpTo: number;
   readonly snapshot?: Checkpoint | undefined;
   readonly snapshotBytes: number;
+  /** The queue a running commit stores (the next entry is written against it once it lands). */
+  readonly queue?: readonly unknown[] | undefined;
 }
 
 /**
@@ -187,4 +189,15 @@ export function failureResult<S, C>(
       error: storedFailure(error),
     });
   }
+}
+
+/**
+ * The bytes of a new conversation's first state when they are past the conversation's bound
+ * (`checkpoints.maxConversationBytes`, where it applies), else undefined.
+ */
+export function creationOutgrown(plan: CheckpointPlan, state: string): number | undefined {
+  if (!(plan.incremental || plan.conversationBounded)) return undefined;
+  if (state.length * 3 <= plan.maxConversationBytes) return undefined;
+  const bytes = Buffer.byteLength(state);
+  return bytes > plan.maxConversationBytes ? bytes : undefined;
 }

@@ -22,9 +22,19 @@ export interface EntryState<C = unknown> {
   readonly folded: readonly Message<C>[];
   /** The last folded message; absent when it is the last of `folded`. */
   readonly lastMessage?: Message<C> | undefined;
-  /** The queue's front: the messages before the last `queueTail` of `folded`, which end it. */
+  /**
+   * The queue's front: the messages before the last `queueTail` of `folded`, which end it. With
+   * `queueDrop`, only what follows the previous commit's queue: the queue is then the previous
+   * commit's without its first `queueDrop` messages (answered since), then these, then the tail.
+   */
   readonly queue: readonly Message<C>[];
   readonly queueTail: number;
+  /**
+   * How many messages of the previous commit's queue were taken off its front since: set, the
+   * entry holds what the queue gained, not the queue (an entry stays the size of what the
+   * dispatch added however long the queue's backlog).
+   */
+  readonly queueDrop?: number | undefined;
   readonly answering?: LoopPosition<unknown, C>['answering'];
   readonly dispatchCount: number;
   readonly invocations: number;
@@ -39,11 +49,30 @@ export interface EntryState<C = unknown> {
   readonly interrupted?: AbortMark | undefined;
 }
 
-/** The entry of `position`, the loop having folded `folded` since the last commit. */
+/**
+ * How many messages of `previous` (the last commit's queue) were taken off its front, when
+ * `front` starts with the rest of it (the same message objects): a queue only loses messages at
+ * its front and gains them at its back. Else (it was rebuilt) all of them.
+ */
+function droppedFrom<C>(previous: readonly Message<C>[], front: readonly Message<C>[]): number {
+  if (front.length === 0) return previous.length;
+  const at = previous.indexOf(front[0] as Message<C>);
+  if (at < 0 || previous.length - at > front.length) return previous.length;
+  for (let i = at + 1; i < previous.length; i++) {
+    if (previous[i] !== front[i - at]) return previous.length;
+  }
+  return at;
+}
+
+/**
+ * The entry of `position`, the loop having folded `folded` since the last commit; `previous`:
+ * the queue that commit stored (running, this segment), when the entry may be written against it.
+ */
 export function entryOf<S, C>(
   position: LoopPosition<S, C>,
   folded: readonly Message<C>[],
   segment: number,
+  previous?: readonly Message<C>[],
 ): EntryState<C> {
   const queue = position.queue;
   // The queue ends with the answers not yet answered: the same messages as folded's tail.
@@ -51,13 +80,20 @@ export function entryOf<S, C>(
   const most = Math.min(queue.length, folded.length);
   while (tail < most && queue[queue.length - 1 - tail] === folded[folded.length - 1 - tail]) tail++;
   const last = folded.length === 0 ? undefined : folded[folded.length - 1];
+  let front = tail === 0 ? queue : queue.slice(0, queue.length - tail);
+  let queueDrop: number | undefined;
+  if (previous !== undefined) {
+    queueDrop = droppedFrom(previous, front);
+    front = front.slice(previous.length - queueDrop);
+  }
   return {
     v: 1,
     entry: true,
     folded,
     lastMessage: position.lastMessage === last ? undefined : position.lastMessage,
-    queue: tail === 0 ? queue : queue.slice(0, queue.length - tail),
+    queue: front,
     queueTail: tail,
+    ...(queueDrop === undefined ? {} : { queueDrop }),
     answering: position.answering,
     dispatchCount: position.dispatchCount,
     invocations: position.invocations,
@@ -119,6 +155,10 @@ export function checkedEntry<C>(value: unknown, at: number): EntryState<C> {
   if (entry.interrupted !== undefined && entry.interrupted !== 'abort') {
     bad(at, 'interrupted', "'abort' or absent", entry.interrupted);
   }
+  const drop = entry.queueDrop;
+  if (drop !== undefined && (typeof drop !== 'number' || !Number.isSafeInteger(drop) || drop < 0)) {
+    bad(at, 'queueDrop', 'a non-negative integer or absent', drop);
+  }
   return value as EntryState<C>;
 }
 
@@ -133,8 +173,10 @@ export function abortMarkedEntry<C>(last: EntryState<C>): EntryState<C> {
     ...last,
     folded: [],
     lastMessage: last.lastMessage ?? (folded[folded.length - 1] as Message<C>),
-    queue: [...last.queue, ...folded.slice(folded.length - last.queueTail)],
+    // The queue `last` came to, as it is: nothing taken off, nothing added.
+    queue: [],
     queueTail: 0,
+    queueDrop: 0,
     interrupted: 'abort',
   };
 }
@@ -162,9 +204,24 @@ export function foldEntries<S, C>(
   let history: Message<C>[] | undefined;
   if (size > 0) history = fresh ? [base.input] : [...(base.history ?? [])];
   let lastMessage: Message<C> = fresh ? base.input : base.lastMessage;
+  // A fresh base's queue is its input, as the loop starts it.
+  let queue: Message<C>[] = fresh ? [base.input] : [...base.queue];
   const fold = config.projection.fold;
+  let at = 0;
   for (const entry of entries) {
+    at++;
     const folded = entry.folded;
+    const tail = folded.slice(folded.length - entry.queueTail);
+    const drop = entry.queueDrop;
+    if (drop === undefined) queue = [...entry.queue, ...tail];
+    else {
+      if (drop > queue.length) {
+        throw new TypeError(
+          `expected entry ${at}'s \`queueDrop\` to be at most the queue it follows (${queue.length} messages), got ${drop}`,
+        );
+      }
+      queue = [...queue.slice(drop), ...entry.queue, ...tail];
+    }
     for (let i = 0; i < folded.length; i++) {
       const message = folded[i] as Message<C>;
       projection = fold.call(config.projection, projection, message);
@@ -176,7 +233,6 @@ export function foldEntries<S, C>(
   }
   if (history !== undefined && history.length > size) history.splice(0, history.length - size);
   const last = entries[entries.length - 1] as EntryState<C>;
-  const queue = [...last.queue, ...last.folded.slice(last.folded.length - last.queueTail)];
   return {
     v: 1,
     input: base.input,

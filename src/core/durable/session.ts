@@ -15,11 +15,12 @@ import {
   ConversationLeaseError,
 } from '../spi/errors.ts';
 import type { Checkpoint, ConversationStatus, Lease } from '../spi/store.ts';
-import type { ConversationResult, ConversationSuspension } from '../spi/types.ts';
+import type { ConversationResult, ConversationSuspension, Message } from '../spi/types.ts';
 import { bounded, checkedOutcome } from './checkpoint.ts';
 import {
   type Built,
   checkpointAt,
+  creationOutgrown,
   endedState,
   entryPays,
   entryPossible,
@@ -70,6 +71,8 @@ export class StoreSession<S, C> implements RunDurability<S, C> {
   #seq = 0;
   /** Invocations the last landed commit holds: more in the run means work a release would hide. */
   #committedInvocations: number;
+  /** The queue of the last running commit that landed in this segment (its message objects). */
+  #committedQueue: readonly Message<C>[] | undefined;
   #inflight: Promise<void> | undefined;
   #heartbeat: NodeJS.Timeout | undefined;
   /** What the store holds (incremental stores): the base, the entries after it, the snapshots. */
@@ -122,16 +125,11 @@ export class StoreSession<S, C> implements RunDurability<S, C> {
     } catch (error) {
       return Promise.reject(this.#checkpointError(error, 'its input')).catch(failed);
     }
-    const plan = durable.plan;
-    if (
-      (plan.incremental || plan.conversationBounded) &&
-      state.length * 3 > plan.maxConversationBytes
-    ) {
-      const bytes = Buffer.byteLength(state);
-      if (bytes > plan.maxConversationBytes) {
-        // Nothing is stored: a conversation that cannot even be created fails at its start.
-        return Promise.reject(outgrownError(host, plan.maxConversationBytes, bytes)).catch(failed);
-      }
+    const outgrown = creationOutgrown(durable.plan, state);
+    // Nothing is stored: a conversation that cannot even be created fails at its start.
+    if (outgrown !== undefined) {
+      const error = outgrownError(host, durable.plan.maxConversationBytes, outgrown);
+      return Promise.reject(error).catch(failed);
     }
     const checkpoint = this.#checkpointAt('running', 1, 0, state, undefined);
     const store = durable.store;
@@ -341,6 +339,7 @@ export class StoreSession<S, C> implements RunDurability<S, C> {
     const landedNow = (): void => {
       this.#seq = seq;
       this.#committedInvocations = invocations;
+      this.#committedQueue = built.queue as readonly Message<C>[] | undefined;
       // What landed is in the store: the next entry starts after it.
       const folded = host.folded;
       if (folded !== undefined && built.foldedUpTo > 0) {
@@ -452,7 +451,12 @@ export class StoreSession<S, C> implements RunDurability<S, C> {
     const stored = this.#log.storedBytes;
     if (entryPossible(plan, status, folded !== undefined, stored)) {
       const text = this.#encode(
-        entryOf(position, folded as NonNullable<typeof folded>, this.#segmentNumber),
+        entryOf(
+          position,
+          folded as NonNullable<typeof folded>,
+          this.#segmentNumber,
+          this.#committedQueue,
+        ),
       );
       const bytes = Buffer.byteLength(text);
       const total = stored + bytes;
@@ -484,11 +488,13 @@ export class StoreSession<S, C> implements RunDurability<S, C> {
           foldedUpTo,
           snapshot,
           snapshotBytes,
+          queue: position.queue,
         };
       }
     }
     const text = this.#encode(stateOf(position, this.#segmentNumber));
-    return this.#whole(status, seq, text, result, foldedUpTo);
+    const queue = status === 'running' ? position.queue : undefined;
+    return this.#whole(status, seq, text, result, foldedUpTo, queue);
   }
 
   /** `value` as the codec writes it; a refusal fails the conversation (no retry can store it). */
@@ -507,6 +513,7 @@ export class StoreSession<S, C> implements RunDurability<S, C> {
     text: string,
     result: string | undefined,
     foldedUpTo: number,
+    queue?: readonly Message<C>[],
   ): Built {
     const host = this.#host;
     const durable = this.#durable;
@@ -527,6 +534,7 @@ export class StoreSession<S, C> implements RunDurability<S, C> {
       bytes,
       foldedUpTo,
       snapshotBytes: 0,
+      queue,
     };
   }
 
