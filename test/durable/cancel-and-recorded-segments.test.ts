@@ -37,6 +37,15 @@ import { hasRedisServer, type RunningRedis, startRedis } from '../helpers/redis.
 
 const input = { sender: 'user', content: 'go' };
 const answer = () => ({ sender: 'a', content: 'ok' });
+/** A responder that suspends its first call (`{ q: '?' }`) and answers every later one. */
+const suspendsOnce = () => {
+  let asked = false;
+  return () => {
+    if (asked) return answer();
+    asked = true;
+    return suspend({ q: '?' });
+  };
+};
 
 function make<S = number>(
   respond: Responder<S, unknown>['respond'],
@@ -161,17 +170,7 @@ describe('cancel()', () => {
   it('racing a resume() of the same suspended conversation: exactly one applies, the other rejects with ConversationLeaseError', async () => {
     for (const cancelFirst of [true, false]) {
       const store = createMemoryStore();
-      let asked = false;
-      const o = make(
-        () => {
-          if (!asked) {
-            asked = true;
-            return suspend({ q: '?' });
-          }
-          return answer();
-        },
-        { store, steps: 3 },
-      );
+      const o = make(suspendsOnce(), { store, steps: 3 });
       await o.run(input, { conversationId: 'r' });
       const cancel = () => o.cancel('r', { reason: 'left' });
       const resume = () => o.resume('r', { input: { sender: 'person', content: 'yes' } });
@@ -503,28 +502,18 @@ describe('ConversationEnd.ended and the telemetry count', () => {
     const registry = new Registry();
     const telemetry = createConversationTelemetry({ registry });
     const { observer, ends } = segments<number>();
-    let asked = false;
-    const o = make(
-      () => {
-        if (!asked) {
-          asked = true;
-          return suspend({ q: '?' });
-        }
-        return answer();
-      },
-      {
-        store,
-        steps: 3,
-        observers: [observer, telemetry as ConversationObserver<number, unknown>],
-        projection: {
-          initial: () => 0,
-          fold: (n, m) => {
-            if (m.content === 'bad') throw new Error('no');
-            return n + 1;
-          },
+    const o = make(suspendsOnce(), {
+      store,
+      steps: 3,
+      observers: [observer, telemetry as ConversationObserver<number, unknown>],
+      projection: {
+        initial: () => 0,
+        fold: (n, m) => {
+          if (m.content === 'bad') throw new Error('no');
+          return n + 1;
         },
       },
-    );
+    });
     await o.run(input, { conversationId: 'c' });
     await expect(
       o.resume('c', { input: { sender: 'person', content: 'bad' } }),

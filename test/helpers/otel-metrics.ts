@@ -241,6 +241,32 @@ export async function exercise(telemetry: Telemetry): Promise<void> {
   }).run(input);
 }
 
+/** An aborted conversation (its caller gone) and a responder past the dispatch deadline. */
+export async function exerciseAbortAndDeadline(telemetry: Telemetry): Promise<void> {
+  const controller = new AbortController();
+  await counterOrchestrator({
+    observers: [telemetry],
+    responders: [
+      {
+        name: 'caller_gone',
+        respond: () => {
+          controller.abort();
+          return { sender: 'caller_gone', content: 1 };
+        },
+      },
+    ],
+  })
+    .run({ sender: 'u', content: 0 }, { signal: controller.signal })
+    .catch(() => {});
+  await counterOrchestrator({
+    observers: [telemetry],
+    dispatchTimeoutMs: 1,
+    responders: [{ name: 'slow', respond: () => new Promise<never>(() => {}) }],
+  })
+    .run({ sender: 'u', content: 0 })
+    .catch(() => {});
+}
+
 /**
  * A durable conversation `conversationId` on a memory store: its one responder `d` suspends at its
  * first answer (`'ok?'`), is resumed, and ends after 3 dispatches.

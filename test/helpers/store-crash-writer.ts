@@ -8,21 +8,14 @@
  * `redis <url> <prefix> <count>`.
  */
 import { newLeaseOwner, setLeaseOwnerLive } from '../../src/core/durable/lease-owner.ts';
-import type { Checkpoint, ConversationStore, Lease } from '../../src/core/spi/store.ts';
-import { createPostgresStore } from '../../src/stores/postgres/index.ts';
-import { createRedisStore } from '../../src/stores/redis/index.ts';
-import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+import type { Checkpoint, Lease } from '../../src/core/spi/store.ts';
 import { crashState } from './crash-state.ts';
+import { openStore } from './open-store.ts';
 
 const [kind, where, ...rest] = process.argv.slice(2) as [string, string, ...string[]];
 const namespace = rest.length > 1 ? (rest[0] as string) : '';
 const count = Number(rest.at(-1) ?? 8);
-const store: ConversationStore =
-  kind === 'sqlite'
-    ? createSqliteStore({ path: where })
-    : kind === 'postgres'
-      ? createPostgresStore({ connectionString: where, table: namespace })
-      : createRedisStore({ url: where, prefix: namespace });
+const store = openStore(kind, where, namespace);
 const owner = newLeaseOwner();
 setLeaseOwnerLive(owner, true);
 const checkpoint = (id: string, seq: number): Checkpoint => ({

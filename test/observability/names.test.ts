@@ -18,6 +18,7 @@ import {
 } from '../../src/observability/index.ts';
 import { GEN_AI_METRICS, METRIC_DEFINITIONS } from '../../src/observability/metric-definitions.ts';
 import { counterOrchestrator } from '../helpers/desks.ts';
+import { exerciseAbortAndDeadline } from '../helpers/otel-metrics.ts';
 import { docsTableNames } from '../helpers/readme.ts';
 import { memoryTracing, restoreTracing } from '../helpers/tracing.ts';
 
@@ -94,28 +95,7 @@ async function exercise() {
     ],
   }).run({ sender: 'u', content: 0 });
   // An aborted conversation (its reason's class) and a responder past the dispatch deadline.
-  const controller = new AbortController();
-  await counterOrchestrator({
-    observers: [telemetry],
-    responders: [
-      {
-        name: 'caller_gone',
-        respond: () => {
-          controller.abort();
-          return { sender: 'caller_gone', content: 1 };
-        },
-      },
-    ],
-  })
-    .run({ sender: 'u', content: 0 }, { signal: controller.signal })
-    .catch(() => {});
-  await counterOrchestrator({
-    observers: [telemetry],
-    dispatchTimeoutMs: 1,
-    responders: [{ name: 'slow', respond: () => new Promise<never>(() => {}) }],
-  })
-    .run({ sender: 'u', content: 0 })
-    .catch(() => {});
+  await exerciseAbortAndDeadline(telemetry);
   // Through a conversation sampler on the same registry that keeps everything (the rule goes on
   // the span) and buffers one span per trace (the responder spans past it are lost, and counted).
   const sampled = new TracerProvider({

@@ -11,8 +11,12 @@ import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import { createConversationTelemetry, semconv } from '../../src/observability/index.ts';
 import { METRIC_DEFINITIONS } from '../../src/observability/metric-definitions.ts';
-import { counterOrchestrator } from '../helpers/desks.ts';
-import { exercise, exerciseDurable, manualMeter } from '../helpers/otel-metrics.ts';
+import {
+  exercise,
+  exerciseAbortAndDeadline,
+  exerciseDurable,
+  manualMeter,
+} from '../helpers/otel-metrics.ts';
 import { type LiveCheckContext, liveCheck, loadModel } from '../helpers/semconv-live-check.ts';
 import { memoryTracing, restoreTracing } from '../helpers/tracing.ts';
 
@@ -61,28 +65,7 @@ async function emitted() {
     stateAttributes: (s) => ({ 'desks.spread': s.projection }),
   });
   await exercise(telemetry);
-  const controller = new AbortController();
-  await counterOrchestrator({
-    observers: [telemetry],
-    responders: [
-      {
-        name: 'caller_gone',
-        respond: () => {
-          controller.abort();
-          return { sender: 'caller_gone', content: 1 };
-        },
-      },
-    ],
-  })
-    .run({ sender: 'u', content: 0 }, { signal: controller.signal })
-    .catch(() => {});
-  await counterOrchestrator({
-    observers: [telemetry],
-    dispatchTimeoutMs: 1,
-    responders: [{ name: 'slow', respond: () => new Promise<never>(() => {}) }],
-  })
-    .run({ sender: 'u', content: 0 })
-    .catch(() => {});
+  await exerciseAbortAndDeadline(telemetry);
   await exerciseDurable(telemetry, 'conformance-1');
   return { spans: exporter.getFinishedSpans(), metrics: await meter.collect() };
 }

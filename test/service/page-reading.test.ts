@@ -12,7 +12,7 @@ import { WebSocketServer } from 'ws';
 import { launchChromium } from '../../service/chromium.ts';
 import { Page as LivePage } from '../../service/live/page.ts';
 import { watchedPage } from '../helpers/browser-page.ts';
-import { attrs, startOtlpReceiver } from '../helpers/otlp-receiver.ts';
+import { attrs, type OtlpSpan, startOtlpReceiver } from '../helpers/otlp-receiver.ts';
 import {
   type RunningService,
   scrape,
@@ -60,6 +60,18 @@ async function listen(server: Server, wss: WebSocketServer): Promise<number> {
       }),
   );
   return (server.address() as { port: number }).port;
+}
+
+/** The trace id of the conversation span of `conversationId` the receiver got, if it got it. */
+function traceOf(
+  receiver: { readonly spans: readonly OtlpSpan[] },
+  conversationId: string | null | undefined,
+): string | undefined {
+  return receiver.spans.find(
+    (span) =>
+      span.name.startsWith('invoke_workflow ') &&
+      attrs(span.attributes)['gen_ai.conversation.id'] === conversationId,
+  )?.traceId;
 }
 
 /** A page on `url`, failing the test on any console error or page error. */
@@ -332,17 +344,7 @@ describe('the live page, read by a first-time viewer', () => {
       .poll(() => page.locator('#chart').getAttribute('data-marks'), WAIT)
       .not.toBe(still);
     // It is that conversation's trace, as the service exported it.
-    await expect
-      .poll(
-        () =>
-          receiver.spans.find(
-            (span) =>
-              span.name.startsWith('invoke_workflow ') &&
-              attrs(span.attributes)['gen_ai.conversation.id'] === held[3],
-          )?.traceId,
-        WAIT,
-      )
-      .toBe(traceId);
+    await expect.poll(() => traceOf(receiver, held[3]), WAIT).toBe(traceId);
     // The list of slow or failed conversations links each to its trace the same way.
     const entry = page.locator('#recent li[data-conversation-id]:has(a)').first();
     await entry.waitFor(WAIT);
@@ -353,17 +355,7 @@ describe('the live page, read by a first-time viewer', () => {
     });
     expect(href).toMatch(new RegExp(`^${receiver.url}/trace/[0-9a-f]{32}$`));
     expect(rel).toBe('noopener noreferrer');
-    await expect
-      .poll(
-        () =>
-          receiver.spans.find(
-            (span) =>
-              span.name.startsWith('invoke_workflow ') &&
-              attrs(span.attributes)['gen_ai.conversation.id'] === id,
-          )?.traceId,
-        WAIT,
-      )
-      .toBe((href as string).slice(-32));
+    await expect.poll(() => traceOf(receiver, id), WAIT).toBe((href as string).slice(-32));
     expect(errors).toEqual([]);
   });
 
