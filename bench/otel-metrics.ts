@@ -19,13 +19,11 @@ import {
 import { Registry } from 'prom-client';
 import {
   type ConversationObserver,
-  ConversationOrchestrator,
-  type Message,
+  type ConversationOrchestrator,
   maxDispatches,
-  type Responder,
-  roundRobin,
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
+import { type Desks, orchestrator } from './desks.ts';
 
 const LENGTH = 10_000;
 
@@ -43,44 +41,13 @@ class DroppingExporter implements SpanExporter {
   }
 }
 
-interface Quotes {
-  readonly q: Float64Array;
-}
-
-const INDEX: Record<string, number> = { london: 0, new_york: 1, tokyo: 2 };
-
-function desks(): Responder<Quotes, number>[] {
-  return ['london', 'new_york', 'tokyo'].map((name, i) => ({
-    name,
-    respond: async (_m: Message<number>, state: { projection: Quotes }) => {
-      const q = state.projection.q;
-      const mine = q[i] as number;
-      const mean = ((q[0] as number) + (q[1] as number) + (q[2] as number) - mine) / 2;
-      return { sender: name, content: mine + (mean - mine) * 0.01 };
-    },
-  }));
-}
-
-function orchestrator(observers: ConversationObserver<Quotes, number>[]) {
-  return new ConversationOrchestrator<Quotes, number>({
-    name: 'desks',
-    responders: desks(),
-    turnPolicy: roundRobin(),
-    projection: {
-      initial: () => ({ q: Float64Array.of(100, 110, 90) }),
-      fold: (s, m) => {
-        s.q[INDEX[m.sender] as number] = m.content;
-        return s;
-      },
-    },
-    termination: maxDispatches(LENGTH),
-    observers,
-  });
+function desksOf(observers: ConversationObserver<Desks, number>[]) {
+  return orchestrator({ async: true, observers, termination: maxDispatches(LENGTH) });
 }
 
 interface Variant {
   readonly label: string;
-  readonly run: ConversationOrchestrator<Quotes, number>;
+  readonly run: ConversationOrchestrator<Desks, number>;
   /** What the variant's sinks do once per round: a collection, a scrape. */
   readonly collect: () => Promise<unknown>;
 }
@@ -103,7 +70,7 @@ function variant(
     sinks.telemetry === false
       ? []
       : [
-          createConversationTelemetry<Quotes, number>({
+          createConversationTelemetry<Desks, number>({
             ...(registry === undefined ? {} : { registry }),
             ...(meterProvider === undefined ? {} : { meterProvider }),
             ...(sinks.genAi === false ? { genAiMetrics: false } : {}),
@@ -112,7 +79,7 @@ function variant(
         ];
   return {
     label,
-    run: orchestrator(observers),
+    run: desksOf(observers),
     collect: async () => {
       await reader?.collect();
       await registry?.metrics();

@@ -17,7 +17,6 @@ import { BatchSpanProcessor, SimpleSpanProcessor, TracerProvider } from '@opente
 import { Counter, Histogram, type OpenMetricsContentType, Registry } from 'prom-client';
 import {
   anyOf,
-  type ConversationListener,
   type ConversationObserver,
   ConversationOrchestrator,
   type ConversationState,
@@ -28,6 +27,7 @@ import {
   roundRobin,
 } from '../src/index.ts';
 import { createConversationTelemetry } from '../src/observability/index.ts';
+import { type Desks, desks, INDEX, LONG, orchestrator, spreadOf } from './desks.ts';
 import { durableTable } from './durable.ts';
 import { fanoutTable } from './fanout.ts';
 import { fleetTables } from './fleet.ts';
@@ -45,7 +45,6 @@ const DISPATCHES_PER_ROUND = Number(process.env.BENCH_DISPATCHES ?? 150_000);
 const FLOOR_ROUNDS = Number(process.env.BENCH_FLOOR_ROUNDS ?? 25);
 /** Turns per round in the floor comparison (see floorTable). */
 const SLICES = 10;
-const LONG = 10_000;
 const gc = (globalThis as { gc?: () => void }).gc ?? (() => {});
 
 /**
@@ -60,60 +59,6 @@ function clock(): number {
   if (WALL) return performance.now();
   const { user, system } = process.cpuUsage();
   return (user + system) / 1000;
-}
-
-interface Desks {
-  readonly quotes: Float64Array;
-}
-
-function desks(async: boolean): Responder<Desks, number>[] {
-  return ['london', 'new_york', 'tokyo'].map((name, i) => {
-    const answer = (state: { projection: Desks }): Message<number> => {
-      const q = state.projection.quotes;
-      const mine = q[i] as number;
-      const mean = ((q[0] as number) + (q[1] as number) + (q[2] as number) - mine) / 2;
-      return { sender: name, content: mine + (mean - mine) * 0.01 };
-    };
-    return async
-      ? { name, respond: async (_m, state) => answer(state) }
-      : { name, respond: (_m, state) => answer(state) };
-  });
-}
-
-const INDEX: Record<string, number> = { london: 0, new_york: 1, tokyo: 2 };
-const spreadOf = (q: Float64Array) =>
-  Math.max(q[0] as number, q[1] as number, q[2] as number) -
-  Math.min(q[0] as number, q[1] as number, q[2] as number);
-
-function orchestrator(
-  opts: {
-    async?: boolean;
-    /** Instead of `desks(async)`. */
-    responders?: Responder<Desks, number>[];
-    listener?: ConversationListener<Desks, number>;
-    observers?: ConversationObserver<Desks, number>[];
-    length?: number;
-  } = {},
-): ConversationOrchestrator<Desks, number> {
-  return new ConversationOrchestrator<Desks, number>({
-    name: 'desks',
-    responders: opts.responders ?? desks(opts.async ?? false),
-    turnPolicy: roundRobin(),
-    projection: {
-      initial: () => ({ quotes: Float64Array.of(100, 110, 90) }),
-      // The projection is this conversation's own: updating it in place is allowed and cheap.
-      fold: (s, m) => {
-        s.quotes[INDEX[m.sender] as number] = m.content;
-        return s;
-      },
-    },
-    termination: anyOf(
-      converged({ measure: (s) => spreadOf(s.projection.quotes), tolerance: 1e-9 }),
-      maxDispatches(opts.length ?? LONG),
-    ),
-    ...(opts.listener ? { listener: opts.listener } : {}),
-    ...(opts.observers ? { observers: opts.observers } : {}),
-  });
 }
 
 /**
