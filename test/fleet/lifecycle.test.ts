@@ -27,18 +27,27 @@ const fleet = useFleet({
 
 const person = { sender: 'person', content: 1 };
 
+/**
+ * A worker of `approval` on the queue `queue` (logging to `queue.log`) and a producer that
+ * started `conversationId` (4 turns), once it is suspended.
+ */
+async function suspendedOn(queue: string, conversationId: string) {
+  const log = join(fleet.dir, `${queue}.log`);
+  const worker = fleet.worker(queue, log, { ORCHESTRATORS: 'approval' });
+  await worker.ready;
+  const producer = createConversationQueue({ connection: fleet.redis.url, queueName: queue });
+  await producer.start('approval', { sender: 'user', content: 4 }, { conversationId });
+  await waitFor(
+    async () => (await fleet.store.get(conversationId))?.status === 'suspended',
+    60_000,
+    () => `${conversationId} suspended`,
+  );
+  return { log, worker, producer };
+}
+
 describe('a conversation across a fleet', () => {
   it('suspends on one worker, waits with no worker, and ends once when two resumes race on new workers', async () => {
-    const log = join(fleet.dir, 'suspend.log');
-    const first = fleet.worker('suspend', log, { ORCHESTRATORS: 'approval' });
-    await first.ready;
-    const producer = createConversationQueue({ connection: fleet.redis.url, queueName: 'suspend' });
-    await producer.start('approval', { sender: 'user', content: 4 }, { conversationId: 'ask-1' });
-    await waitFor(
-      async () => (await fleet.store.get('ask-1'))?.status === 'suspended',
-      60_000,
-      () => 'ask-1 suspended',
-    );
+    const { log, worker: first, producer } = await suspendedOn('suspend', 'ask-1');
     const suspended = await fleet.store.get('ask-1');
     expect(await first.stop()).toMatchObject({ suspended: 1, ended: 0 });
     await new Promise((r) => setTimeout(r, 3_000));
@@ -127,16 +136,7 @@ describe('a conversation across a fleet', () => {
   }, 180_000);
 
   it('fails a job naming an orchestrator the worker does not run, once, and marks its conversation failed', async () => {
-    const log = join(fleet.dir, 'unknown.log');
-    const asking = fleet.worker('unknown', log, { ORCHESTRATORS: 'approval' });
-    await asking.ready;
-    const producer = createConversationQueue({ connection: fleet.redis.url, queueName: 'unknown' });
-    await producer.start('approval', { sender: 'user', content: 4 }, { conversationId: 'orphan' });
-    await waitFor(
-      async () => (await fleet.store.get('orphan'))?.status === 'suspended',
-      60_000,
-      () => 'orphan suspended',
-    );
+    const { log, worker: asking, producer } = await suspendedOn('unknown', 'orphan');
     await asking.stop();
     // A new deployment that no longer runs `approval`.
     const other = fleet.worker('unknown', log, { ORCHESTRATORS: 'desks' });

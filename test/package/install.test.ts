@@ -156,6 +156,14 @@ const DISPATCH_SERIES = [
   'orchestrator_dispatches_total{orchestrator="install_check",responder="bob"} 2',
 ];
 
+/** The app `name` ran its conversation of four dispatches, with its span and its metrics. */
+async function expectConversationRan(name: string): Promise<void> {
+  const out = await app(name).output;
+  expect(out.result).toEqual(FOUR_DISPATCHES);
+  expect(out.spans).toEqual([CONVERSATION_SPAN]);
+  expect(out.dispatches).toEqual(DISPATCH_SERIES);
+}
+
 describe('the packed tarball', () => {
   it('declares its peers as caret ranges, not exact pins', () => {
     expect(pkg.peerDependencies).toEqual({
@@ -348,12 +356,7 @@ describe('installed beside the lowest peer versions the ranges allow', () => {
     });
   });
 
-  it('runs a conversation with spans and metrics', async () => {
-    const out = await app('lowest').output;
-    expect(out.result).toEqual(FOUR_DISPATCHES);
-    expect(out.spans).toEqual([CONVERSATION_SPAN]);
-    expect(out.dispatches).toEqual(DISPATCH_SERIES);
-  });
+  it('runs a conversation with spans and metrics', () => expectConversationRan('lowest'));
 
   it('loads every entry point with require() through the default condition', async () => {
     // require(esm) is on by default from Node 20.19 and 22.12; older 20.x/22.x need the flag.
@@ -390,37 +393,31 @@ describe('the conversation-orchestrator bin, installed', () => {
       join(dir, 'recording.ndjson'),
       `${(await output).recording.map((line) => JSON.stringify(line)).join('\n')}\n`,
     );
+    /** The installed command replaying the recording against `policy`, in the app's folder. */
+    const replayInstalled = (policy: string) =>
+      run(
+        'npx',
+        [
+          '--no-install',
+          'conversation-orchestrator',
+          'replay',
+          'recording.ndjson',
+          '--policy',
+          policy,
+        ],
+        { cwd: dir },
+      );
     writeFileSync(
       join(dir, 'policy.mjs'),
       "import { maxDispatches } from 'conversation-orchestrator';\nexport const sooner = maxDispatches(2);\n",
     );
-    const { stdout } = await run(
-      'npx',
-      [
-        '--no-install',
-        'conversation-orchestrator',
-        'replay',
-        'recording.ndjson',
-        '--policy',
-        './policy.mjs',
-      ],
-      { cwd: dir },
-    );
+    const { stdout } = await replayInstalled('./policy.mjs');
     expect(stdout).toMatch(/^replayed 1 conversation against max_dispatches\n/);
     expect(stdout).toMatch(/\nearlier {2,}1 {2,}100\.0%\n/);
     writeFileSync(join(dir, 'policy.ts'), "export { sooner as default } from './policy.mjs';\n");
-    const failed = await run(
-      'npx',
-      [
-        '--no-install',
-        'conversation-orchestrator',
-        'replay',
-        'recording.ndjson',
-        '--policy',
-        'policy.ts',
-      ],
-      { cwd: dir },
-    ).catch((error: { code: number; stderr: string }) => error);
+    const failed = await replayInstalled('policy.ts').catch(
+      (error: { code: number; stderr: string }) => error,
+    );
     // Node >= 22.18 strips types itself: there the .ts policy loads.
     if ((process.features as { typescript?: unknown }).typescript) {
       expect('stdout' in failed ? failed.stdout : '').toMatch(/^replayed 1 conversation/);
@@ -454,12 +451,7 @@ describe('installed beside the newest peer versions the ranges allow', () => {
     });
   });
 
-  it('runs a conversation with spans and metrics', async () => {
-    const out = await app('newest').output;
-    expect(out.result).toEqual(FOUR_DISPATCHES);
-    expect(out.spans).toEqual([CONVERSATION_SPAN]);
-    expect(out.dispatches).toEqual(DISPATCH_SERIES);
-  });
+  it('runs a conversation with spans and metrics', () => expectConversationRan('newest'));
 
   it('writes an exposition promtool accepts, histograms included', async () => {
     await checkExposition('newest');
