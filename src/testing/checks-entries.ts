@@ -26,7 +26,7 @@ import {
   SNAPSHOT_LIMIT,
   sleep,
 } from './kit.ts';
-import { begun, created, racedWrites, renewedFrom, writesAtOnce } from './steps.ts';
+import { begun, created, named, racedWrites, renewedFrom, writesAtOnce } from './steps.ts';
 
 function log(context: CheckContext): IncrementalStore {
   const store = incremental(context.store);
@@ -61,6 +61,12 @@ async function appendRange(
   return held;
 }
 
+/** The conversation of `label` begun and appended seqs 2..`to`: its ids and its lease. */
+async function withEntries(context: CheckContext, label: string, to: number) {
+  const { id, orchestrator, lease } = await begun(context, label);
+  return { id, orchestrator, lease: await appendRange(log(context), id, 2, to, lease) };
+}
+
 const texts = (id: string, from: number, to: number) =>
   Array.from({ length: to - from + 1 }, (_, i) => entry(id, from + i).entry);
 
@@ -82,6 +88,21 @@ async function reread(context: CheckContext, id: string, lease: Lease, reader = 
 }
 
 const refused = (o: CommitOutcome) => defined(o);
+
+/**
+ * Deletes `id`; then what `write` (`what`: an append, a snapshot) answers must be `not_found`,
+ * and it must create nothing.
+ */
+async function refusedOnceDeleted(
+  store: IncrementalStore,
+  id: string,
+  what: string,
+  write: () => Promise<unknown>,
+): Promise<void> {
+  assert.equal(await store.delete(id), true);
+  assert.deepEqual(await write(), { ok: false, reason: 'not_found' });
+  assert.equal(await store.get(id), undefined, `${what} of a deleted id creates nothing`);
+}
 
 export const entryChecks: readonly Check[] = [
   {
@@ -158,12 +179,9 @@ export const entryChecks: readonly Check[] = [
       await appended(store, entry(id, 4), short);
       const back = await reread(context, id, short);
       assert.deepEqual(back.read[4], texts(id, 2, 4), 'only the applied entries are kept');
-      assert.equal(await store.delete(id), true);
-      assert.deepEqual(refused(await store.append(entry(id, 5), back.lease, LONG_LEASE_MS)), {
-        ok: false,
-        reason: 'not_found',
-      });
-      assert.equal(await store.get(id), undefined, 'an append of a deleted id creates nothing');
+      await refusedOnceDeleted(store, id, 'an append', async () =>
+        refused(await store.append(entry(id, 5), back.lease, LONG_LEASE_MS)),
+      );
     },
   },
   {
@@ -239,8 +257,7 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      const id = context.id('append-read');
-      const orchestrator = context.orchestrator('append-read');
+      const { id, orchestrator } = named(context, 'append-read');
       const base = JSON.stringify({ base: 'héllo ✓ 𝄞 \u0000 "quoted"' });
       let lease = await created(
         context,
@@ -282,8 +299,7 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      let { id, orchestrator, lease } = await begun(context, 'snapshot');
-      lease = await appendRange(store, id, 2, 6, lease);
+      let { id, orchestrator, lease } = await withEntries(context, 'snapshot', 6);
       const before = await store.get(id);
       const at4 = checkpoint(id, orchestrator, 4, { dispatchCount: 8, state: '"snapshot 4"' });
       assert.deepEqual(await store.snapshot(at4, lease), { ok: true, compacted: 3 });
@@ -308,8 +324,7 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      let { id, orchestrator, lease } = await begun(context, 'snapshot-append');
-      lease = await appendRange(store, id, 2, 5, lease);
+      const { id, orchestrator, lease } = await withEntries(context, 'snapshot-append', 5);
       const [snap, next] = await Promise.all([
         store.snapshot(checkpoint(id, orchestrator, 5, { state: '"at 5"' }), lease),
         store.append(entry(id, 6), lease, LONG_LEASE_MS),
@@ -325,8 +340,7 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      const id = context.id('snapshot-stale');
-      const orchestrator = context.orchestrator('snapshot-stale');
+      const { id, orchestrator } = named(context, 'snapshot-stale');
       const snap = (seq: number, state: string) => checkpoint(id, orchestrator, seq, { state });
       let lease = await created(context, checkpoint(id, orchestrator, 1), context.owner('a'));
       assert.deepEqual(await store.snapshot(snap(1, '"at base"'), lease), {
@@ -368,12 +382,9 @@ export const entryChecks: readonly Check[] = [
       }
       back = await reread(context, id, whole.lease, 'second reader');
       assert.deepEqual(back.read, ['running', 6, 12, '"whole 6"', []]);
-      assert.equal(await store.delete(id), true);
-      assert.deepEqual(await store.snapshot(snap(6, '"deleted"'), back.lease), {
-        ok: false,
-        reason: 'not_found',
-      });
-      assert.equal(await store.get(id), undefined, 'a snapshot of a deleted id creates nothing');
+      await refusedOnceDeleted(store, id, 'a snapshot', () =>
+        store.snapshot(snap(6, '"deleted"'), back.lease),
+      );
     },
   },
   {
@@ -381,8 +392,7 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      let { id, orchestrator, lease } = await begun(context, 'whole');
-      lease = await appendRange(store, id, 2, 4, lease);
+      let { id, orchestrator, lease } = await withEntries(context, 'whole', 4);
       const whole = await store.commit(
         checkpoint(id, orchestrator, 5, { dispatchCount: 9, state: '"whole 5"' }),
         lease,
@@ -469,8 +479,7 @@ export const entryChecks: readonly Check[] = [
     incremental: true,
     async run(context) {
       const store = log(context);
-      let { id, orchestrator, lease } = await begun(context, 'entry-delete');
-      lease = await appendRange(store, id, 2, 4, lease);
+      const { id, orchestrator } = await withEntries(context, 'entry-delete', 4);
       assert.equal(await store.delete(id), true);
       assert.equal(await store.get(id), undefined);
       const again = await created(

@@ -57,6 +57,11 @@ export function renewedFrom(
 /** What a commit or an append answers, as far as these steps read it. */
 type WriteOutcome = { readonly ok: true } | { readonly ok: false; readonly reason: string };
 
+/** The conversation id and the orchestrator name of `label`, unique to this run of the kit. */
+export function named(context: CheckContext, label: string): { id: string; orchestrator: string } {
+  return { id: context.id(label), orchestrator: context.orchestrator(label) };
+}
+
 /**
  * The conversation of `label` (`context.id(label)`, `context.orchestrator(label)`) created at
  * seq 1 (with `fields`) by `owner` (`a`) for `leaseMs`: its ids and the creator's lease.
@@ -70,8 +75,7 @@ export async function begun(
     readonly fields?: Partial<Omit<Checkpoint, 'conversationId' | 'seq'>>;
   } = {},
 ): Promise<{ id: string; orchestrator: string; lease: Lease }> {
-  const id = context.id(label);
-  const orchestrator = context.orchestrator(label);
+  const { id, orchestrator } = named(context, label);
   const lease = await created(
     context,
     checkpoint(id, orchestrator, 1, options.fields),
