@@ -121,6 +121,25 @@ const stores: [string, () => ConversationStore][] = [
 ];
 
 describe.each(stores)('checkpoint writes on the %s store', (storeName, newStore) => {
+  /**
+   * A transcript of `dispatches` run as `conversationId`, snapshotted every `every` dispatches,
+   * heard by `telemetry` and a listener, on a watched store (whose snapshots fail if `failing`).
+   */
+  async function written(
+    telemetry: ConversationObserver<Transcript, string>,
+    dispatches: number,
+    every: number,
+    conversationId: string,
+    failing = false,
+  ) {
+    const { store, handed } = watched(newStore(), failing);
+    const { observer, heard } = listening();
+    const result = await transcript(store, [telemetry, observer], dispatches, {
+      snapshotEveryDispatches: every,
+    }).run({ sender: 'user', content: 'begin' }, { conversationId });
+    return { result, handed, heard };
+  }
+
   it('counts the bytes of every write by kind and times every snapshot, on both metric paths, as the store was handed them', async () => {
     const registry = new Registry();
     const meter = manualMeter();
@@ -129,11 +148,7 @@ describe.each(stores)('checkpoint writes on the %s store', (storeName, newStore)
       meterProvider: meter.meterProvider,
       genAiMetrics: false,
     });
-    const { store, handed } = watched(newStore());
-    const { observer, heard } = listening();
-    const result = await transcript(store, [telemetry, observer], 300, {
-      snapshotEveryDispatches: 60,
-    }).run({ sender: 'user', content: 'begin' }, { conversationId: 'w1' });
+    const { result, handed, heard } = await written(telemetry, 300, 60, 'w1');
     expect(result.dispatchCount).toBe(300);
     // Snapshots are written beside the loop: let the last one answer.
     await new Promise((r) => setTimeout(r, 50));
@@ -178,11 +193,7 @@ describe.each(stores)('checkpoint writes on the %s store', (storeName, newStore)
   it('counts a failing snapshot as failed, times it, and records no bytes for it', async () => {
     const registry = new Registry();
     const telemetry = createConversationTelemetry({ registry });
-    const { store, handed } = watched(newStore(), true);
-    const { observer, heard } = listening();
-    const result = await transcript(store, [telemetry, observer], 200, {
-      snapshotEveryDispatches: 40,
-    }).run({ sender: 'user', content: 'begin' }, { conversationId: 'w2' });
+    const { result, handed, heard } = await written(telemetry, 200, 40, 'w2', true);
     // The conversation is not hurt by its snapshots failing: its entries hold it.
     expect(result.dispatchCount).toBe(200);
     await new Promise((r) => setTimeout(r, 50));
