@@ -14,6 +14,8 @@ import {
   type SpanLimits,
   TracerProvider,
 } from '@opentelemetry/sdk-trace';
+import { Registry } from 'prom-client';
+import { createConversationTelemetry } from '../../src/observability/index.ts';
 
 /**
  * A tracer provider exporting to memory, registered globally (so spans a responder starts with
@@ -90,4 +92,20 @@ export function warningsLogger(): { logger: DiagLogger; warnings: string[] } {
       verbose: ignore,
     },
   };
+}
+
+/**
+ * A telemetry of number conversations on a fresh registry with the options `caps` (its label
+ * caps), its logger's warnings collected.
+ */
+export function cappedTelemetry(
+  caps: Omit<
+    NonNullable<Parameters<typeof createConversationTelemetry<number, number>>[0]>,
+    'registry' | 'logger'
+  >,
+) {
+  const registry = new Registry();
+  const { logger, warnings } = warningsLogger();
+  const telemetry = createConversationTelemetry<number, number>({ registry, logger, ...caps });
+  return { registry, warnings, telemetry };
 }

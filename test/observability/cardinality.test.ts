@@ -13,7 +13,7 @@ import {
   type TerminationPolicy,
 } from '../../src/index.ts';
 import { createConversationTelemetry, semconv } from '../../src/observability/index.ts';
-import { warningsLogger } from '../helpers/tracing.ts';
+import { cappedTelemetry, warningsLogger } from '../helpers/tracing.ts';
 
 const OVERFLOW = semconv.OVERFLOW_LABEL_VALUE;
 
@@ -52,13 +52,7 @@ const input = { sender: 'user', content: 0 };
 
 describe('distinct orchestrator names have a per-registry cap', () => {
   it('counts conversations past maxOrchestrators exactly under the overflow value, and warns once', async () => {
-    const registry = new Registry();
-    const { logger, warnings } = warningsLogger();
-    const telemetry = createConversationTelemetry<number, number>({
-      registry,
-      logger,
-      maxOrchestrators: 3,
-    });
+    const { registry, warnings, telemetry } = cappedTelemetry({ maxOrchestrators: 3 });
     for (let t = 0; t < 10; t++) await tenant(`tenant_${t}`, telemetry).run(input);
     await tenant('tenant_9', telemetry).run(input);
     const s = await samples(registry);
@@ -122,13 +116,7 @@ describe('distinct orchestrator names have a per-registry cap', () => {
 
 describe('releasing a tenant', () => {
   it('removes every series of that orchestrator and frees its place under the cap', async () => {
-    const registry = new Registry();
-    const { logger, warnings } = warningsLogger();
-    const telemetry = createConversationTelemetry<number, number>({
-      registry,
-      logger,
-      maxOrchestrators: 2,
-    });
+    const { registry, warnings, telemetry } = cappedTelemetry({ maxOrchestrators: 2 });
     await tenant('stays', telemetry).run(input);
     await tenant('leaves', telemetry).run(input);
     expect(telemetry.releaseOrchestrator('leaves')).toBe(true);
@@ -175,13 +163,7 @@ describe('per-responder series', () => {
   });
 
   it('past maxResponders, new responders are counted under the overflow value, with a warning once', async () => {
-    const registry = new Registry();
-    const { logger, warnings } = warningsLogger();
-    const telemetry = createConversationTelemetry<number, number>({
-      registry,
-      logger,
-      maxResponders: 2,
-    });
+    const { registry, warnings, telemetry } = cappedTelemetry({ maxResponders: 2 });
     await tenant('wide', telemetry, ['a', 'b', 'c', 'd'], maxDispatches(8)).run(input);
     const s = await samples(registry);
     expect(s.get('orchestrator_dispatches_total{orchestrator="wide",responder="a"}')).toBe(2);
@@ -202,13 +184,7 @@ describe('per-responder series', () => {
 
 describe('reasons past maxReasons', () => {
   it('land in other with a warning naming the cap, once', async () => {
-    const registry = new Registry();
-    const { logger, warnings } = warningsLogger();
-    const telemetry = createConversationTelemetry<number, number>({
-      registry,
-      logger,
-      maxReasons: 2,
-    });
+    const { registry, warnings, telemetry } = cappedTelemetry({ maxReasons: 2 });
     for (let i = 0; i < 5; i++) {
       const named: TerminationPolicy<number, number> = {
         name: `reason_${i}`,

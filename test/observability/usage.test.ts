@@ -26,7 +26,7 @@ import {
   createExportTracker,
   semconv,
 } from '../../src/observability/index.ts';
-import { memoryTracing, restoreTracing, spansNamed, warningsLogger } from '../helpers/tracing.ts';
+import { cappedTelemetry, memoryTracing, restoreTracing, spansNamed } from '../helpers/tracing.ts';
 
 afterEach(restoreTracing);
 
@@ -304,13 +304,7 @@ describe('metrics', () => {
   );
 
   it('bound the model label: past maxModels, model="~overflow" with a warning once', async () => {
-    const registry = new Registry();
-    const { logger, warnings } = warningsLogger();
-    const telemetry = createConversationTelemetry<number, number>({
-      registry,
-      logger,
-      maxModels: 2,
-    });
+    const { registry, warnings, telemetry } = cappedTelemetry({ maxModels: 2 });
     const models = ['m1', 'm2', 'm3', 'm4'].map((model) => [
       { inputTokens: 1, outputTokens: 1, model },
     ]);
