@@ -14,17 +14,14 @@ import {
   ConversationOrchestrator,
   type ConversationStore,
   createMemoryStore,
-  type Message,
-  maxDispatches,
-  roundRobin,
   type StoreStats,
-  suspend,
 } from '../../src/index.ts';
 import {
   createConversationSampler,
   createConversationTelemetry,
   createStoreMetrics,
 } from '../../src/observability/index.ts';
+import { counter, plusOne } from '../helpers/counter.ts';
 import { attrs, type OtlpSpan, startOtlpReceiver } from '../helpers/otlp-receiver.ts';
 import { restoreTracing } from '../helpers/tracing.ts';
 
@@ -42,34 +39,21 @@ function orchestrator(
   observers: ConversationObserver<number, number>[],
   options: { steps?: number; onStep?: (n: number) => void; delayMs?: number } = {},
 ) {
-  let asked = false;
-  const step = (m: Message<number>): Message<number> | Promise<Message<number>> => {
-    options.onStep?.(m.content + 1);
-    const answer = { sender: 'step', content: m.content + 1 };
-    const delay = options.delayMs;
-    return delay === undefined ? answer : new Promise((r) => setTimeout(() => r(answer), delay));
-  };
-  return new ConversationOrchestrator<number, number>({
-    name: 'segments',
-    store,
-    observers,
-    responders: [
-      { name: 'a', respond: step },
-      {
-        name: 'b',
-        respond: (m) => {
-          if (m.content === 3 && !asked) {
-            asked = true;
-            return suspend({ question: 'go on?' });
-          }
-          return step(m);
-        },
+  const delay = options.delayMs;
+  return new ConversationOrchestrator<number, number>(
+    counter('segments', {
+      store,
+      observers,
+      ...(options.steps === undefined ? {} : { steps: options.steps }),
+      step: (_who, m) => {
+        options.onStep?.(m.content + 1);
+        const answer = plusOne(m);
+        return delay === undefined
+          ? answer
+          : new Promise((r) => setTimeout(() => r(answer), delay));
       },
-    ],
-    turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (_n, m) => m.content },
-    termination: maxDispatches(options.steps ?? 8),
-  });
+    }),
+  );
 }
 
 function tracing(sampler?: { ratio: number; maxDecisionDelayMs?: number; keepReasons?: string[] }) {
