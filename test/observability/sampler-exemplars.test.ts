@@ -42,6 +42,20 @@ function exemplarsOf(text: string): Exemplar[] {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** `inner`, recording each trace's first batch outcome (`firstOutcome`). */
+function recording(inner: OTLPTraceExporter): OTLPTraceExporter {
+  const exportTo = inner.export.bind(inner);
+  inner.export = (spans, resultCallback) =>
+    exportTo(spans, (result) => {
+      for (const span of spans) {
+        const traceId = span.spanContext().traceId;
+        if (!firstOutcome.has(traceId)) firstOutcome.set(traceId, result.code === 0);
+      }
+      resultCallback(result);
+    });
+  return inner;
+}
+
 let receiver: Awaited<ReturnType<typeof startOtlpReceiver>>;
 let prometheus: RunningPrometheus | undefined;
 let server: ReturnType<typeof createServer>;
@@ -51,6 +65,12 @@ const startedAt = Date.now() / 1000;
 /** Every scrape the test made, in order. */
 const scrapes: string[] = [];
 let exported: OtlpSpan[] = [];
+/**
+ * Each trace's first batch outcome the export tracker heard: true, delivered (its exemplars are
+ * written), false, failed (they are let go). The receiver can hold a trace whose batch the
+ * exporter still reported failed (an answer it gave up on under load).
+ */
+const firstOutcome = new Map<string, boolean>();
 const traces = new Map<string, string>();
 
 beforeAll(async () => {
@@ -69,7 +89,7 @@ beforeAll(async () => {
     next: new BatchSpanProcessor({
       // Exemplars point at delivered traces: the tracker on the registry hears what was.
       exporter: createExportTracker({
-        exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
+        exporter: recording(new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` })),
         registry,
       }),
       scheduledDelayMillis: 50,
@@ -171,6 +191,8 @@ describe('exemplars with the conversation sampler', () => {
     const latest = new Map<string, { traceId: string; end: bigint }>();
     for (const span of exported) {
       if (!span.name.startsWith('invoke_workflow ')) continue;
+      // Exemplars point at traces the tracker heard delivered first (a failed batch lets go).
+      if (firstOutcome.get(span.traceId) !== true) continue;
       const a = attrs(span.attributes);
       const seconds = (a['conversation.elapsed_ms'] as number) / 1000;
       const b = bounds.findIndex((le) => seconds <= le);
