@@ -17,7 +17,7 @@ import {
   type StoredFailure,
   settleUsage,
 } from '../spi/errors.ts';
-import type { AcquireOutcome, Checkpoint } from '../spi/store.ts';
+import type { AcquireOutcome, Checkpoint, Lease } from '../spi/store.ts';
 import type { ConversationResult, ConversationState } from '../spi/types.ts';
 import {
   type AbortMark,
@@ -161,13 +161,7 @@ export async function resumeStored<S, C>(
       // from a dead holder is left to lapse (this owner is no longer live): a release would erase
       // the crash mark its own orchestrator's recover() reads as `cause: 'crash'` and a raised
       // attempt. Bounded like every store call: a store that never answers must not hang resume().
-      if (!outcome.takenOver) {
-        await bounded(
-          () => durable.store.release(id, outcome.lease),
-          durable.storeTimeoutMs,
-          'release',
-        ).catch(() => {});
-      }
+      await releaseUnlessTakenOver(durable, id, outcome);
       setLeaseOwnerLive(owner, false);
     }
     if (quiet) return undefined;
@@ -221,13 +215,7 @@ export async function resumeStored<S, C>(
   } catch (error) {
     // Released as it was: a process with the right version (or codec) can still resume it. One
     // taken over from a dead holder is left to lapse instead, so that its crash mark stays.
-    if (!outcome.takenOver) {
-      await bounded(
-        () => durable.store.release(id, outcome.lease),
-        durable.storeTimeoutMs,
-        'release',
-      ).catch(() => {});
-    }
+    await releaseUnlessTakenOver(durable, id, outcome);
     setLeaseOwnerLive(owner, false);
     throw new CheckpointError(
       decoded
@@ -337,4 +325,22 @@ function resumption<S, C>(
     cancel: segment.cancel,
     open: (host) => new StoreSession(durable, orchestrator, host, segment, number, invocations),
   };
+}
+
+/**
+ * Lets go of a conversation this resume acquired and will not run, bounded like every store call
+ * (a store that never answers must not hang resume()). One taken over from a dead holder is left
+ * to lapse instead: a release would erase the crash mark the next holder reads.
+ */
+async function releaseUnlessTakenOver(
+  durable: DurableConfig,
+  id: string,
+  outcome: { readonly takenOver: boolean; readonly lease: Lease },
+): Promise<void> {
+  if (outcome.takenOver) return;
+  await bounded(
+    () => durable.store.release(id, outcome.lease),
+    durable.storeTimeoutMs,
+    'release',
+  ).catch(() => {});
 }
