@@ -6,6 +6,7 @@
  * nested node_modules, a bundled copy) works like any other.
  */
 import { fail } from '../core/shared/validate.ts';
+import { hasMethods } from './shape.ts';
 
 /**
  * What the plugin needs of a prom-client `Registry` (any 15.x copy, either content type).
@@ -71,14 +72,9 @@ export function collected(
 
 /** Validates `registry` by shape; the error says what was expected and what came. */
 export function asRegistry(registry: unknown): PrometheusRegistry {
-  const r = registry as Partial<Record<keyof PrometheusRegistry, unknown>> | null;
   if (
-    typeof r !== 'object' ||
-    r === null ||
-    typeof r.registerMetric !== 'function' ||
-    typeof r.getSingleMetric !== 'function' ||
-    typeof r.metrics !== 'function' ||
-    typeof r.contentType !== 'string'
+    !hasMethods(registry, ['registerMetric', 'getSingleMetric', 'metrics']) ||
+    typeof (registry as Partial<PrometheusRegistry>).contentType !== 'string'
   ) {
     fail(
       'registry',

@@ -29,6 +29,7 @@ import {
   METRIC_STORE_UP,
   STORE_READ_FAILURE_REASONS,
 } from './semconv.ts';
+import { optionsObject, withMethods } from './shape.ts';
 
 /** Options of `createStoreMetrics(options)`. */
 export interface StoreMetricsOptions {
@@ -102,16 +103,8 @@ export class StoreMetrics {
   #lastFailure: StoreReadFailure | undefined;
 
   constructor(options: StoreMetricsOptions) {
-    if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
-    const store = options.store as Partial<ConversationStore> | undefined;
-    if (
-      typeof store !== 'object' ||
-      store === null ||
-      typeof store.stats !== 'function' ||
-      typeof store.list !== 'function'
-    ) {
-      fail('store', 'a ConversationStore (stats(), list())', options.store);
-    }
+    optionsObject(options);
+    withMethods('store', options.store, ['stats', 'list'], 'a ConversationStore (stats(), list())');
     this.#store = options.store;
     this.#registry = asRegistry(options.registry);
     this.#timeoutMs = positiveNumber('timeoutMs', options.timeoutMs ?? 1000);

@@ -34,6 +34,7 @@ import {
   TRACER_NAME,
   TRACER_VERSION,
 } from './semconv.ts';
+import { optionsObject, withMethods } from './shape.ts';
 import type { TelemetryOptions } from './types.ts';
 import { bucketList, type Settings } from './utils.ts';
 
@@ -48,7 +49,7 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
   readonly key: string = TELEMETRY_OBSERVER_KEY;
 
   constructor(options: TelemetryOptions<S, C> = {}) {
-    if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
+    optionsObject(options);
     const registry = options.registry === undefined ? undefined : asRegistry(options.registry);
     if (options.stateAttributes !== undefined && typeof options.stateAttributes !== 'function') {
       fail('stateAttributes', 'a function', options.stateAttributes);
@@ -172,13 +173,12 @@ export class ConversationTelemetry<S = unknown, C = unknown> implements Conversa
 function meterProviderOf(option: TelemetryOptions['meterProvider']): MeterProvider | undefined {
   if (option === undefined) return undefined;
   if (option === 'global') return metrics.getMeterProvider();
-  if (
-    typeof option !== 'object' ||
-    option === null ||
-    typeof (option as Partial<MeterProvider>).getMeter !== 'function'
-  ) {
-    fail('meterProvider', "a MeterProvider (an object with getMeter()) or 'global'", option);
-  }
+  withMethods(
+    'meterProvider',
+    option,
+    ['getMeter'],
+    "a MeterProvider (an object with getMeter()) or 'global'",
+  );
   return option;
 }
 

@@ -7,9 +7,10 @@
  * delivered, and are let go when the batch fails.
  */
 import type { SpanContext } from '@opentelemetry/api';
-import { fail, positiveInteger } from '../../core/shared/validate.ts';
+import { positiveInteger } from '../../core/shared/validate.ts';
 import { addExemplarFilter } from '../exemplar-filter.ts';
 import { asRegistry, type PrometheusRegistry } from '../registry.ts';
+import { optionsObject, withMethods } from '../shape.ts';
 
 /** An export's result, as the SDK's `ExportResult` has it (`code` 0 is success). */
 export interface ExportResultLike {
@@ -66,16 +67,13 @@ export class ExportTracker implements SpanExporterLike {
   readonly #waiting = new Map<string, ((delivered: boolean) => void)[]>();
 
   constructor(options: ExportTrackerOptions) {
-    if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
-    const exporter = options.exporter as Partial<SpanExporterLike> | undefined;
-    if (
-      typeof exporter !== 'object' ||
-      exporter === null ||
-      typeof exporter.export !== 'function' ||
-      typeof exporter.shutdown !== 'function'
-    ) {
-      fail('exporter', 'a span exporter (export, shutdown)', options.exporter);
-    }
+    optionsObject(options);
+    withMethods(
+      'exporter',
+      options.exporter,
+      ['export', 'shutdown'],
+      'a span exporter (export, shutdown)',
+    );
     this.#inner = options.exporter;
     this.#max = positiveInteger('maxTraces', options.maxTraces ?? 10_000);
     if (options.registry !== undefined) {

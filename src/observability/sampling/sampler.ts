@@ -10,7 +10,12 @@
  * the decision; spans of traces without a conversation pass straight through.
  */
 import { type Context, diag, SpanStatusCode } from '@opentelemetry/api';
-import { fail, positiveInteger, positiveNumber } from '../../core/shared/validate.ts';
+import {
+  fail,
+  nonNegativeNumber,
+  positiveInteger,
+  positiveNumber,
+} from '../../core/shared/validate.ts';
 import { endReasons } from '../../core/spi/end-reasons.ts';
 import { rateLimited } from '../guard.ts';
 import { asRegistry } from '../registry.ts';
@@ -39,6 +44,7 @@ import {
   SAMPLER_RULE_UNCLASSIFIED,
   SPAN_CONVERSATION_PREFIX,
 } from '../semconv.ts';
+import { optionsObject, withMethods } from '../shape.ts';
 import { sampledBy } from './kept-spans.ts';
 import { type SamplerMetrics, samplerMetricsFor } from './metrics.ts';
 import { traceIdRatio } from './trace-ratio.ts';
@@ -91,13 +97,6 @@ function optionalNumber(
   return value === undefined ? undefined : check(option, value);
 }
 
-function nonNegativeFinite(option: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    fail(option, 'a non-negative finite number', value);
-  }
-  return value;
-}
-
 /** The sampler: register it as the tracer provider's span processor, in place of `next`. */
 export class ConversationSampler implements SpanProcessorLike {
   readonly #next: SpanProcessorLike;
@@ -131,18 +130,13 @@ export class ConversationSampler implements SpanProcessorLike {
   readonly #timer: ReturnType<typeof setInterval>;
 
   constructor(options: ConversationSamplerOptions) {
-    if (typeof options !== 'object' || options === null) fail('options', 'an object', options);
-    const next = options.next as Partial<SpanProcessorLike> | undefined;
-    if (
-      typeof next !== 'object' ||
-      next === null ||
-      typeof next.onStart !== 'function' ||
-      typeof next.onEnd !== 'function' ||
-      typeof next.forceFlush !== 'function' ||
-      typeof next.shutdown !== 'function'
-    ) {
-      fail('next', 'a span processor (onStart, onEnd, forceFlush, shutdown)', options.next);
-    }
+    optionsObject(options);
+    withMethods(
+      'next',
+      options.next,
+      ['onStart', 'onEnd', 'forceFlush', 'shutdown'],
+      'a span processor (onStart, onEnd, forceFlush, shutdown)',
+    );
     this.#next = options.next;
     const ratio = options.ratio ?? 0.1;
     if (typeof ratio !== 'number' || !(ratio >= 0 && ratio <= 1)) {
@@ -159,11 +153,11 @@ export class ConversationSampler implements SpanProcessorLike {
       const set = new Set(keepReasons);
       this.#keepReason = (reason) => set.has(reason);
     }
-    this.#slowMs = optionalNumber('slowMs', options.slowMs, nonNegativeFinite);
+    this.#slowMs = optionalNumber('slowMs', options.slowMs, nonNegativeNumber);
     this.#longDispatches = optionalNumber(
       'longDispatches',
       options.longDispatches,
-      nonNegativeFinite,
+      nonNegativeNumber,
     );
     this.#maxSpansPerTrace = positiveInteger('maxSpansPerTrace', options.maxSpansPerTrace ?? 1000);
     this.#maxBufferedSpans = positiveInteger(
