@@ -1,12 +1,12 @@
 export {
-  BUILT_IN_REASONS,
   DEFAULT_CHECKPOINT_DURATION_BUCKETS,
   DEFAULT_CHECKPOINT_SIZE_BUCKETS,
   DEFAULT_CONVERSATION_DISPATCH_BUCKETS,
   DEFAULT_CONVERSATION_DURATION_BUCKETS,
   DEFAULT_CONVERSATION_TOKEN_BUCKETS,
   DEFAULT_DISPATCH_DURATION_BUCKETS,
-} from './metrics.ts';
+} from './metric-buckets.ts';
+export { BUILT_IN_REASONS } from './metrics.ts';
 export type { PrometheusRegistry } from './registry.ts';
 export {
   createExportTracker,

@@ -54,15 +54,6 @@ import {
   TURN_POLICY_LABEL_VALUE,
 } from './semconv.ts';
 
-export {
-  DEFAULT_CHECKPOINT_DURATION_BUCKETS,
-  DEFAULT_CHECKPOINT_SIZE_BUCKETS,
-  DEFAULT_CONVERSATION_DISPATCH_BUCKETS,
-  DEFAULT_CONVERSATION_DURATION_BUCKETS,
-  DEFAULT_CONVERSATION_TOKEN_BUCKETS,
-  DEFAULT_DISPATCH_DURATION_BUCKETS,
-} from './metric-buckets.ts';
-
 /** Reasons the library itself produces: always their own label value. */
 export const BUILT_IN_REASONS: ReadonlySet<string> = new Set(endReasons(() => true));
 

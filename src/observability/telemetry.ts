@@ -18,13 +18,13 @@ import type { ConversationListener } from '../core/spi/types.ts';
 import { StoragePool } from './dispatch-events.ts';
 import { failureReports } from './guard.ts';
 import { telemetryListener } from './listener.ts';
-import { metricsOf } from './metric-sets.ts';
 import {
   DEFAULT_CONVERSATION_DISPATCH_BUCKETS,
   DEFAULT_CONVERSATION_DURATION_BUCKETS,
   DEFAULT_CONVERSATION_TOKEN_BUCKETS,
   DEFAULT_DISPATCH_DURATION_BUCKETS,
-} from './metrics.ts';
+} from './metric-buckets.ts';
+import { metricsOf } from './metric-sets.ts';
 import { ObservedConversation } from './observed-conversation.ts';
 import { asRegistry, speaksOpenMetrics } from './registry.ts';
 import {
