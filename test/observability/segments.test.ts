@@ -83,12 +83,88 @@ const segmentsOf = (id: string): OtlpSpan[] =>
 const linksOf = (span: OtlpSpan | undefined) =>
   (span as unknown as { links?: { spanId: string }[] } | undefined)?.links?.map((l) => l.spanId);
 
+/** A tracer provider to the receiver, a registry, a telemetry on both, and a memory store. */
+function traced() {
+  const provider = tracing();
+  const registry = new Registry();
+  const telemetry = createConversationTelemetry({ tracerProvider: provider, registry });
+  return { provider, registry, telemetry, store: createMemoryStore() };
+}
+
+/** Flushes `provider` and reads the segments of conversation `id` the receiver holds. */
+async function flushedSegments(provider: TracerProvider, id: string): Promise<OtlpSpan[]> {
+  await provider.forceFlush();
+  return segmentsOf(id);
+}
+
+/**
+ * A traced, metered durable run of 6 dispatches from message 10 that `abort` aborts at message
+ * 12: it is handed back, rejected `aborted`.
+ */
+async function abortedRun(
+  conversationId: string,
+  abort: (controller: AbortController) => void,
+  delayMs?: number,
+) {
+  const { provider, registry, telemetry, store } = traced();
+  const controller = new AbortController();
+  const o = orchestrator(store, [telemetry], {
+    steps: 6,
+    ...(delayMs === undefined ? {} : { delayMs }),
+    onStep: (n) => {
+      if (n === 12) abort(controller);
+    },
+  });
+  await expect(
+    o.run({ sender: 'user', content: 10 }, { conversationId, signal: controller.signal }),
+  ).rejects.toMatchObject({ reason: 'aborted' });
+  return { provider, registry, o };
+}
+
+/**
+ * Segment 1 of conversation `id` in a process sampling by `firstSampler`, slow (10 ms a
+ * dispatch) and suspended; segment 2 resumed in a second process whose sampler drops by ratio and
+ * keeps no ending. Returns the segments the receiver holds once both are flushed.
+ */
+async function acrossTwoProcesses(
+  id: string,
+  firstSampler: { ratio: number; maxDecisionDelayMs?: number },
+): Promise<OtlpSpan[]> {
+  const store = createMemoryStore();
+  const first = tracing(firstSampler);
+  const o1 = orchestrator(store, [createConversationTelemetry({ tracerProvider: first })], {
+    delayMs: 10,
+  });
+  await o1.run({ sender: 'user', content: 0 }, { conversationId: id });
+  await first.forceFlush();
+  const second = tracing({ ratio: 0, keepReasons: [] });
+  const o2 = orchestrator(store, [createConversationTelemetry({ tracerProvider: second })]);
+  await o2.resume(id, { input: { sender: 'person', content: 2 } });
+  const segments = await flushedSegments(second, id);
+  await Promise.all([first.shutdown(), second.shutdown()]);
+  return segments;
+}
+
+/** Store metrics on a fresh registry over a memory store whose `stats()` is `stats`. */
+function metricsOver(
+  stats: () => Promise<readonly StoreStats[]>,
+  options: { readonly timeoutMs?: number } = {},
+) {
+  const store = createMemoryStore();
+  const registry = new Registry();
+  const answering = { name: 'memory', list: store.list.bind(store), stats };
+  const metrics = createStoreMetrics({
+    store: answering as unknown as ConversationStore,
+    registry,
+    ...options,
+    minIntervalMs: 1,
+  });
+  return { registry, metrics };
+}
+
 describe('one trace per conversation, in one process', () => {
   it('a suspension resumed later is one trace: both segments under the original parent, the second linked to the first', async () => {
-    const provider = tracing();
-    const registry = new Registry();
-    const telemetry = createConversationTelemetry({ tracerProvider: provider, registry });
-    const store = createMemoryStore();
+    const { provider, registry, telemetry, store } = traced();
     const o = orchestrator(store, [telemetry]);
     const request = provider.getTracer('app').startSpan('request');
     const waiting = await context.with(trace.setSpan(context.active(), request), () =>
@@ -102,9 +178,8 @@ describe('one trace per conversation, in one process', () => {
       o.resume('p1', { input: { sender: 'person', content: 2 } }),
     );
     later.end();
-    await provider.forceFlush();
 
-    const [first, second] = segmentsOf('p1');
+    const [first, second] = await flushedSegments(provider, 'p1');
     const requestSpan = receiver.spans.find((s) => s.name === 'request');
     expect(first?.traceId).toBe(requestSpan?.traceId);
     expect(second?.traceId).toBe(requestSpan?.traceId);
@@ -154,26 +229,15 @@ describe('one trace per conversation, in one process', () => {
   });
 
   it('an aborted durable run resumed is a handoff: the first segment ends aborted, the second says cause handoff', async () => {
-    const provider = tracing();
-    const registry = new Registry();
-    const telemetry = createConversationTelemetry({ tracerProvider: provider, registry });
-    const store = createMemoryStore();
-    const controller = new AbortController();
     // Aborted while a responder's call (a promise) is open: a clean handoff.
-    const o = orchestrator(store, [telemetry], {
-      steps: 6,
-      delayMs: 5,
-      onStep: (n) => {
-        if (n === 12) setTimeout(() => controller.abort(), 0);
-      },
-    });
-    await expect(
-      o.run({ sender: 'user', content: 10 }, { conversationId: 'h1', signal: controller.signal }),
-    ).rejects.toMatchObject({ reason: 'aborted' });
+    const { provider, registry, o } = await abortedRun(
+      'h1',
+      (controller) => setTimeout(() => controller.abort(), 0),
+      5,
+    );
     const done = await o.resume('h1');
     expect(done.dispatchCount).toBe(6);
-    await provider.forceFlush();
-    const [first, second] = segmentsOf('h1');
+    const [first, second] = await flushedSegments(provider, 'h1');
     expect(second?.traceId).toBe(first?.traceId);
     expect(linksOf(second)).toEqual([first?.spanId]);
     expect(attrs(first?.attributes)).toMatchObject({
@@ -207,23 +271,9 @@ describe('one trace per conversation, in one process', () => {
 
 describe('cancel()', () => {
   it('ends an aborted durable run as aborted in a segment of its trace (cause cancel), counted once', async () => {
-    const provider = tracing();
-    const registry = new Registry();
-    const telemetry = createConversationTelemetry({ tracerProvider: provider, registry });
-    const store = createMemoryStore();
-    const controller = new AbortController();
-    const o = orchestrator(store, [telemetry], {
-      steps: 6,
-      onStep: (n) => {
-        if (n === 12) controller.abort();
-      },
-    });
-    await expect(
-      o.run({ sender: 'user', content: 10 }, { conversationId: 'c1', signal: controller.signal }),
-    ).rejects.toMatchObject({ reason: 'aborted' });
+    const { provider, registry, o } = await abortedRun('c1', (controller) => controller.abort());
     expect(await o.cancel('c1', { reason: 'the trader left' })).toBe(true);
-    await provider.forceFlush();
-    const [first, second] = segmentsOf('c1');
+    const [first, second] = await flushedSegments(provider, 'c1');
     expect(second?.traceId).toBe(first?.traceId);
     expect(attrs(second?.attributes)).toMatchObject({
       'conversation.segment': 2,
@@ -249,52 +299,28 @@ describe('the sampler across segments', () => {
     const o = orchestrator(store, [createConversationTelemetry({ tracerProvider: dropping })]);
     await o.run({ sender: 'user', content: 0 }, { conversationId: 'k0' });
     await o.resume('k0', { input: { sender: 'person', content: 2 } });
-    await dropping.forceFlush();
     // `suspended` is no ending to keep: segment 1 fell to the ratio (0); segment 2 ended
     // `max_dispatches`, which the default keepReasons keep.
-    const segments = segmentsOf('k0');
+    const segments = await flushedSegments(dropping, 'k0');
     expect(segments.map((x) => attrs(x.attributes)['conversation.segment'])).toEqual([2]);
     expect(attrs(segments[0]?.attributes)['conversation.sampler.rule']).toBe('reason');
     await dropping.shutdown();
   });
 
   it('keeps every later segment of a conversation whose earlier segment was kept, in a process whose sampler would drop it', async () => {
-    const store = createMemoryStore();
     // Process 1: segment 1 runs past maxDecisionDelayMs, so it is kept early (max_age), and its
-    // suspension checkpoint says so.
-    const first = tracing({ ratio: 0, maxDecisionDelayMs: 1 });
-    const o1 = orchestrator(store, [createConversationTelemetry({ tracerProvider: first })], {
-      delayMs: 10,
-    });
-    await o1.run({ sender: 'user', content: 0 }, { conversationId: 'k1' });
-    await first.forceFlush();
-    // Process 2: a sampler that drops by ratio, ends with a reason it does not keep.
-    const second = tracing({ ratio: 0, keepReasons: [] });
-    const o2 = orchestrator(store, [createConversationTelemetry({ tracerProvider: second })]);
-    await o2.resume('k1', { input: { sender: 'person', content: 2 } });
-    await second.forceFlush();
-    const segments = segmentsOf('k1');
+    // suspension checkpoint says so. Process 2: a sampler that drops by ratio, ends with a
+    // reason it does not keep.
+    const segments = await acrossTwoProcesses('k1', { ratio: 0, maxDecisionDelayMs: 1 });
     expect(segments.map((x) => attrs(x.attributes)['conversation.sampler.rule'])).toEqual([
       'max_age',
       'segment',
     ]);
     expect(segments[1]?.traceId).toBe(segments[0]?.traceId);
-    await Promise.all([first.shutdown(), second.shutdown()]);
   });
 
   it('without the carried keep, the same later segment is dropped (the control)', async () => {
-    const store = createMemoryStore();
-    const first = tracing({ ratio: 0 });
-    const o1 = orchestrator(store, [createConversationTelemetry({ tracerProvider: first })], {
-      delayMs: 10,
-    });
-    await o1.run({ sender: 'user', content: 0 }, { conversationId: 'k2' });
-    const second = tracing({ ratio: 0, keepReasons: [] });
-    const o2 = orchestrator(store, [createConversationTelemetry({ tracerProvider: second })]);
-    await o2.resume('k2', { input: { sender: 'person', content: 2 } });
-    await Promise.all([first.forceFlush(), second.forceFlush()]);
-    expect(segmentsOf('k2')).toEqual([]);
-    await Promise.all([first.shutdown(), second.shutdown()]);
+    expect(await acrossTwoProcesses('k2', { ratio: 0 })).toEqual([]);
   });
 });
 
@@ -314,28 +340,20 @@ describe('the store gauges', () => {
       .catch(() => {});
     const values = await registry.getMetricsAsJSON();
     const value = (name: string) => values.find((m) => m.name === name)?.values[0]?.value;
-    expect(value('orchestrator_conversations_suspended')).toBe(2);
     expect(value('orchestrator_oldest_suspended_seconds')).toBeGreaterThanOrEqual(7);
     expect(value('orchestrator_oldest_suspended_seconds')).toBeLessThan(8);
-    expect(value('orchestrator_conversations_unleased')).toBe(1);
-    expect(value('orchestrator_store_read_failures_total')).toBe(0);
-    expect(value('orchestrator_store_up')).toBe(1);
+    for (const [name, expected] of [
+      ['orchestrator_conversations_suspended', 2],
+      ['orchestrator_conversations_unleased', 1],
+      ['orchestrator_store_read_failures_total', 0],
+      ['orchestrator_store_up', 1],
+    ] as const) {
+      expect(value(name), name).toBe(expected);
+    }
   });
 
   it('never hangs a scrape: a store that does not answer is counted as a failed read', async () => {
-    const store = createMemoryStore();
-    const registry = new Registry();
-    const hanging = {
-      name: 'memory',
-      list: store.list.bind(store),
-      stats: () => new Promise<never>(() => {}),
-    };
-    createStoreMetrics({
-      store: hanging as unknown as ConversationStore,
-      registry,
-      timeoutMs: 20,
-      minIntervalMs: 1,
-    });
+    const { registry } = metricsOver(() => new Promise<never>(() => {}), { timeoutMs: 20 });
     const text = await registry.metrics();
     expect(text).toContain(
       'orchestrator_store_read_failures_total{store="memory",reason="timeout"} 1',
@@ -348,26 +366,17 @@ describe('the store gauges', () => {
   });
 
   it('sends no read behind an unanswered one: later scrapes wait for it, each at most timeoutMs', async () => {
-    const store = createMemoryStore();
-    const registry = new Registry();
     let calls = 0;
     let answer: (stats: readonly StoreStats[]) => void = () => {};
-    const slow = {
-      name: 'memory',
-      list: store.list.bind(store),
-      stats: () => {
+    const { registry, metrics } = metricsOver(
+      () => {
         calls++;
         return new Promise<readonly StoreStats[]>((resolve) => {
           answer = resolve;
         });
       },
-    };
-    const metrics = createStoreMetrics({
-      store: slow as unknown as ConversationStore,
-      registry,
-      timeoutMs: 20,
-      minIntervalMs: 1,
-    });
+      { timeoutMs: 20 },
+    );
     for (let i = 0; i < 5; i++) {
       const started = performance.now();
       expect(await registry.metrics()).toContain('orchestrator_store_up{store="memory"} 0');
@@ -390,18 +399,7 @@ describe('the store gauges', () => {
   });
 
   it("says why a read failed: reason error and the store's error", async () => {
-    const store = createMemoryStore();
-    const registry = new Registry();
-    const failing = {
-      name: 'memory',
-      list: store.list.bind(store),
-      stats: () => Promise.reject(new Error('disk on fire')),
-    };
-    const metrics = createStoreMetrics({
-      store: failing as unknown as ConversationStore,
-      registry,
-      minIntervalMs: 1,
-    });
+    const { registry, metrics } = metricsOver(() => Promise.reject(new Error('disk on fire')));
     const text = await registry.metrics();
     expect(text).toContain(
       'orchestrator_store_read_failures_total{store="memory",reason="error"} 1',

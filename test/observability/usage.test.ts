@@ -261,14 +261,17 @@ describe('metrics', () => {
       ).run({ sender: 'user', content: 0 });
     }
     const s = await samples(registry);
-    const series = (suffix: string) => s.get(`orchestrator_conversation_tokens_${suffix}`);
-    expect(series('count{orchestrator="llm",reason="max_dispatches"}')).toBe(3);
-    expect(series('sum{orchestrator="llm",reason="max_dispatches"}')).toBe(2_040_300);
-    expect(series('bucket{le="500",orchestrator="llm",reason="max_dispatches"}')).toBe(1);
-    expect(series('bucket{le="50000",orchestrator="llm",reason="max_dispatches"}')).toBe(2);
-    expect(series('bucket{le="1000000",orchestrator="llm",reason="max_dispatches"}')).toBe(2);
-    expect(series('bucket{le="2500000",orchestrator="llm",reason="max_dispatches"}')).toBe(3);
-    expect(series('bucket{le="10000000",orchestrator="llm",reason="max_dispatches"}')).toBe(3);
+    for (const [suffix, expected] of [
+      ['count{orchestrator="llm",reason="max_dispatches"}', 3],
+      ['sum{orchestrator="llm",reason="max_dispatches"}', 2_040_300],
+      ['bucket{le="500",orchestrator="llm",reason="max_dispatches"}', 1],
+      ['bucket{le="50000",orchestrator="llm",reason="max_dispatches"}', 2],
+      ['bucket{le="1000000",orchestrator="llm",reason="max_dispatches"}', 2],
+      ['bucket{le="2500000",orchestrator="llm",reason="max_dispatches"}', 3],
+      ['bucket{le="10000000",orchestrator="llm",reason="max_dispatches"}', 3],
+    ] as const) {
+      expect(s.get(`orchestrator_conversation_tokens_${suffix}`), suffix).toBe(expected);
+    }
   });
 
   it.each([
