@@ -12,6 +12,7 @@
 import type { Context, DiagLogger, MeterProvider } from '@opentelemetry/api';
 import { endReasons } from '../core/spi/end-reasons.ts';
 import type { Usage } from '../core/spi/types.ts';
+import { admitted } from './bounded-values.ts';
 import type { CollectedHistogram } from './dispatch-histogram.ts';
 import {
   DEFAULT_CHECKPOINT_DURATION_BUCKETS,
@@ -428,16 +429,12 @@ export class OrchestratorMetrics {
   /** Bounded model label values: past `maxModels` distinct models, the overflow value. */
   #modelLabel(model: string | undefined): string {
     if (model === undefined || model === '') return MODEL_NONE;
-    if (this.#models.has(model)) return model;
-    if (this.#models.size >= this.settings.maxModels) {
-      this.#warnOnce(
-        'models',
-        `conversation-orchestrator: more than maxModels (${this.settings.maxModels}) distinct models on this registry; tokens of the others are counted under model="${OVERFLOW_LABEL_VALUE}" (said once)`,
-      );
-      return OVERFLOW_LABEL_VALUE;
-    }
-    this.#models.add(model);
-    return model;
+    if (admitted(this.#models, model, this.settings.maxModels)) return model;
+    this.#warnOnce(
+      'models',
+      `conversation-orchestrator: more than maxModels (${this.settings.maxModels}) distinct models on this registry; tokens of the others are counted under model="${OVERFLOW_LABEL_VALUE}" (said once)`,
+    );
+    return OVERFLOW_LABEL_VALUE;
   }
 
   /** Tokens of a conversation that reported any, at its end (after `countEnd`). */
@@ -570,15 +567,13 @@ export class OrchestratorMetrics {
 
   /** Bounded label values: past `maxReasons` distinct user reasons, a new one becomes `other`. */
   reasonLabel(reason: string): string {
-    if (BUILT_IN_REASONS.has(reason) || this.#reasons.has(reason)) return reason;
-    if (this.#reasons.size >= this.#maxReasons) {
-      this.#warnOnce(
-        'reasons',
-        `conversation-orchestrator: more than maxReasons (${this.#maxReasons}) distinct user-named reasons on this registry; the others are counted as reason="${REASON_OTHER}" (said once)`,
-      );
-      return REASON_OTHER;
+    if (BUILT_IN_REASONS.has(reason) || admitted(this.#reasons, reason, this.#maxReasons)) {
+      return reason;
     }
-    this.#reasons.add(reason);
-    return reason;
+    this.#warnOnce(
+      'reasons',
+      `conversation-orchestrator: more than maxReasons (${this.#maxReasons}) distinct user-named reasons on this registry; the others are counted as reason="${REASON_OTHER}" (said once)`,
+    );
+    return REASON_OTHER;
   }
 }

@@ -17,6 +17,7 @@ import {
   type Observable,
   ValueType,
 } from '@opentelemetry/api';
+import { admitted } from './bounded-values.ts';
 import type { Series } from './collected-counter.ts';
 import {
   type BucketList,
@@ -232,10 +233,7 @@ export class OtelMetrics {
 
   /** `error.type` as the GenAI metrics carry it: past `MAX_ERROR_TYPES` values, `_OTHER`. */
   errorType(type: string): string {
-    if (this.#errorTypes.has(type)) return type;
-    if (this.#errorTypes.size >= MAX_ERROR_TYPES) return ERROR_TYPE_OTHER;
-    this.#errorTypes.add(type);
-    return type;
+    return admitted(this.#errorTypes, type, MAX_ERROR_TYPES) ? type : ERROR_TYPE_OTHER;
   }
 
   /**
@@ -275,17 +273,10 @@ export class OtelMetrics {
       [ATTR_GEN_AI_AGENT_NAME]: responder.labels[LABEL_RESPONDER] as string,
       [ATTR_GEN_AI_WORKFLOW_NAME]: record.name,
     };
-    let attributes = responder.genAi;
-    if (errorType !== undefined) {
-      const type = this.errorType(errorType);
-      responder.genAiFailed ??= new Map();
-      let failed = responder.genAiFailed.get(type);
-      if (failed === undefined) {
-        failed = { ...responder.genAi, [ATTR_ERROR_TYPE]: type };
-        responder.genAiFailed.set(type, failed);
-      }
-      attributes = failed;
-    }
+    const attributes =
+      errorType === undefined
+        ? responder.genAi
+        : failedAttributes(responder, responder.genAi, this.errorType(errorType));
     if (seconds >= 0 && seconds < Number.POSITIVE_INFINITY) {
       duration.record(seconds, attributes, context);
     }
@@ -302,19 +293,32 @@ export class OtelMetrics {
     const duration = this.invokeWorkflowDuration;
     if (duration === undefined || !(seconds >= 0 && seconds < Number.POSITIVE_INFINITY)) return;
     record.genAi ??= { [ATTR_GEN_AI_WORKFLOW_NAME]: record.name };
-    let attributes = record.genAi;
-    if (errorType !== undefined) {
-      const type = this.errorType(errorType);
-      record.genAiFailed ??= new Map();
-      let failed = record.genAiFailed.get(type);
-      if (failed === undefined) {
-        failed = { ...record.genAi, [ATTR_ERROR_TYPE]: type };
-        record.genAiFailed.set(type, failed);
-      }
-      attributes = failed;
-    }
+    const attributes =
+      errorType === undefined
+        ? record.genAi
+        : failedAttributes(record, record.genAi, this.errorType(errorType));
     duration.record(seconds, attributes, context);
   }
+}
+
+/** A record the GenAI duration metrics take their attributes from: a responder's, an orchestrator's. */
+interface GenAiAttributed {
+  genAiFailed: Map<string, Attributes> | undefined;
+}
+
+/** `attributes` with `error.type` `type`: made at the first failure of that type, kept on `record`. */
+function failedAttributes(
+  record: GenAiAttributed,
+  attributes: Attributes,
+  type: string,
+): Attributes {
+  record.genAiFailed ??= new Map();
+  let failed = record.genAiFailed.get(type);
+  if (failed === undefined) {
+    failed = { ...attributes, [ATTR_ERROR_TYPE]: type };
+    record.genAiFailed.set(type, failed);
+  }
+  return failed;
 }
 
 /**
