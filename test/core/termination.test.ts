@@ -29,6 +29,22 @@ const at = (
 });
 const spent = (inputTokens: number, outputTokens: number) =>
   at(1, 0, { inputTokens, outputTokens });
+/** The decision that ends a conversation: `policy` (by default the reason) saw `observed`. */
+const stop = (reason: string, observed: number, limit: number, policy = reason) => ({
+  terminate: true,
+  reason,
+  policy,
+  observed,
+  limit,
+});
+/** The decision of an explaining `policy` that lets the conversation go on. */
+const holdOn = (policy: string, observed: number, limit: number) => ({
+  terminate: false,
+  reason: 'continue',
+  policy,
+  observed,
+  limit,
+});
 
 describe('termination policies', () => {
   it('maxDispatches(n) terminates at the n-th dispatch', () => {
@@ -36,13 +52,7 @@ describe('termination policies', () => {
     expect([1, 2, 3].map((n) => check(at(n), 0))).toEqual([
       CONTINUE,
       CONTINUE,
-      {
-        terminate: true,
-        reason: 'max_dispatches',
-        policy: 'max_dispatches',
-        observed: 3,
-        limit: 3,
-      },
+      stop('max_dispatches', 3, 3),
     ]);
     // Asked past its limit (a composite, a replay), it says what it counted.
     expect(check(at(5), 0)).toMatchObject({ observed: 5, limit: 3 });
@@ -51,13 +61,7 @@ describe('termination policies', () => {
   it('timeout(ms) terminates at the first dispatch at or past ms', () => {
     const check = timeout<number>(100).start();
     expect(check(at(1), 99.9)).toBe(CONTINUE);
-    expect(check(at(2), 100.25)).toEqual({
-      terminate: true,
-      reason: 'timeout',
-      policy: 'timeout',
-      observed: 100.25,
-      limit: 100,
-    });
+    expect(check(at(2), 100.25)).toEqual(stop('timeout', 100.25, 100));
   });
 
   it('converged() needs k consecutive dispatches within tolerance, and a miss resets the streak', () => {
@@ -81,13 +85,7 @@ describe('termination policies', () => {
     expect(check(at(1, Number.POSITIVE_INFINITY), 0)).toBe(CONTINUE);
     // A measure that is not a number (a bug in the measure) never counts as converged.
     expect(check(at(1, '10' as unknown as number), 0)).toBe(CONTINUE);
-    expect(check(at(2, 10.25), 0)).toEqual({
-      terminate: true,
-      reason: 'agreed',
-      policy: 'converged',
-      observed: 0.25,
-      limit: 0.5,
-    });
+    expect(check(at(2, 10.25), 0)).toEqual(stop('agreed', 0.25, 0.5, 'converged'));
   });
 
   it('keeps per-conversation state: a streak never leaks into the next run', async () => {
@@ -114,18 +112,12 @@ describe('termination policies', () => {
     }).start();
     const decisions = [7, 3.5, 1, 2.5].map((v, i) => check(at(i + 1, v), 0));
     expect(decisions).toEqual([
-      { terminate: false, reason: 'continue', policy: 'converged', observed: 4, limit: 1 },
-      { terminate: false, reason: 'continue', policy: 'converged', observed: 0.5, limit: 1 },
-      { terminate: false, reason: 'continue', policy: 'converged', observed: 2, limit: 1 },
-      { terminate: false, reason: 'continue', policy: 'converged', observed: 0.5, limit: 1 },
+      holdOn('converged', 4, 1),
+      holdOn('converged', 0.5, 1),
+      holdOn('converged', 2, 1),
+      holdOn('converged', 0.5, 1),
     ]);
-    expect(check(at(5, 3), 0)).toEqual({
-      terminate: true,
-      reason: 'converged',
-      policy: 'converged',
-      observed: 0,
-      limit: 1,
-    });
+    expect(check(at(5, 3), 0)).toEqual(stop('converged', 0, 1));
   });
 
   it('stopWhen(predicate, reason) terminates with that reason', () => {
@@ -142,13 +134,7 @@ describe('termination policies', () => {
     });
     const check = anyOf(maxDispatches<number>(2), counting).start();
     expect(check(at(1), 0)).toBe(CONTINUE);
-    expect(check(at(2), 0)).toEqual({
-      terminate: true,
-      reason: 'max_dispatches',
-      policy: 'max_dispatches',
-      observed: 2,
-      limit: 2,
-    });
+    expect(check(at(2), 0)).toEqual(stop('max_dispatches', 2, 2));
     expect(calls).toBe(2);
   });
 
@@ -159,27 +145,9 @@ describe('termination policies', () => {
       timeout<number>(1_000),
     ).start();
     const first = check(at(1, 5), 0);
-    expect(first).toEqual({
-      terminate: false,
-      reason: 'continue',
-      policy: 'converged',
-      observed: 5,
-      limit: 0.1,
-    });
-    expect(check(at(2, 0.05), 0)).toEqual({
-      terminate: true,
-      reason: 'converged',
-      policy: 'converged',
-      observed: 0.05,
-      limit: 0.1,
-    });
-    expect(check(at(3, 9), 2_000)).toEqual({
-      terminate: true,
-      reason: 'max_dispatches',
-      policy: 'max_dispatches',
-      observed: 3,
-      limit: 3,
-    });
+    expect(first).toEqual(holdOn('converged', 5, 0.1));
+    expect(check(at(2, 0.05), 0)).toEqual(stop('converged', 0.05, 0.1));
+    expect(check(at(3, 9), 2_000)).toEqual(stop('max_dispatches', 3, 3));
     // A composite of members that never explain themselves continues with the shared CONTINUE.
     expect(anyOf(maxDispatches<number>(5), timeout<number>(10)).start()(at(1), 0)).toBe(CONTINUE);
   });
@@ -190,20 +158,10 @@ describe('termination policies', () => {
       converged<number>({ measure: (s) => s.projection, tolerance: 1 }),
     ).start();
     expect(check(at(1, 0), 0)).toBe(CONTINUE);
-    expect(check(at(2, 4), 0)).toEqual({
-      terminate: false,
-      reason: 'continue',
-      policy: 'converged',
-      observed: 4,
-      limit: 1,
-    });
-    expect(check(at(3, 0.5), 0)).toEqual({
-      terminate: true,
-      reason: 'max_dispatches',
-      policy: 'all_of(max_dispatches,converged)',
-      observed: 3,
-      limit: 2,
-    });
+    expect(check(at(2, 4), 0)).toEqual(holdOn('converged', 4, 1));
+    expect(check(at(3, 0.5), 0)).toEqual(
+      stop('max_dispatches', 3, 2, 'all_of(max_dispatches,converged)'),
+    );
   });
 
   it('allOf() terminates only when every member does, naming all members', () => {
@@ -215,13 +173,9 @@ describe('termination policies', () => {
     const check = policy.start();
     expect(check(at(2, 1), 0)).toBe(CONTINUE);
     expect(check(at(1, 9), 0)).toBe(CONTINUE);
-    expect(check(at(3, 9), 0)).toEqual({
-      terminate: true,
-      reason: 'max_dispatches',
-      policy: 'all_of(max_dispatches,stop_when)',
-      observed: 3,
-      limit: 2,
-    });
+    expect(check(at(3, 9), 0)).toEqual(
+      stop('max_dispatches', 3, 2, 'all_of(max_dispatches,stop_when)'),
+    );
   });
 
   it.each([
@@ -301,13 +255,7 @@ describe('termination policies', () => {
     it('terminates with token_budget once input + output tokens reach `total`', () => {
       const check = tokenBudget<number>({ total: 100 }).start();
       expect(check(spent(60, 39), 0)).toBe(CONTINUE);
-      expect(check(spent(60, 40), 0)).toEqual({
-        terminate: true,
-        reason: 'token_budget',
-        policy: 'token_budget',
-        observed: 100,
-        limit: 100,
-      });
+      expect(check(spent(60, 40), 0)).toEqual(stop('token_budget', 100, 100));
     });
 
     it('checks `total`, then `input`, then `output`, and reports the deciding count', () => {
@@ -340,13 +288,7 @@ describe('termination policies', () => {
         }).run({ sender: 'user', content: 0 });
       const alone = await spending(tokenBudget({ total: 100 }));
       expect(alone.dispatchCount).toBe(3);
-      expect(alone.decision).toEqual({
-        terminate: true,
-        reason: 'token_budget',
-        policy: 'token_budget',
-        observed: 105,
-        limit: 100,
-      });
+      expect(alone.decision).toEqual(stop('token_budget', 105, 100));
       expect(alone.usage.inputTokens).toBe(90);
       const either = await spending(anyOf(maxDispatches(50), tokenBudget({ output: 20 })));
       expect(either.dispatchCount).toBe(4);
