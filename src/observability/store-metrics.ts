@@ -141,45 +141,41 @@ export class StoreMetrics {
         this.#lastFailure = { reason, error, at: this.#now() };
       },
     );
+    // A gauge by orchestrator from the scrape's read: no series when the read answered nothing.
+    const byOrchestrator = (
+      name: string,
+      help: string,
+      values: (reading: Reading) => Iterable<readonly [orchestrator: string, value: number]>,
+    ): Collector =>
+      new ScrapeCollector(name, help, 'gauge', async () => {
+        const reading = await this.#reads.read();
+        if (reading === undefined) return [];
+        return Array.from(values(reading), ([orchestrator, value]) => ({
+          value,
+          labels: { [LABEL_ORCHESTRATOR]: orchestrator },
+        }));
+      });
     const collectors: Collector[] = [
-      new ScrapeCollector(
+      byOrchestrator(
         METRIC_CONVERSATIONS_SUSPENDED,
         'Conversations suspended in the store, waiting for resume() (read from the store at scrape time).',
-        'gauge',
-        async () => {
-          const reading = await this.#reads.read();
-          return (reading?.stats ?? []).map((s) => ({
-            value: s.suspended,
-            labels: { [LABEL_ORCHESTRATOR]: s.orchestrator },
-          }));
-        },
+        (reading) => reading.stats.map((s) => [s.orchestrator, s.suspended]),
       ),
-      new ScrapeCollector(
+      byOrchestrator(
         METRIC_OLDEST_SUSPENDED,
         'Age in seconds of the oldest suspended conversation (0 when none; read at scrape time).',
-        'gauge',
-        async () => {
-          const reading = await this.#reads.read();
-          return (reading?.stats ?? []).map((s) => ({
-            value:
-              s.oldestSuspendedAt === undefined
-                ? 0
-                : Math.max(0, (reading?.at ?? 0) - s.oldestSuspendedAt) / 1000,
-            labels: { [LABEL_ORCHESTRATOR]: s.orchestrator },
-          }));
-        },
+        (reading) =>
+          reading.stats.map((s) => [
+            s.orchestrator,
+            s.oldestSuspendedAt === undefined
+              ? 0
+              : Math.max(0, reading.at - s.oldestSuspendedAt) / 1000,
+          ]),
       ),
-      new ScrapeCollector(
+      byOrchestrator(
         METRIC_CONVERSATIONS_UNLEASED,
         'Conversations running in the store whose lease no worker holds: the recovery backlog (read at scrape time).',
-        'gauge',
-        async () => {
-          const reading = await this.#reads.read();
-          return [...(reading?.unleased ?? [])].map(([orchestrator, value]) => ({
-            value,
-            labels: { [LABEL_ORCHESTRATOR]: orchestrator },
-          }));
-        },
+        (reading) => reading.unleased,
       ),
       // Read after the scrape's store read settled: a read failing in this scrape counts in it.
       new ScrapeCollector(
