@@ -1,6 +1,7 @@
 /**
- * What the dashboards share: the datasource variable every query goes through, the selectors
- * built from the config, the units, the query and variable builders, the links between them.
+ * What the dashboards share: the datasource variable every query goes through, the units, the
+ * query, panel and variable builders, the links between them. The PromQL they share is in
+ * promql.ts.
  */
 
 import {
@@ -30,20 +31,18 @@ import {
   HeatmapColorMode,
   HeatmapColorOptionsBuilder,
   HeatmapColorScale,
+  PanelBuilder as HeatmapPanel,
+  YAxisConfigBuilder,
 } from '@grafana/grafana-foundation-sdk/heatmap';
 import { DataqueryBuilder, PromQueryFormat } from '@grafana/grafana-foundation-sdk/prometheus';
 import { PanelBuilder as StatPanel } from '@grafana/grafana-foundation-sdk/stat';
+import { PanelBuilder as TablePanel } from '@grafana/grafana-foundation-sdk/table';
 import { PanelBuilder as TimeseriesPanel } from '@grafana/grafana-foundation-sdk/timeseries';
-import type { OpsConfig } from '../config-types.ts';
-import { parseSelector } from '../selector.ts';
 import { DASHBOARD_LINKS } from './uids.ts';
 
 /** Every panel and query goes to the dashboard's datasource variable. */
 // biome-ignore lint/suspicious/noTemplateCurlyInString: Grafana interpolates it, not JavaScript.
 export const DATASOURCE: DataSourceRef = { type: 'prometheus', uid: '${datasource}' };
-
-/** Grafana's rate range: at least four scrape intervals, so a rate always has samples. */
-export const RATE = '$__rate_interval';
 
 /**
  * Units. Grafana's `reqps` would print conversations per second as "req/s", and `short` gives an
@@ -67,18 +66,6 @@ export const UNIT = {
   conflictsPerSecond: 'suffix: conflicts/s',
   jobs: 'short',
 } as const;
-
-/** Label matchers of the dashboard's variables, after the config's own selector. */
-export function selector(config: OpsConfig, variables: readonly string[]): string {
-  return [config.selector, ...variables.map((v) => `${v}=~"$${v}"`)].join(',');
-}
-
-/** The config selector's matchers on group labels: the ones recorded series and alerts keep. */
-export function groupLabelMatchers(config: OpsConfig): string[] {
-  return parseSelector(config.selector)
-    .filter((m) => config.groupLabels.includes(m.label))
-    .map((m) => m.text);
-}
 
 export interface QueryOptions {
   /** The query's id within its panel. @default 'A' */
@@ -106,6 +93,19 @@ export function query(expr: string, options: QueryOptions = {}): DataqueryBuilde
 
 export { PromQueryFormat };
 
+/** What every panel kind's builder offers to start with. */
+interface Titled<P> {
+  datasource(datasource: DataSourceRef): P;
+  title(title: string): P;
+  description(description: string): P;
+}
+
+/** `panel` on the dashboard's datasource, with its title and, if it has one, its help text. */
+function titled<P extends Titled<P>>(panel: P, title: string, description: string | undefined): P {
+  panel.datasource(DATASOURCE).title(title);
+  return description === undefined ? panel : panel.description(description);
+}
+
 /** What distinguishes the dashboards' stat panels. */
 export interface StatOptions {
   /** The panel's help text. */
@@ -123,9 +123,7 @@ export function stat(
   expr: string,
   options: StatOptions = {},
 ): StatPanel {
-  const panel = new StatPanel().datasource(DATASOURCE).title(title);
-  if (options.description !== undefined) panel.description(options.description);
-  return panel
+  return titled(new StatPanel(), title, options.description)
     .unit(unit)
     .span(6)
     .height(options.height ?? 4)
@@ -222,8 +220,84 @@ export function timeseries(title: string, unit: string, span: number): Timeserie
     );
 }
 
-/** Builds the dashboard and numbers its panels 1, 2, 3 … (panel links and the API use the ids). */
-export function build(builder: DashboardBuilder): Dashboard {
+/**
+ * One query of a time series panel: its expression and its legend, and whether it asks for
+ * exemplars.
+ */
+export type Target = readonly [expr: string, legend: string, options?: { readonly exemplar: true }];
+
+/** One query per quantile `qs` of `histogram`, the legends `p50 legend`, `p95 legend` … */
+export function quantiles(
+  qs: readonly string[],
+  histogram: (q: string) => string,
+  legend: string,
+): Target[] {
+  return qs.map((q) => [histogram(q), `p${Math.round(Number(q) * 100)} ${legend}`]);
+}
+
+/** The query id of a panel's `i`-th query: A, B, C … */
+export function refId(i: number): string {
+  return String.fromCharCode('A'.charCodeAt(0) + i);
+}
+
+/** A time series panel (see `timeseries`) of `targets`, in order, with its help text. */
+export function series(
+  title: string,
+  unit: string,
+  span: number,
+  targets: readonly Target[],
+  description?: string,
+): TimeseriesPanel {
+  const panel = timeseries(title, unit, span);
+  if (description !== undefined) panel.description(description);
+  for (const [i, [expr, legend, options]] of targets.entries()) {
+    panel.withTarget(query(expr, { refId: refId(i), legend, ...options }));
+  }
+  return panel;
+}
+
+/** A heatmap of a histogram's buckets, its cells already counted (`expr` sums by `le`). */
+export function heatmap(
+  title: string,
+  unit: string,
+  expr: string,
+  description?: string,
+): HeatmapPanel {
+  return titled(new HeatmapPanel(), title, description)
+    .unit(unit)
+    .span(12)
+    .height(8)
+    .calculate(false)
+    .cellGap(1)
+    .yAxis(new YAxisConfigBuilder().unit(unit))
+    .color(heatmapColor())
+    .withTarget(query(expr, { legend: '{{le}}', format: PromQueryFormat.Heatmap }));
+}
+
+/** A table of one instant query, with its header. */
+export function table(
+  title: string,
+  span: number,
+  height: number,
+  expr: string,
+  description?: string,
+): TablePanel {
+  return titled(new TablePanel(), title, description)
+    .span(span)
+    .height(height)
+    .showHeader(true)
+    .withTarget(query(expr, { instant: true, format: PromQueryFormat.Table }));
+}
+
+/** A panel of any kind the dashboards hold. */
+type Panel = Parameters<DashboardBuilder['withPanel']>[0];
+
+/**
+ * Builds the dashboard with `panels`, in order, and numbers them 1, 2, 3 … (panel links and the
+ * API use the ids).
+ */
+export function build(builder: DashboardBuilder, panels: readonly Panel[] = []): Dashboard {
+  for (const panel of panels) builder.withPanel(panel);
   const built = builder.build();
   for (const [i, panel] of (built.panels ?? []).entries()) panel.id = i + 1;
   return built;

@@ -19,16 +19,8 @@ import type { BurnRateAlertConfig, OpsConfig } from '../config-types.ts';
 import { humanDuration } from '../names.ts';
 import { type Slo, sloRecordNames, slos, sloWindows } from '../slo.ts';
 import { errorBudget } from '../slo-config.ts';
-import {
-  build,
-  dashboard,
-  groupLabelMatchers,
-  labelVariable,
-  query,
-  stat,
-  timeseries,
-  UNIT,
-} from './common.ts';
+import { build, dashboard, labelVariable, series, stat, type Target, UNIT } from './common.ts';
+import { groupLabelMatchers } from './promql.ts';
 import { SLO_UID } from './uids.ts';
 
 function thresholds(steps: readonly [number | null, string][]): ThresholdsConfigBuilder {
@@ -58,10 +50,13 @@ function sloPanels(config: OpsConfig, slo: Slo) {
   // The alerts' thresholds, lowest first: the burn-rate panel draws them as dashed lines.
   const levels = [...new Set(config.burnRateAlerts.map((a) => a.burnRate))].sort((a, b) => a - b);
   const colors = ['yellow', 'orange', 'red', 'dark-red', 'purple'];
-  const burnRate = timeseries(`${title}: burn rate per window`, UNIT.burnRate, 16)
-    .description(
-      `How many times faster than the objective allows the budget burns (1 spends it over ${period}). The dashed levels are the alerts' thresholds: a page needs its long and its short window above its level (${levels.at(-1)} over 1 hour by default), a ticket above ${levels[0]} over days.`,
-    )
+  const burnRate = series(
+    `${title}: burn rate per window`,
+    UNIT.burnRate,
+    16,
+    windows.map((w): Target => [`${ratio(w)} / ${budget}`, `{{orchestrator}} ${w}`]),
+    `How many times faster than the objective allows the budget burns (1 spends it over ${period}). The dashed levels are the alerts' thresholds: a page needs its long and its short window above its level (${levels.at(-1)} over 1 hour by default), a ticket above ${levels[0]} over days.`,
+  )
     .thresholdsStyle(new GraphThresholdsStyleConfigBuilder().mode(GraphThresholdsStyleMode.Dashed))
     .thresholds(
       thresholds([
@@ -69,14 +64,6 @@ function sloPanels(config: OpsConfig, slo: Slo) {
         ...levels.map((l, i): [number, string] => [l, colors[i] ?? 'red']),
       ]),
     );
-  for (const [i, w] of windows.entries()) {
-    burnRate.withTarget(
-      query(`${ratio(w)} / ${budget}`, {
-        legend: `{{orchestrator}} ${w}`,
-        refId: String.fromCharCode('A'.charCodeAt(0) + i),
-      }),
-    );
-  }
   const objective = thresholds([
     [null, 'red'],
     [slo.objective, 'green'],
@@ -113,9 +100,13 @@ function sloPanels(config: OpsConfig, slo: Slo) {
       `At the burn rate of the last ${humanDuration(current)} (the first alert's long window), how long the remaining budget lasts (0: spent; infinite: nothing burns).`,
     ),
     burnRate,
-    timeseries(`${title}: error budget remaining over time`, UNIT.ratio, 8)
-      .description(`The budget left over the ${period} before each moment.`)
-      .withTarget(query(remaining, { legend: '{{orchestrator}}' })),
+    series(
+      `${title}: error budget remaining over time`,
+      UNIT.ratio,
+      8,
+      [[remaining, '{{orchestrator}}']],
+      `The budget left over the ${period} before each moment.`,
+    ),
   ];
 }
 
@@ -134,6 +125,8 @@ export function sloDashboard(config: OpsConfig): Dashboard {
   ])
     .time({ from: 'now-7d', to: 'now' })
     .refresh('1m');
-  for (const slo of all) for (const panel of sloPanels(config, slo)) builder.withPanel(panel);
-  return build(builder);
+  return build(
+    builder,
+    all.flatMap((slo) => sloPanels(config, slo)),
+  );
 }
