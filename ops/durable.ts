@@ -17,7 +17,7 @@ import {
   METRIC_STORE_UP,
 } from '../src/observability/semconv.ts';
 import { durationSeconds } from './check.ts';
-import type { OpsConfig } from './config-types.ts';
+import type { Duration, OpsConfig } from './config-types.ts';
 import { byOrchestrator, humanDuration } from './names.ts';
 import { type AlertingRule, alertRule } from './rule-model.ts';
 
@@ -31,6 +31,10 @@ export function durableAlerts(config: OpsConfig): AlertingRule[] {
   const by = byOrchestrator(config);
   const suspendedMatchers = by.map((l) => `${l}=%q`).join(',');
   const suspendedArgs = by.map((l) => `$labels.${l}`).join(' ');
+  // An age gauge (seconds, the max over the workers that read it) above `maxAge`, the config's
+  // duration at `path`.
+  const olderThan = (labels: string, metric: string, path: string, maxAge: Duration) =>
+    `max by (${labels}) (${metric}{${S}})\n  > ${durationSeconds(maxAge)} # ${path} (${maxAge}) in seconds\n`;
   return [
     alertRule(config, {
       alert: 'OrchestratorRecoveryBacklog',
@@ -82,11 +86,12 @@ export function durableAlerts(config: OpsConfig): AlertingRule[] {
     }),
     alertRule(config, {
       alert: 'OrchestratorSuspendedTooLong',
-      expr: [
-        `max by (${O}) (${METRIC_OLDEST_SUSPENDED}{${S}})`,
-        `  > ${durationSeconds(c.suspendedConversations.maxAge)} # suspendedConversations.maxAge (${c.suspendedConversations.maxAge}) in seconds`,
-        '',
-      ].join('\n'),
+      expr: olderThan(
+        O,
+        METRIC_OLDEST_SUSPENDED,
+        'suspendedConversations.maxAge',
+        c.suspendedConversations.maxAge,
+      ),
       for: c.suspendedConversations.for,
       severity: 'warning',
       summary: 'A suspended conversation has waited longer than it should.',
@@ -107,11 +112,7 @@ export function durableAlerts(config: OpsConfig): AlertingRule[] {
     }),
     alertRule(config, {
       alert: 'OrchestratorQueueWaitTooLong',
-      expr: [
-        `max by (${Q}) (${METRIC_QUEUE_OLDEST_WAITING}{${S}})`,
-        `  > ${durationSeconds(c.queueWait.maxWait)} # queueWait.maxWait (${c.queueWait.maxWait}) in seconds`,
-        '',
-      ].join('\n'),
+      expr: olderThan(Q, METRIC_QUEUE_OLDEST_WAITING, 'queueWait.maxWait', c.queueWait.maxWait),
       for: c.queueWait.for,
       severity: 'warning',
       summary: 'Jobs wait too long in a BullMQ queue before a worker takes them.',

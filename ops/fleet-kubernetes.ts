@@ -17,10 +17,9 @@ import { ScaledObject } from './keda.ts';
 import type { Manifest } from './kubernetes.ts';
 import {
   containerResources,
-  NODE_MEMORY_LIMIT,
+  nodeContainer,
   nodePodSecurity,
   restrictedContainer,
-  tmpMount,
   tmpVolume,
 } from './kubernetes-pod.ts';
 import { PORT_NAME, parseSelector, SERVICE_NAME, scrapeLabels } from './selector.ts';
@@ -120,9 +119,7 @@ export function fleetManifests(config: OpsConfig): Map<string, Manifest> {
                 { name: 'WORKER_METRICS_PORT', value: String(WORKER_METRICS_PORT) },
               ],
               ports: [{ name: PORT_NAME, containerPort: WORKER_METRICS_PORT }],
-              resources: containerResources(NODE_MEMORY_LIMIT),
-              securityContext: restrictedContainer(),
-              volumeMounts: tmpMount(),
+              ...nodeContainer(),
             },
           ],
           volumes: tmpVolume(),

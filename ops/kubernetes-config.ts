@@ -14,6 +14,16 @@ const DNS_LABEL = /^[a-z0-9]([-a-z0-9]{0,61}[a-z0-9])?$/;
 /** Throws an `OpsConfigError` for the first Kubernetes option that is wrong. */
 export function checkKubernetes(config: OpsConfig): void {
   const k = config.kubernetes;
+  /** A count the manifests need at least one of. */
+  const positive = (
+    key: 'replicas' | 'minWorkers' | 'maxWorkers' | 'workerConcurrency' | 'waitingJobsPerWorker',
+  ) =>
+    expect(
+      Number.isInteger(k[key]) && k[key] >= 1,
+      `kubernetes.${key}`,
+      'a positive integer',
+      k[key],
+    );
   expect(
     typeof k.namespace === 'string' && DNS_LABEL.test(k.namespace),
     'kubernetes.namespace',
@@ -26,12 +36,7 @@ export function checkKubernetes(config: OpsConfig): void {
     'an image reference',
     k.image,
   );
-  expect(
-    Number.isInteger(k.replicas) && k.replicas >= 1,
-    'kubernetes.replicas',
-    'a positive integer',
-    k.replicas,
-  );
+  positive('replicas');
   expect(
     typeof k.prometheusSelector === 'object' &&
       k.prometheusSelector !== null &&
@@ -55,12 +60,7 @@ export function checkKubernetes(config: OpsConfig): void {
     'workerConcurrency',
     'waitingJobsPerWorker',
   ] as const) {
-    expect(
-      Number.isInteger(k[key]) && k[key] >= 1,
-      `kubernetes.${key}`,
-      'a positive integer',
-      k[key],
-    );
+    positive(key);
   }
   expect(
     k.maxWorkers >= k.minWorkers,

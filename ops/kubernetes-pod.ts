@@ -46,3 +46,15 @@ export function tmpMount() {
 export function tmpVolume() {
   return [{ name: 'tmp', emptyDir: { sizeLimit: '64Mi' } }];
 }
+
+/**
+ * What a Node.js container of the demo image ends with: its resources, its restrictions and the
+ * mount of `/tmp` (the pod holds `tmpVolume()`).
+ */
+export function nodeContainer() {
+  return {
+    resources: containerResources(NODE_MEMORY_LIMIT),
+    securityContext: restrictedContainer(),
+    volumeMounts: tmpMount(),
+  };
+}

@@ -14,14 +14,7 @@ import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
 import { Namespace } from 'kubernetes-models/v1/Namespace';
 import { Service } from 'kubernetes-models/v1/Service';
 import type { OpsConfig } from './config-types.ts';
-import {
-  containerResources,
-  NODE_MEMORY_LIMIT,
-  nodePodSecurity,
-  restrictedContainer,
-  tmpMount,
-  tmpVolume,
-} from './kubernetes-pod.ts';
+import { nodeContainer, nodePodSecurity, tmpVolume } from './kubernetes-pod.ts';
 import type { Rules } from './rule-model.ts';
 import {
   CONTAINER_NAME,
@@ -160,9 +153,7 @@ export function kubernetesManifests(
                 timeoutSeconds: 5,
                 failureThreshold: 3,
               },
-              resources: containerResources(NODE_MEMORY_LIMIT),
-              securityContext: restrictedContainer(),
-              volumeMounts: tmpMount(),
+              ...nodeContainer(),
             },
           ],
           volumes: tmpVolume(),
