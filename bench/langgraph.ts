@@ -75,26 +75,20 @@ function langgraph(checkpointer: BaseCheckpointSaver) {
     .compile({ checkpointer });
 }
 
-/** Durable steps per second of `threads` LangGraph threads of STEPS steps at once. */
-async function langgraphStepsPerSecond(
-  checkpointer: BaseCheckpointSaver,
-  threads: number,
-  round: number,
-): Promise<number> {
-  const graph = langgraph(checkpointer);
-  const t0 = performance.now();
-  const results = await Promise.all(
-    Array.from({ length: threads }, (_, t) =>
-      graph.invoke(
-        {},
-        { configurable: { thread_id: `r${round}-t${t}` }, recursionLimit: STEPS * 2 },
-      ),
-    ),
-  );
-  const seconds = (performance.now() - t0) / 1000;
-  const steps = results.reduce((n, r) => n + (r.step as number), 0);
-  if (steps < threads * STEPS) throw new Error(`bench: LangGraph ran ${steps} steps`);
-  return steps / seconds;
+function langgraphSide(checkpointer: BaseCheckpointSaver): Side {
+  return {
+    start: () => {
+      const graph = langgraph(checkpointer);
+      return async (threadId) => {
+        const result = await graph.invoke(
+          {},
+          { configurable: { thread_id: threadId }, recursionLimit: STEPS * 2 },
+        );
+        return result.step as number;
+      };
+    },
+    short: (steps) => `LangGraph ran ${steps} steps`,
+  };
 }
 
 // --- this library -------------------------------------------------------------------------------
@@ -124,31 +118,47 @@ function orchestrator(store: ConversationStore) {
   });
 }
 
-/** Durable steps (committed dispatches) per second of `threads` conversations at once. */
-async function ourStepsPerSecond(
-  store: ConversationStore,
-  threads: number,
-  round: number,
-): Promise<number> {
-  const o = orchestrator(store);
-  const t0 = performance.now();
-  const results = await Promise.all(
-    Array.from({ length: threads }, (_, t) =>
-      o.run({ sender: 'market', content: 0 }, { conversationId: `r${round}-t${t}` }),
-    ),
-  );
-  const seconds = (performance.now() - t0) / 1000;
-  const steps = results.reduce((n, r) => n + r.dispatchCount, 0);
-  if (steps < threads * STEPS) throw new Error(`bench: ran ${steps} dispatches`);
-  return steps / seconds;
+/** This library's side: a conversation's steps are its committed dispatches. */
+function ourSide(store: ConversationStore): Side {
+  return {
+    start: () => {
+      const o = orchestrator(store);
+      return async (conversationId) =>
+        (await o.run({ sender: 'market', content: 0 }, { conversationId })).dispatchCount;
+    },
+    short: (steps) => `ran ${steps} dispatches`,
+  };
 }
 
 // --- the table ----------------------------------------------------------------------------------
 
+/**
+ * One side of a row: `start()` makes its runner (a compiled graph, an orchestrator), which runs
+ * one thread of STEPS steps to its end and resolves with the steps it ran; `short` says what a
+ * thread that ran fewer did.
+ */
+interface Side {
+  readonly start: () => (threadId: string) => Promise<number>;
+  readonly short: (steps: number) => string;
+}
+
+/** Durable steps per second of `threads` threads of `side` at once (round `round`'s ids). */
+async function stepsPerSecond(side: Side, threads: number, round: number): Promise<number> {
+  const thread = side.start();
+  const t0 = performance.now();
+  const ran = await Promise.all(
+    Array.from({ length: threads }, (_, t) => thread(`r${round}-t${t}`)),
+  );
+  const seconds = (performance.now() - t0) / 1000;
+  const steps = ran.reduce((n, s) => n + s, 0);
+  if (steps < threads * STEPS) throw new Error(`bench: ${side.short(steps)}`);
+  return steps / seconds;
+}
+
 interface Pair {
   readonly database: string;
-  readonly ours: (threads: number, round: number) => Promise<number>;
-  readonly theirs: (threads: number, round: number) => Promise<number>;
+  readonly ours: Side;
+  readonly theirs: Side;
 }
 
 async function row(pair: Pair, threads: number): Promise<void> {
@@ -156,8 +166,8 @@ async function row(pair: Pair, threads: number): Promise<void> {
   const theirs: number[] = [];
   for (let round = 0; round < ROUNDS; round++) {
     // Alternated, so that a noisy moment of the machine falls on both.
-    theirs.push(await pair.theirs(threads, round));
-    ours.push(await pair.ours(threads, round));
+    theirs.push(await stepsPerSecond(pair.theirs, threads, round + 1_000 * threads));
+    ours.push(await stepsPerSecond(pair.ours, threads, round + 1_000 * threads));
   }
   const [a, b] = [median(ours), median(theirs)];
   console.log(
@@ -179,8 +189,8 @@ export async function langgraphTable(): Promise<void> {
         database === 'sqlite'
           ? 'SQLite (WAL, synchronous FULL)'
           : 'PostgreSQL 15 (local, synchronous_commit on)',
-      ours: (threads, round) => ourStepsPerSecond(store, threads, round + 1_000 * threads),
-      theirs: (threads, round) => langgraphStepsPerSecond(saver, threads, round + 1_000 * threads),
+      ours: ourSide(store),
+      theirs: langgraphSide(saver),
     };
     await row(pair, 1);
     await row(pair, THREADS);

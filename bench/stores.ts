@@ -33,6 +33,14 @@ const checkpoint = (id: string, seq: number, fields: Partial<Checkpoint> = {}): 
   ...fields,
 });
 
+/** A table's heading and header: the first column text, the others right-aligned numbers. */
+function tableHead(title: string, columns: string): void {
+  console.log(`\n### ${title}\n`);
+  console.log(columns);
+  const numbers = columns.split('|').length - 3;
+  console.log(`|---|${'---:|'.repeat(numbers)}`);
+}
+
 function withDir<T>(run: (dir: string) => Promise<T>): Promise<T> {
   const dir = mkdtempSync(join(tmpdir(), 'bench-stores-'));
   return run(dir).finally(() => rmSync(dir, { recursive: true, force: true }));
@@ -88,13 +96,10 @@ function floorCommitUs(path: string, synchronous: 'FULL' | 'NORMAL', commits: nu
 }
 
 async function sqlitePerCommit(): Promise<void> {
-  console.log(
-    '\n### SQLite store: one conversation committing, against a bare better-sqlite3 write (µs / commit, wall time)\n',
-  );
-  console.log(
+  tableHead(
+    'SQLite store: one conversation committing, against a bare better-sqlite3 write (µs / commit, wall time)',
     '| synchronous | commits / round | store | floor (bare INSERT OR REPLACE) | × floor |',
   );
-  console.log('|---|---:|---:|---:|---:|');
   for (const synchronous of ['FULL', 'NORMAL'] as const) {
     const commits = synchronous === 'FULL' ? 200 : 2_000;
     const store: number[] = [];
@@ -146,28 +151,42 @@ async function concurrentCommitsPerSecond(
   }
 }
 
-async function sqliteGroupCommit(): Promise<void> {
-  console.log(
-    '\n### SQLite store, group commit: 1,000 conversations committing at once against one alone (synchronous FULL, commits / s, wall time)\n',
-  );
-  console.log('| workload | commits / s | × one alone |');
-  console.log('|---|---:|---:|');
-  const alone: number[] = [];
-  const many: number[] = [];
+/**
+ * A table of two workloads measured one after the other in each of `ROUNDS` rounds, in one temp
+ * directory: `title` and `columns` (the first column text, the others numbers), then the rows
+ * `rows` makes of the two medians.
+ */
+async function twoWorkloads(
+  title: string,
+  columns: string,
+  measure: (dir: string, round: number) => Promise<readonly [number, number]>,
+  rows: (first: number, second: number) => readonly string[],
+): Promise<void> {
+  tableHead(title, columns);
+  const first: number[] = [];
+  const second: number[] = [];
   await withDir(async (dir) => {
     for (let round = 0; round < ROUNDS; round++) {
-      alone.push(
-        await concurrentCommitsPerSecond({ path: join(dir, `alone-${round}.db`) }, 1, 200),
-      );
-      many.push(
-        await concurrentCommitsPerSecond({ path: join(dir, `many-${round}.db`) }, 1_000, 10),
-      );
+      const [a, b] = await measure(dir, round);
+      first.push(a);
+      second.push(b);
     }
   });
-  const [a, m] = [median(alone), median(many)];
-  console.log(`| 1 conversation, 200 commits each awaited | ${a.toFixed(0)} | 1.00 |`);
-  console.log(
-    `| 1,000 conversations at once, 10 commits each awaited | ${m.toFixed(0)} | ${(m / a).toFixed(1)} |`,
+  for (const row of rows(median(first), median(second))) console.log(row);
+}
+
+function sqliteGroupCommit(): Promise<void> {
+  return twoWorkloads(
+    'SQLite store, group commit: 1,000 conversations committing at once against one alone (synchronous FULL, commits / s, wall time)',
+    '| workload | commits / s | × one alone |',
+    async (dir, round) => [
+      await concurrentCommitsPerSecond({ path: join(dir, `alone-${round}.db`) }, 1, 200),
+      await concurrentCommitsPerSecond({ path: join(dir, `many-${round}.db`) }, 1_000, 10),
+    ],
+    (a, m) => [
+      `| 1 conversation, 200 commits each awaited | ${a.toFixed(0)} | 1.00 |`,
+      `| 1,000 conversations at once, 10 commits each awaited | ${m.toFixed(0)} | ${(m / a).toFixed(1)} |`,
+    ],
   );
 }
 
@@ -207,29 +226,23 @@ async function orchestratorDispatchesPerSecond(
   return (total * 1000) / (performance.now() - t0);
 }
 
-async function sqliteGroupCommitOrchestrator(): Promise<void> {
-  console.log(
-    "\n### SQLite store under an orchestrator: 1,000 conversations at once, responders taking 1 ms, durability 'sync', synchronous FULL, against no store (dispatches / s, wall time)\n",
-  );
-  console.log('| configuration | dispatches / s | share of no store |');
-  console.log('|---|---:|---:|');
-  const none: number[] = [];
-  const sqlite: number[] = [];
-  await withDir(async (dir) => {
-    for (let round = 0; round < ROUNDS; round++) {
-      none.push(await orchestratorDispatchesPerSecond(undefined, 1_000, 20, round));
+function sqliteGroupCommitOrchestrator(): Promise<void> {
+  return twoWorkloads(
+    "SQLite store under an orchestrator: 1,000 conversations at once, responders taking 1 ms, durability 'sync', synchronous FULL, against no store (dispatches / s, wall time)",
+    '| configuration | dispatches / s | share of no store |',
+    async (dir, round) => {
+      const none = await orchestratorDispatchesPerSecond(undefined, 1_000, 20, round);
       const store = createSqliteStore({ path: join(dir, `orchestrated-${round}.db`) });
       try {
-        sqlite.push(await orchestratorDispatchesPerSecond(store, 1_000, 20, round));
+        return [none, await orchestratorDispatchesPerSecond(store, 1_000, 20, round)];
       } finally {
         await store.close();
       }
-    }
-  });
-  const [n, s] = [median(none), median(sqlite)];
-  console.log(`| no store | ${n.toFixed(0)} | 100% |`);
-  console.log(
-    `| SQLite store, 'sync', FULL (every dispatch committed before the next) | ${s.toFixed(0)} | ${((100 * s) / n).toFixed(0)}% |`,
+    },
+    (n, s) => [
+      `| no store | ${n.toFixed(0)} | 100% |`,
+      `| SQLite store, 'sync', FULL (every dispatch committed before the next) | ${s.toFixed(0)} | ${((100 * s) / n).toFixed(0)}% |`,
+    ],
   );
 }
 
@@ -257,9 +270,10 @@ function fileBytes(path: string): number {
 }
 
 async function sqliteBytes(): Promise<void> {
-  console.log('\n### SQLite store: bytes on disk (checkpoints replace, they do not append)\n');
-  console.log('| what | file bytes | per conversation |');
-  console.log('|---|---:|---:|');
+  tableHead(
+    'SQLite store: bytes on disk (checkpoints replace, they do not append)',
+    '| what | file bytes | per conversation |',
+  );
   await withDir(async (dir) => {
     for (const commits of [10, 10_000]) {
       const path = join(dir, `bytes-${commits}.db`);
