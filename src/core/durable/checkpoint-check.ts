@@ -10,7 +10,8 @@ function badState(field: string, expected: string, value: unknown): never {
   throw new TypeError(`expected \`${field}\` to be ${expected}, got ${describeValue(value)}`);
 }
 
-function isStoredMessage(value: unknown): boolean {
+/** Whether `value` is a message as a checkpoint or an entry stores one (a `sender` string). */
+export function isStoredMessage(value: unknown): boolean {
   return (
     typeof value === 'object' &&
     value !== null &&
@@ -19,7 +20,8 @@ function isStoredMessage(value: unknown): boolean {
   );
 }
 
-const MESSAGE = 'a message ({ sender: string, content })';
+/** What a stored message must be, as the errors of a checkpoint or an entry say it. */
+export const MESSAGE = 'a message ({ sender: string, content })';
 
 function storedMessages(field: string, value: unknown): void {
   if (!Array.isArray(value)) badState(field, `an array of messages`, value);

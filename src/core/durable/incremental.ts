@@ -12,6 +12,7 @@ import type { LoopPosition } from '../loop/durability.ts';
 import { describeValue } from '../spi/errors.ts';
 import type { Message, Projection } from '../spi/types.ts';
 import type { AbortMark, CheckpointState, FreshState } from './checkpoint.ts';
+import { isStoredMessage, MESSAGE } from './checkpoint-check.ts';
 
 /** One commit's entry, as the codec encodes it. */
 export interface EntryState<C = unknown> {
@@ -107,15 +108,6 @@ export function entryOf<S, C>(
   };
 }
 
-function isMessage(value: unknown): boolean {
-  return (
-    typeof value === 'object' &&
-    value !== null &&
-    !Array.isArray(value) &&
-    typeof (value as { sender?: unknown }).sender === 'string'
-  );
-}
-
 function bad(at: number, field: string, expected: string, value: unknown): never {
   throw new TypeError(
     `expected entry ${at}'s \`${field}\` to be ${expected}, got ${describeValue(value)}`,
@@ -138,7 +130,7 @@ export function checkedEntry<C>(value: unknown, at: number): EntryState<C> {
     const list = entry[field];
     if (!Array.isArray(list)) bad(at, field, 'an array of messages', list);
     list.forEach((m: unknown, i) => {
-      if (!isMessage(m)) bad(at, `${field}[${i}]`, 'a message ({ sender: string, content })', m);
+      if (!isStoredMessage(m)) bad(at, `${field}[${i}]`, MESSAGE, m);
     });
   }
   const folded = entry.folded as unknown[];
@@ -146,7 +138,7 @@ export function checkedEntry<C>(value: unknown, at: number): EntryState<C> {
   if (typeof tail !== 'number' || !Number.isSafeInteger(tail) || tail < 0 || tail > folded.length) {
     bad(at, 'queueTail', `an integer from 0 to ${folded.length} (the folded messages)`, tail);
   }
-  if (entry.lastMessage !== undefined && !isMessage(entry.lastMessage)) {
+  if (entry.lastMessage !== undefined && !isStoredMessage(entry.lastMessage)) {
     bad(at, 'lastMessage', 'a message or absent', entry.lastMessage);
   }
   if (entry.lastMessage === undefined && folded.length === 0) {

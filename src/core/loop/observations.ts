@@ -8,16 +8,7 @@
 
 import { rateLimitedWarning } from '../shared/warnings.ts';
 import { describeCause } from '../spi/errors.ts';
-import type {
-  CheckpointWrite,
-  ConversationEnd,
-  ConversationObservation,
-  ConversationObserver,
-  ConversationResume,
-  ConversationStart,
-  DispatchInfo,
-  ResponderFailure,
-} from '../spi/observer.ts';
+import type * as spi from '../spi/observer.ts';
 import type { Message, Usage } from '../spi/types.ts';
 
 // Rate-limited per process, not muted after the first: a hook that fails on every dispatch is
@@ -28,9 +19,10 @@ function hookFailed(hook: string, error: unknown): void {
   warnHookFailure(`An observer's ${hook} failed: ${describeCause(error)}`);
 }
 
-type Fn = (...args: never[]) => unknown;
-// biome-ignore lint/suspicious/noExplicitAny: internal; each call site casts to the hook's own type
-type ObservationMethods = Record<keyof ConversationObservation<never>, (...args: any[]) => unknown>;
+/** A hook as this file calls it: with the arguments its `ConversationObservation` method takes. */
+// biome-ignore lint/suspicious/noExplicitAny: internal; each call passes what the hook's own type says
+type Fn = (...args: any[]) => unknown;
+type ObservationMethods = Record<keyof spi.ConversationObservation<never>, Fn>;
 
 /**
  * One observation and which of its hooks exist, read once (a getter that throws drops the
@@ -56,7 +48,10 @@ interface Hooks {
   readonly key: string | undefined;
 }
 
-function hook(observation: object, name: keyof ConversationObservation<unknown>): Fn | undefined {
+function hook(
+  observation: object,
+  name: keyof spi.ConversationObservation<unknown>,
+): Fn | undefined {
   const value = (observation as Record<string, unknown>)[name];
   if (value === undefined || value === null) return undefined;
   if (typeof value !== 'function') throw new TypeError(`${name} is not a function`);
@@ -98,7 +93,7 @@ function observerKey(observer: object): string | undefined {
  * observations have ended, so each observer with `onLateListenerError` hears of it instead.
  */
 export function lateListenerFailure<S, C>(
-  observers: readonly ConversationObserver<S, C>[],
+  observers: readonly spi.ConversationObserver<S, C>[],
   orchestrator: string,
   conversationId: string,
   error: unknown,
@@ -127,11 +122,11 @@ export class Observations<S, C> {
   readonly #soleDispatch: ObservationMethods | undefined;
 
   constructor(
-    observers: readonly ConversationObserver<S, C>[],
-    start: ConversationStart<C>,
+    observers: readonly spi.ConversationObserver<S, C>[],
+    start: spi.ConversationStart<C>,
     /** On resume: what was committed, and the observers' saved data by key. */
     resumed?: {
-      readonly resume: Omit<ConversationResume, 'saved'>;
+      readonly resume: Omit<spi.ConversationResume, 'saved'>;
       readonly saved: Readonly<Record<string, unknown>> | undefined;
     },
   ) {
@@ -194,7 +189,7 @@ export class Observations<S, C> {
           inner();
         };
         try {
-          (wrap as (run: () => void) => unknown).call(hooks.target, once);
+          wrap.call(hooks.target, once);
         } catch (error) {
           hookFailed('runConversation', error);
         }
@@ -283,7 +278,7 @@ export class Observations<S, C> {
     return call();
   }
 
-  dispatched(info: DispatchInfo<S, C>): void {
+  dispatched(info: spi.DispatchInfo<S, C>): void {
     const sole = this.#soleDispatch;
     if (sole !== undefined) {
       try {
@@ -307,20 +302,13 @@ export class Observations<S, C> {
   }
 
   responderFailed(index: number, durationMs: number, error: unknown): void {
-    const failure: ResponderFailure = { error };
+    const failure: spi.ResponderFailure = { error };
     for (const o of this.#all) {
       try {
         if (o.onResponderEnd !== undefined)
-          (
-            o.onResponderEnd as (index: number, durationMs: number, f: ResponderFailure) => void
-          ).call(o.target, index, durationMs, failure);
+          o.onResponderEnd.call(o.target, index, durationMs, failure);
         if (o.onResponderError !== undefined)
-          (o.onResponderError as (index: number, durationMs: number, e: unknown) => void).call(
-            o.target,
-            index,
-            durationMs,
-            error,
-          );
+          o.onResponderError.call(o.target, index, durationMs, error);
       } catch (hookError) {
         hookFailed('onResponderError', hookError);
       }
@@ -331,12 +319,7 @@ export class Observations<S, C> {
     for (const o of this.#all) {
       if (o.onUsage === undefined) continue;
       try {
-        (o.onUsage as (index: number, usage: Usage, dispatchNumber: number) => void).call(
-          o.target,
-          index,
-          usage,
-          dispatchNumber,
-        );
+        o.onUsage.call(o.target, index, usage, dispatchNumber);
       } catch (error) {
         hookFailed('onUsage', error);
       }
@@ -347,7 +330,7 @@ export class Observations<S, C> {
     for (const o of this.#all) {
       if (o.onListenerError === undefined) continue;
       try {
-        (o.onListenerError as (error: unknown) => void).call(o.target, error);
+        o.onListenerError.call(o.target, error);
       } catch (hookError) {
         hookFailed('onListenerError', hookError);
       }
@@ -360,7 +343,7 @@ export class Observations<S, C> {
     for (const o of this.#all) {
       if (o.save === undefined || o.key === undefined) continue;
       try {
-        const data = (o.save as () => unknown).call(o.target);
+        const data = o.save.call(o.target);
         if (data !== undefined) {
           saved ??= {};
           saved[o.key] = data;
@@ -387,7 +370,7 @@ export class Observations<S, C> {
   /** Whether an observation has `onCheckpointWrite` (else a commit makes no write record). */
   readonly wantsWrites: boolean;
 
-  written(write: CheckpointWrite): void {
+  written(write: spi.CheckpointWrite): void {
     for (const o of this.#all) {
       if (o.onCheckpointWrite === undefined) continue;
       try {
@@ -409,11 +392,11 @@ export class Observations<S, C> {
     }
   }
 
-  ended(end: ConversationEnd<S, C>): void {
+  ended(end: spi.ConversationEnd<S, C>): void {
     for (const o of this.#all) {
       if (o.onConversationEnd === undefined) continue;
       try {
-        (o.onConversationEnd as (end: ConversationEnd<S, C>) => void).call(o.target, end);
+        o.onConversationEnd.call(o.target, end);
       } catch (error) {
         hookFailed('onConversationEnd', error);
       }

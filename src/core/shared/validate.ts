@@ -9,69 +9,88 @@ export function fail(option: string, expected: string, value: unknown): never {
   );
 }
 
-export function positiveInteger(option: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 1) {
-    fail(option, 'a positive integer', value);
-  }
+/** `value` when it is a number `is` accepts, else the failure of `option`: `expected`. */
+function checkedNumber(
+  option: string,
+  value: unknown,
+  expected: string,
+  is: (n: number) => boolean,
+): number {
+  if (typeof value !== 'number' || !is(value)) fail(option, expected, value);
   return value;
+}
+
+function isPositiveInteger(n: number): boolean {
+  return Number.isSafeInteger(n) && n >= 1;
+}
+
+function isNonNegativeInteger(n: number): boolean {
+  return Number.isSafeInteger(n) && n >= 0;
+}
+
+function isPositiveNumber(n: number): boolean {
+  return Number.isFinite(n) && n > 0;
+}
+
+function isNonNegativeNumber(n: number): boolean {
+  return Number.isFinite(n) && n >= 0;
+}
+
+export function positiveInteger(option: string, value: unknown): number {
+  return checkedNumber(option, value, 'a positive integer', isPositiveInteger);
 }
 
 export function nonNegativeInteger(option: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isSafeInteger(value) || value < 0) {
-    fail(option, 'a non-negative integer', value);
-  }
-  return value;
+  return checkedNumber(option, value, 'a non-negative integer', isNonNegativeInteger);
 }
 
 export function positiveNumber(option: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value <= 0) {
-    fail(option, 'a positive finite number', value);
-  }
-  return value;
+  return checkedNumber(option, value, 'a positive finite number', isPositiveNumber);
 }
 
 export function nonNegativeNumber(option: string, value: unknown): number {
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) {
-    fail(option, 'a non-negative finite number', value);
-  }
-  return value;
+  return checkedNumber(option, value, 'a non-negative finite number', isNonNegativeNumber);
 }
 
 export function isFunction(option: string, value: unknown): void {
   if (typeof value !== 'function') fail(option, 'a function', value);
 }
 
-/** Names that become metric label values or span names: short, printable, bounded. */
-const NAME = NAME_PATTERN;
-
 /** The name rule as error messages and the README state it (the first character included). */
 export const NAME_EXPECTED =
   'a name of 1-64 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`';
 
-export function isBoundedName(value: unknown): value is string {
-  return typeof value === 'string' && NAME.test(value);
-}
-
-export function boundedName(option: string, value: unknown): string {
-  if (!isBoundedName(value)) fail(option, NAME_EXPECTED, value);
-  return value;
-}
-
-const CONVERSATION_ID = CONVERSATION_ID_PATTERN;
-
+/** The conversation id rule, likewise. */
 export const CONVERSATION_ID_EXPECTED =
   'an id of 1-128 characters (ASCII letters, digits, `_`, `.`, `:` or `-`) starting with a letter, a digit or `_`';
 
+/** Whether `value` is a string `pattern` matches. */
+function matches(value: unknown, pattern: RegExp): value is string {
+  return typeof value === 'string' && pattern.test(value);
+}
+
+/** `value` when it is a string `pattern` matches, else the failure of `option`: `expected`. */
+function matching(option: string, value: unknown, pattern: RegExp, expected: string): string {
+  if (!matches(value, pattern)) fail(option, expected, value);
+  return value;
+}
+
+/** Whether `value` is a name: metric label values and span names, short, printable, bounded. */
+export function isBoundedName(value: unknown): value is string {
+  return typeof value === 'string' && NAME_PATTERN.test(value);
+}
+
 /** Whether `value` is a conversation id: the one rule the core, the fleet and its payloads share. */
 export function isConversationId(value: unknown): value is string {
-  return typeof value === 'string' && CONVERSATION_ID.test(value);
+  return typeof value === 'string' && CONVERSATION_ID_PATTERN.test(value);
+}
+
+export function boundedName(option: string, value: unknown): string {
+  return matching(option, value, NAME_PATTERN, NAME_EXPECTED);
 }
 
 export function conversationId(option: string, value: unknown): string {
-  if (!isConversationId(value)) {
-    fail(option, CONVERSATION_ID_EXPECTED, value);
-  }
-  return value;
+  return matching(option, value, CONVERSATION_ID_PATTERN, CONVERSATION_ID_EXPECTED);
 }
 
 /**
