@@ -138,17 +138,18 @@ export function endedState(
   return { v: 1, ended: true, dispatchCount, segment, elapsedMs, observers };
 }
 
-/** The checkpoint of `text` (and the ending's `result`) at `seq`. */
-export function checkpointAt(
-  conversationId: string,
-  orchestrator: string,
+/** How a run's checkpoints are made: the checkpoint of `text` (and the ending's `result`) at `seq`. */
+export type CheckpointMaker = (
   status: ConversationStatus,
   seq: number,
   dispatchCount: number,
   text: string,
   result: string | undefined,
-): Checkpoint {
-  return {
+) => Checkpoint;
+
+/** The checkpoints of conversation `conversationId` of `orchestrator`. */
+export function checkpointsOf(conversationId: string, orchestrator: string): CheckpointMaker {
+  return (status, seq, dispatchCount, text, result) => ({
     conversationId,
     orchestrator,
     status,
@@ -157,7 +158,7 @@ export function checkpointAt(
     state: text,
     ...(result === undefined ? {} : { result }),
     ...(status === 'suspended' ? { suspendedAt: Date.now() } : {}),
-  };
+  });
 }
 
 /**

@@ -31,6 +31,7 @@ import type { DurableConfig, Segment } from './config.ts';
 import { checkedEntry, foldEntries } from './incremental.ts';
 import { newLeaseOwner, setLeaseOwnerLive } from './lease-owner.ts';
 import { StoreSession } from './session.ts';
+import { acquireChecked } from './session-calls.ts';
 
 /**
  * Reads the conversation before its lease is asked for (once per segment): one of another
@@ -129,16 +130,7 @@ export async function resumeStored<S, C>(
   setLeaseOwnerLive(owner, true);
   let outcome: AcquireOutcome;
   try {
-    const store = durable.store;
-    outcome = checkedOutcome(
-      store,
-      'acquire',
-      await bounded(
-        () => store.acquire(id, owner, durable.leaseMs),
-        durable.storeTimeoutMs,
-        'acquire',
-      ),
-    );
+    outcome = await acquireChecked(durable, id, owner);
   } catch (error) {
     setLeaseOwnerLive(owner, false);
     throw new CheckpointError(

@@ -1,7 +1,8 @@
 /**
  * Store calls of the store session (session.ts) that need none of its state, given what they
  * read: whether a commit whose answer was lost landed (`landed`), and the abort mark written on
- * what the store holds (`acquiredAsCommitted`, then `writeAbortMark`).
+ * what the store holds (`acquiredAsCommitted`, then `writeAbortMark`), and the acquire both
+ * resume and the read-back make (`acquireChecked`).
  */
 import type { AcquireOutcome, ConversationStatus, Lease } from '../spi/store.ts';
 import { bounded, checkedOutcome } from './checkpoint.ts';
@@ -37,6 +38,27 @@ export async function landed(
   }
 }
 
+/**
+ * The store's acquire of `conversationId` by `owner` for `leaseMs`, within `storeTimeoutMs`, its
+ * answer checked (resume's acquire and the abort mark's read-back alike).
+ */
+export async function acquireChecked(
+  durable: DurableConfig,
+  conversationId: string,
+  owner: string,
+): Promise<AcquireOutcome> {
+  const store = durable.store;
+  return checkedOutcome(
+    store,
+    'acquire',
+    await bounded(
+      () => store.acquire(conversationId, owner, durable.leaseMs),
+      durable.storeTimeoutMs,
+      'acquire',
+    ),
+  );
+}
+
 /** An acquire that found the conversation running, its lease taken. */
 export type Acquired = Extract<AcquireOutcome, { status: 'acquired' }>;
 
@@ -51,16 +73,7 @@ export async function acquiredAsCommitted(
   owner: string,
   seq: number,
 ): Promise<Acquired> {
-  const store = durable.store;
-  const outcome = checkedOutcome(
-    store,
-    'acquire',
-    await bounded(
-      () => store.acquire(conversationId, owner, durable.leaseMs),
-      durable.storeTimeoutMs,
-      'acquire',
-    ),
-  );
+  const outcome = await acquireChecked(durable, conversationId, owner);
   if (
     outcome.status !== 'acquired' ||
     outcome.takenOver ||

@@ -19,7 +19,8 @@ import type { ConversationResult, ConversationSuspension, Message } from '../spi
 import { bounded, checkedOutcome } from './checkpoint.ts';
 import {
   type Built,
-  checkpointAt,
+  type CheckpointMaker,
+  checkpointsOf,
   creationOutgrown,
   endedState,
   entryPays,
@@ -62,7 +63,6 @@ export function durabilityOpener<S, C>(
  */
 export class StoreSession<S, C> implements RunDurability<S, C> {
   readonly #durable: DurableConfig;
-  readonly #orchestrator: string;
   readonly #host: DurableHost<S, C>;
   readonly #segment: Segment<C> | undefined;
   readonly #segmentNumber: number;
@@ -77,6 +77,8 @@ export class StoreSession<S, C> implements RunDurability<S, C> {
   #heartbeat: NodeJS.Timeout | undefined;
   /** What the store holds (incremental stores): the base, the entries after it, the snapshots. */
   readonly #log: LogAccount;
+  /** This conversation's checkpoint at a seq (its id and orchestrator filled in). */
+  readonly #checkpointAt: CheckpointMaker;
   /**
    * The CheckpointError of a state the codec refused or that outgrew the store's limit: no retry
    * can store it, so the conversation ends as failed instead of staying resumable.
@@ -92,12 +94,12 @@ export class StoreSession<S, C> implements RunDurability<S, C> {
     invocations: number,
   ) {
     this.#durable = durable;
-    this.#orchestrator = orchestrator;
     this.#host = host;
     this.#segment = segment;
     this.#segmentNumber = segmentNumber;
     this.#committedInvocations = invocations;
     this.#log = new LogAccount(segment?.stored);
+    this.#checkpointAt = checkpointsOf(host.conversationId, orchestrator);
     if (segment !== undefined) {
       this.#owner = segment.owner;
       this.#lease = segment.lease;
@@ -542,17 +544,6 @@ export class StoreSession<S, C> implements RunDurability<S, C> {
   #refuse(error: CheckpointError<S, C>): CheckpointError<S, C> {
     this.#unstorable = error;
     return error;
-  }
-
-  #checkpointAt(
-    status: ConversationStatus,
-    seq: number,
-    dispatchCount: number,
-    text: string,
-    result: string | undefined,
-  ): Checkpoint {
-    const id = this.#host.conversationId;
-    return checkpointAt(id, this.#orchestrator, status, seq, dispatchCount, text, result);
   }
 
   /**
