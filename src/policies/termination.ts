@@ -231,29 +231,20 @@ export function anyOf<S, C = unknown>(
   ...policies: readonly TerminationPolicy<S, C>[]
 ): TerminationPolicy<S, C> {
   members('anyOf', policies);
-  return {
-    name: `any_of(${policies.map((p) => p.name).join(',')})`,
-    stateless: policies.every((p) => p.stateless === true),
-    start(saved) {
-      const checks = startMembers(policies, saved);
-      const check: TerminationCheck<S, C> = (state, elapsedMs) => {
-        let decided: TerminationDecision | undefined;
-        let explained: TerminationDecision | undefined;
-        for (let i = 0; i < checks.length; i++) {
-          const decision = memberDecision(
-            policies,
-            i,
-            (checks[i] as Check<S, C>)(state, elapsedMs),
-          );
-          if (decision.terminate) decided ??= decision;
-          else if (explained === undefined && decision.observed !== undefined) explained = decision;
-        }
-        return decided ?? explained ?? CONTINUE;
-      };
-      check.save = () => checks.map((c) => c.save?.() ?? null);
-      return check;
+  return composite(
+    `any_of(${policies.map((p) => p.name).join(',')})`,
+    policies,
+    (checks) => (state, elapsedMs) => {
+      let decided: TerminationDecision | undefined;
+      let explained: TerminationDecision | undefined;
+      for (let i = 0; i < checks.length; i++) {
+        const decision = memberDecision(policies, checks, i, state, elapsedMs);
+        if (decision.terminate) decided ??= decision;
+        else if (explained === undefined && decision.observed !== undefined) explained = decision;
+      }
+      return decided ?? explained ?? CONTINUE;
     },
-  };
+  );
 }
 
 /**
@@ -267,41 +258,28 @@ export function allOf<S, C = unknown>(
 ): TerminationPolicy<S, C> {
   members('allOf', policies);
   const name = `all_of(${policies.map((p) => p.name).join(',')})`;
-  return {
-    name,
-    stateless: policies.every((p) => p.stateless === true),
-    start(saved) {
-      const checks = startMembers(policies, saved);
-      const check: TerminationCheck<S, C> = (state, elapsedMs) => {
-        let first: TerminationDecision | undefined;
-        let holding: TerminationDecision | undefined;
-        let all = true;
-        for (let i = 0; i < checks.length; i++) {
-          const decision = memberDecision(
-            policies,
-            i,
-            (checks[i] as Check<S, C>)(state, elapsedMs),
-          );
-          if (decision.terminate) first ??= decision;
-          else {
-            if (all && decision.observed !== undefined) holding = decision;
-            all = false;
-          }
-        }
-        if (!all || first === undefined) return holding ?? CONTINUE;
-        const ending: { -readonly [K in keyof TerminationDecision]: TerminationDecision[K] } = {
-          terminate: true,
-          reason: first.reason,
-          policy: name,
-        };
-        if (first.observed !== undefined) ending.observed = first.observed;
-        if (first.limit !== undefined) ending.limit = first.limit;
-        return ending;
-      };
-      check.save = () => checks.map((c) => c.save?.() ?? null);
-      return check;
-    },
-  };
+  return composite(name, policies, (checks) => (state, elapsedMs) => {
+    let first: TerminationDecision | undefined;
+    let holding: TerminationDecision | undefined;
+    let all = true;
+    for (let i = 0; i < checks.length; i++) {
+      const decision = memberDecision(policies, checks, i, state, elapsedMs);
+      if (decision.terminate) first ??= decision;
+      else {
+        if (all && decision.observed !== undefined) holding = decision;
+        all = false;
+      }
+    }
+    if (!all || first === undefined) return holding ?? CONTINUE;
+    const ending: { -readonly [K in keyof TerminationDecision]: TerminationDecision[K] } = {
+      terminate: true,
+      reason: first.reason,
+      policy: name,
+    };
+    if (first.observed !== undefined) ending.observed = first.observed;
+    if (first.limit !== undefined) ending.limit = first.limit;
+    return ending;
+  });
 }
 
 type Check<S, C> = ReturnType<TerminationPolicy<S, C>['start']>;
@@ -324,12 +302,40 @@ function startMembers<S, C>(
   });
 }
 
-/** A member's answer, checked as the loop checks a policy's: a composite hides no bad answer. */
-function memberDecision(
-  policies: readonly TerminationPolicy<never, never>[],
+/**
+ * A composite of `policies` named `name`: stateless when every member is, its members started
+ * together and saved together (an array), each dispatch decided by the check `decide` makes of
+ * the members' checks.
+ */
+function composite<S, C>(
+  name: string,
+  policies: readonly TerminationPolicy<S, C>[],
+  decide: (checks: readonly Check<S, C>[]) => TerminationCheck<S, C>,
+): TerminationPolicy<S, C> {
+  return {
+    name,
+    stateless: policies.every((p) => p.stateless === true),
+    start(saved) {
+      const checks = startMembers(policies, saved);
+      const check = decide(checks);
+      check.save = () => checks.map((c) => c.save?.() ?? null);
+      return check;
+    },
+  };
+}
+
+/**
+ * Member `index`'s answer to this dispatch, checked as the loop checks a policy's: a composite
+ * hides no bad answer.
+ */
+function memberDecision<S, C>(
+  policies: readonly TerminationPolicy<S, C>[],
+  checks: readonly Check<S, C>[],
   index: number,
-  decision: unknown,
+  state: ConversationState<S, C>,
+  elapsedMs: number,
 ): TerminationDecision {
+  const decision: unknown = (checks[index] as Check<S, C>)(state, elapsedMs);
   if (isDecision(decision)) return decision;
   throw new TypeError(
     `Expected ${decisionExpected(String(policies[index]?.name))} (member ${index} of a composite), got ${describeValue(decision)}`,
