@@ -5,8 +5,24 @@
  */
 import assert from 'node:assert/strict';
 import type { Checkpoint, Lease } from '../core/spi/store.ts';
-import { type Check, checkpoint, defined, LONG_LEASE_MS } from './kit.ts';
+import { type Check, type CheckContext, checkpoint, defined, LONG_LEASE_MS } from './kit.ts';
 import { begun, committed, created } from './steps.ts';
+
+/**
+ * The conversation of `label` begun, then committed at seq 2 with `fields` (its suspension, its
+ * ending): what was written, the creator's lease it was written under and the lease the commit
+ * answered.
+ */
+async function committedAtTwo(
+  context: CheckContext,
+  label: string,
+  fields: Partial<Omit<Checkpoint, 'conversationId' | 'seq'>>,
+): Promise<{ id: string; orchestrator: string; lease: Lease; written: Checkpoint; after: Lease }> {
+  const { id, orchestrator, lease } = await begun(context, label);
+  const written = checkpoint(id, orchestrator, 2, fields);
+  const after = await committed(context, written, lease);
+  return { id, orchestrator, lease, written, after };
+}
 
 export const recordChecks: readonly Check[] = [
   {
@@ -202,12 +218,10 @@ export const recordChecks: readonly Check[] = [
     name: 'suspended: committing a suspended checkpoint releases the lease; another owner acquires it (takenOver false) with suspendedAt',
     async run(context) {
       const { store } = context;
-      const { id, orchestrator, lease } = await begun(context, 'suspended');
-      const suspended = checkpoint(id, orchestrator, 2, {
+      const { id, lease, written } = await committedAtTwo(context, 'suspended', {
         status: 'suspended',
         suspendedAt: 1_234,
       });
-      await committed(context, suspended, lease);
       const stored = await store.get(id);
       assert.deepEqual(
         [stored?.status, stored?.suspendedAt, stored?.owner],
@@ -219,21 +233,19 @@ export const recordChecks: readonly Check[] = [
       assert.equal(takenOver, false, 'a suspension is a handoff, not a crash');
       assert.equal(next.epoch, lease.epoch + 1);
       assert.equal(next.owner, context.owner('b'));
-      assert.deepEqual(defined((acquired as { checkpoint: Checkpoint }).checkpoint), suspended);
+      assert.deepEqual(defined((acquired as { checkpoint: Checkpoint }).checkpoint), written);
     },
   },
   {
     name: 'ended: acquire answers ended with the result and takes no lease; the last holder can neither commit nor renew',
     async run(context) {
       const { store } = context;
-      const { id, orchestrator, lease } = await begun(context, 'ended');
-      const ended = checkpoint(id, orchestrator, 2, {
+      const { id, orchestrator, written, after } = await committedAtTwo(context, 'ended', {
         status: 'ended',
         result: JSON.stringify({ ending: 'failed', error: 'boom' }),
       });
-      const after = await committed(context, ended, lease);
       const outcome = await store.acquire(id, context.owner('b'), LONG_LEASE_MS);
-      assert.deepEqual(defined(outcome), { status: 'ended', checkpoint: ended });
+      assert.deepEqual(defined(outcome), { status: 'ended', checkpoint: written });
       const stored = await store.get(id);
       assert.deepEqual(
         [stored?.status, stored?.owner, stored?.result],

@@ -112,6 +112,26 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
     epoch: row.epoch,
     expiresAt: row.expiresAt,
   });
+  /**
+   * The row a commit or an append at `seq` under `lease` writes, or why it is refused (the same
+   * compare-and-set for both); throws when the store is closed.
+   */
+  const writable = (
+    conversationId: string,
+    lease: spi.Lease,
+    seq: number,
+  ): Row | Extract<spi.CommitOutcome, { ok: false }> => {
+    open();
+    const row = rows.get(conversationId);
+    if (row === undefined) return { ok: false, reason: 'not_found' };
+    if (row.owner !== lease.owner || row.epoch !== lease.epoch) {
+      return { ok: false, reason: 'fenced', storedSeq: row.checkpoint.seq };
+    }
+    if (seq !== row.checkpoint.seq + 1) {
+      return { ok: false, reason: 'sequence', storedSeq: row.checkpoint.seq };
+    }
+    return row;
+  };
   /** A live lease: held, not expired, and its holder not known to be gone. */
   const live = (row: Row, at: number): boolean =>
     row.owner !== undefined && row.expiresAt > at && isLeaseOwnerAlive(row.owner);
@@ -187,15 +207,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       };
     },
     async commit(checkpoint, lease, leaseMs): Promise<spi.CommitOutcome> {
-      open();
-      const row = rows.get(checkpoint.conversationId);
-      if (row === undefined) return { ok: false, reason: 'not_found' };
-      if (row.owner !== lease.owner || row.epoch !== lease.epoch) {
-        return { ok: false, reason: 'fenced', storedSeq: row.checkpoint.seq };
-      }
-      if (checkpoint.seq !== row.checkpoint.seq + 1) {
-        return { ok: false, reason: 'sequence', storedSeq: row.checkpoint.seq };
-      }
+      const row = writable(checkpoint.conversationId, lease, checkpoint.seq);
+      if (!('checkpoint' in row)) return row;
       const bytes = checkSize(checkpoint);
       const at = now();
       row.checkpoint = checkpoint;
@@ -215,15 +228,8 @@ export function createMemoryStore(options: MemoryStoreOptions = {}): MemoryStore
       return { ok: true, lease: released };
     },
     async append(entry, lease, leaseMs): Promise<spi.CommitOutcome> {
-      open();
-      const row = rows.get(entry.conversationId);
-      if (row === undefined) return { ok: false, reason: 'not_found' };
-      if (row.owner !== lease.owner || row.epoch !== lease.epoch) {
-        return { ok: false, reason: 'fenced', storedSeq: row.checkpoint.seq };
-      }
-      if (entry.seq !== row.checkpoint.seq + 1) {
-        return { ok: false, reason: 'sequence', storedSeq: row.checkpoint.seq };
-      }
+      const row = writable(entry.conversationId, lease, entry.seq);
+      if (!('checkpoint' in row)) return row;
       const bytes = checkEntrySize(entry);
       const at = now();
       const { result: _result, suspendedAt: _suspendedAt, ...base } = row.checkpoint;
