@@ -3,26 +3,12 @@
  * `code` of its own, so callers branch on the code rather than on message text.
  */
 import { describe, expect, it } from 'vitest';
-import { UnstorableValueError } from '../../src/core/durable/checkpoint.ts';
 import {
   ForeignPayloadError,
   RedisUnreachableError,
   UnknownOrchestratorError,
 } from '../../src/fleet/index.ts';
-import {
-  CheckpointError,
-  ConversationAbortedError,
-  ConversationError,
-  ConversationExistsError,
-  ConversationLeaseError,
-  ConversationNotFoundError,
-  DispatchDeadlineError,
-  OrchestratorConfigError,
-  OrchestratorError,
-  PolicyError,
-  QueueOverflowError,
-  ResponderError,
-} from '../../src/index.ts';
+import * as core from '../../src/index.ts';
 import { CandidateTimeoutError } from '../../src/replay/command.ts';
 import { RecordingFormatError } from '../../src/replay/index.ts';
 import { UsageError } from '../../src/replay/load-policy.ts';
@@ -36,18 +22,18 @@ const state = {
 } as never;
 
 const errors: [string, Error][] = [
-  ['ERR_ORCHESTRATOR_CONFIG', new OrchestratorConfigError('x')],
-  ['ERR_CONVERSATION', new ConversationError('x', 'error', state, 0)],
-  ['ERR_RESPONDER', new ResponderError('x', 'a', state, 0)],
-  ['ERR_POLICY', new PolicyError('turn', state, 0, new Error('x'))],
-  ['ERR_CONVERSATION_ABORTED', new ConversationAbortedError(state, 0)],
-  ['ERR_DISPATCH_DEADLINE', new DispatchDeadlineError('a', 10, state, 0)],
-  ['ERR_QUEUE_OVERFLOW', new QueueOverflowError(1, state, 0)],
-  ['ERR_CONVERSATION_LEASE', new ConversationLeaseError('x', state, 0)],
-  ['ERR_CHECKPOINT', new CheckpointError('x', state, 0)],
-  ['ERR_CONVERSATION_EXISTS', new ConversationExistsError('c1')],
-  ['ERR_CONVERSATION_NOT_FOUND', new ConversationNotFoundError('c1')],
-  ['ERR_UNSTORABLE_VALUE', new UnstorableValueError('projection', 'a BigInt')],
+  ['ERR_ORCHESTRATOR_CONFIG', new core.OrchestratorConfigError('x')],
+  ['ERR_CONVERSATION', new core.ConversationError('x', 'error', state, 0)],
+  ['ERR_RESPONDER', new core.ResponderError('x', 'a', state, 0)],
+  ['ERR_POLICY', new core.PolicyError('turn', state, 0, new Error('x'))],
+  ['ERR_CONVERSATION_ABORTED', new core.ConversationAbortedError(state, 0)],
+  ['ERR_DISPATCH_DEADLINE', new core.DispatchDeadlineError('a', 10, state, 0)],
+  ['ERR_QUEUE_OVERFLOW', new core.QueueOverflowError(1, state, 0)],
+  ['ERR_CONVERSATION_LEASE', new core.ConversationLeaseError('x', state, 0)],
+  ['ERR_CHECKPOINT', new core.CheckpointError('x', state, 0)],
+  ['ERR_CONVERSATION_EXISTS', new core.ConversationExistsError('c1')],
+  ['ERR_CONVERSATION_NOT_FOUND', new core.ConversationNotFoundError('c1')],
+  ['ERR_UNSTORABLE_VALUE', new core.UnstorableValueError('projection', 'a BigInt')],
   ['ERR_REDIS_UNREACHABLE', new RedisUnreachableError('redis://h:1', 5, 'no answer')],
   ['ERR_UNKNOWN_ORCHESTRATOR', new UnknownOrchestratorError('n', ['a'])],
   ['ERR_FOREIGN_PAYLOAD', new ForeignPayloadError('x')],
@@ -59,11 +45,11 @@ const errors: [string, Error][] = [
 
 describe('the error base class', () => {
   it.each(errors)(
-    '%s: an OrchestratorError with its own code and its class name',
+    '%s: an core.OrchestratorError with its own code and its class name',
     (code, error) => {
-      expect(error).toBeInstanceOf(OrchestratorError);
+      expect(error).toBeInstanceOf(core.OrchestratorError);
       expect(error).toBeInstanceOf(Error);
-      expect((error as OrchestratorError).code).toBe(code);
+      expect((error as core.OrchestratorError).code).toBe(code);
       expect(error.name).toBe(error.constructor.name);
     },
   );
@@ -74,27 +60,27 @@ describe('the error base class', () => {
   });
 
   it('keeps the two TypeErrors TypeErrors, and subclasses apart', () => {
-    expect(new OrchestratorConfigError('x')).toBeInstanceOf(TypeError);
-    expect(new UnstorableValueError('p', 'a BigInt')).toBeInstanceOf(TypeError);
+    expect(new core.OrchestratorConfigError('x')).toBeInstanceOf(TypeError);
+    expect(new core.UnstorableValueError('p', 'a BigInt')).toBeInstanceOf(TypeError);
     // instanceof a subclass is still the prototype chain, not the brand.
-    expect(new ConversationExistsError('c')).not.toBeInstanceOf(ConversationError);
-    expect(new OrchestratorConfigError('x')).not.toBeInstanceOf(ConversationError);
-    expect(new ResponderError('x', 'a', state, 0)).toBeInstanceOf(ConversationError);
+    expect(new core.ConversationExistsError('c')).not.toBeInstanceOf(core.ConversationError);
+    expect(new core.OrchestratorConfigError('x')).not.toBeInstanceOf(core.ConversationError);
+    expect(new core.ResponderError('x', 'a', state, 0)).toBeInstanceOf(core.ConversationError);
   });
 
   it('is not fooled by other errors', () => {
-    expect(new Error('x')).not.toBeInstanceOf(OrchestratorError);
-    expect(new TypeError('x')).not.toBeInstanceOf(OrchestratorError);
+    expect(new Error('x')).not.toBeInstanceOf(core.OrchestratorError);
+    expect(new TypeError('x')).not.toBeInstanceOf(core.OrchestratorError);
     expect(Object.assign(new Error('x'), { code: 'ERR_RESPONDER' })).not.toBeInstanceOf(
-      OrchestratorError,
+      core.OrchestratorError,
     );
-    expect(null).not.toBeInstanceOf(OrchestratorError);
+    expect(null).not.toBeInstanceOf(core.OrchestratorError);
   });
 
   it('recognizes the errors of a second copy of the package by its registered mark', () => {
     const foreign = Object.create(
       Object.defineProperty({}, Symbol.for('conversation-orchestrator.error'), { value: true }),
     );
-    expect(foreign).toBeInstanceOf(OrchestratorError);
+    expect(foreign).toBeInstanceOf(core.OrchestratorError);
   });
 });
