@@ -7,7 +7,6 @@ import type pg from 'pg';
 import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
 import type * as spi from '../../core/spi/store.ts';
 import { oversizeBytes } from '../shared/checkpoint-size.ts';
-import { type QueuedCommit, queued, type Settles, TurnQueue } from '../shared/group-commit.ts';
 import { InFlight } from '../shared/in-flight.ts';
 import { checkRetention, clientFormsError, withoutPassword } from '../shared/options.ts';
 import { loadPeer } from '../shared/peer.ts';
@@ -20,7 +19,7 @@ import {
   StoreError,
 } from '../shared/store-error.ts';
 import { timedCall } from '../shared/timed-call.ts';
-import { sendInGroups } from './groups.ts';
+import { queuedWrite, type WriteLane, writeLane } from './groups.ts';
 import {
   CLIENT_FORMS,
   checkInteger,
@@ -57,11 +56,28 @@ export interface PostgresStore extends spi.IncrementalStore {
   ready(): Promise<void>;
 }
 
-/** An `append()` waiting for its group. */
-interface QueuedAppend extends Settles<spi.CommitOutcome> {
+/** A `commit()`, as its lane sends it. */
+interface CommitWrite {
+  readonly checkpoint: spi.Checkpoint;
+  readonly lease: spi.Lease;
+  readonly leaseMs: number;
+}
+
+/** An `append()`, as its lane sends it. */
+interface AppendWrite {
   readonly entry: spi.CheckpointEntry;
   readonly lease: spi.Lease;
   readonly leaseMs: number;
+}
+
+/** What a commit is, for its errors. */
+function commitWhat(checkpoint: spi.Checkpoint): string {
+  return `commit of conversation "${checkpoint.conversationId}"`;
+}
+
+/** What an append is, for its errors. */
+function appendWhat(entry: spi.CheckpointEntry): string {
+  return `append of conversation "${entry.conversationId}" (seq ${entry.seq})`;
 }
 
 /** Most commits in one group-commit statement. */
@@ -93,8 +109,26 @@ class PostgresStoreImpl implements PostgresStore {
   readonly #groupCommit: boolean;
   #ready: Promise<void> | undefined;
   #closed = false;
-  readonly #commits = new TurnQueue<QueuedCommit>((pending) => this.#flush(pending));
-  readonly #appends = new TurnQueue<QueuedAppend>((pending) => this.#flushAppends(pending));
+  readonly #commits = this.#lane<CommitWrite>({
+    kind: 'commit',
+    idOf: (p) => p.checkpoint.conversationId,
+    what: (p) => commitWhat(p.checkpoint),
+    check: (p) => this.#checkSize(p.checkpoint, 'commit'),
+    values: (p) => commitValues(p.checkpoint, p.lease, p.leaseMs),
+    status: (p) => p.checkpoint.status,
+    text: () => [this.#sql.commitOne, this.#sql.commitMany],
+    groupOf: 'conversations',
+  });
+  readonly #appends = this.#lane<AppendWrite>({
+    kind: 'append',
+    idOf: (p) => p.entry.conversationId,
+    what: (p) => appendWhat(p.entry),
+    check: (p) => this.#checkEntrySize(p.entry, appendWhat(p.entry)),
+    values: (p) => appendValues(p.entry, p.lease, p.leaseMs),
+    status: () => 'running',
+    text: () => [this.#sql.appendOne, this.#sql.appendMany],
+    groupOf: 'appends',
+  });
   readonly #inFlight = new InFlight();
   readonly #purgeTimer: NodeJS.Timeout | undefined;
 
@@ -262,84 +296,62 @@ class PostgresStoreImpl implements PostgresStore {
     return rows.map((r) => r.entry as string);
   }
 
-  commit(
-    checkpoint: spi.Checkpoint,
-    lease: spi.Lease,
-    leaseMs: number,
-  ): Promise<spi.CommitOutcome> {
-    try {
-      this.#checkSize(checkpoint, 'commit');
-      if (this.#closed) {
-        throw this.#closedError(`commit of conversation "${checkpoint.conversationId}"`);
-      }
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    if (!this.#groupCommit) return this.#commitOne(checkpoint, lease, leaseMs);
-    return queued<spi.CommitOutcome, QueuedCommit>(this.#commits, { checkpoint, lease, leaseMs });
+  commit(checkpoint: spi.Checkpoint, lease: spi.Lease, leaseMs: number) {
+    return this.#write(this.#commits, { checkpoint, lease, leaseMs });
   }
 
-  /** Sends what is pending: one statement per group, at most one commit per conversation each. */
-  #flush(pending: QueuedCommit[]): void {
-    sendInGroups(
-      pending,
-      (p) => p.checkpoint.conversationId,
+  /**
+   * The lane of a kind of write: sent alone as `text()[0]` with its `values`, in a group as
+   * `text()[1]` with each value's column (a group commit of so many `groupOf`), each write
+   * answered from its conversation's row.
+   */
+  #lane<W extends { readonly lease: spi.Lease }>(
+    spec: Pick<WriteLane<W>, 'kind' | 'idOf' | 'what' | 'check'> & {
+      readonly values: (write: W) => unknown[];
+      readonly status: (write: W) => spi.ConversationStatus;
+      readonly text: () => readonly [one: string, many: string];
+      readonly groupOf: string;
+    },
+  ): WriteLane<W> {
+    const { idOf, values, status, text } = spec;
+    return writeLane<W>(
+      {
+        ...spec,
+        one: async (write) => {
+          const { rows } = await this.#query(spec.what(write), {
+            text: text()[0],
+            values: values(write),
+          });
+          return commitOutcome(rows[0] ?? {}, write.lease, status(write));
+        },
+        many: async (group) => {
+          const byWrite = group.map(values);
+          const columns = (byWrite[0] ?? []).map((_, i) => byWrite.map((v) => v[i]));
+          const rows = await this.#groupQuery(`group commit of ${group.length} ${spec.groupOf}`, {
+            text: text()[1],
+            values: columns,
+          });
+          const byId = new Map(rows.map((r) => [r.conversation_id as string, r]));
+          for (const p of group) {
+            p.resolve(commitOutcome(byId.get(idOf(p)) ?? {}, p.lease, status(p)));
+          }
+        },
+        fail: (what, cause) => this.#error(what, cause),
+      },
       MAX_GROUP,
-      (group) => this.#send(group),
-      (waiting) => this.#commits.push(...waiting),
     );
   }
 
-  /** One group: resolves (never rejects) once each of its commits has its answer or error. */
-  #send(group: readonly QueuedCommit[]): Promise<void> {
-    const only = group.length === 1 ? group[0] : undefined;
-    const work =
-      only === undefined
-        ? this.#commitMany(group)
-        : this.#commitOne(only.checkpoint, only.lease, only.leaseMs).then(only.resolve);
-    return work.catch((error: Error) => {
-      if (only !== undefined) return only.reject(error);
-      // Each caller's error names its own conversation.
-      for (const p of group) {
-        const id = p.checkpoint.conversationId;
-        p.reject(
-          this.#error(
-            `commit of conversation "${id}" (in a group commit of ${group.length})`,
-            error.cause ?? error,
-          ),
-        );
-      }
-    });
-  }
-
-  async #commitOne(
-    checkpoint: spi.Checkpoint,
-    lease: spi.Lease,
-    leaseMs: number,
-  ): Promise<spi.CommitOutcome> {
-    const { rows } = await this.#query(`commit of conversation "${checkpoint.conversationId}"`, {
-      text: this.#sql.commitOne,
-      values: commitValues(checkpoint, lease, leaseMs),
-    });
-    return commitOutcome(rows[0] ?? {}, lease, checkpoint.status);
-  }
-
-  async #commitMany(group: readonly QueuedCommit[]): Promise<void> {
-    const columns: unknown[][] = Array.from({ length: 10 }, () => []);
-    for (const p of group) {
-      const values = commitValues(p.checkpoint, p.lease, p.leaseMs);
-      for (let i = 0; i < 10; i++) columns[i]?.push(values[i]);
+  /** A commit or an append: checked, then sent alone or queued for this turn's group. */
+  #write<W>(lane: WriteLane<W>, write: W): Promise<spi.CommitOutcome> {
+    try {
+      lane.check(write);
+      if (this.#closed) throw this.#closedError(lane.what(write));
+    } catch (error) {
+      return Promise.reject(error);
     }
-    const rows = await this.#groupQuery(`group commit of ${group.length} conversations`, {
-      text: this.#sql.commitMany,
-      values: columns,
-    });
-    const byId = new Map(rows.map((r) => [r.conversation_id as string, r]));
-    for (const p of group) {
-      p.resolve(
-        commitOutcome(byId.get(p.checkpoint.conversationId) ?? {}, p.lease, p.checkpoint.status),
-      );
-    }
+    if (!this.#groupCommit) return lane.one(write);
+    return queuedWrite(lane, write);
   }
 
   /** A group's statement, sent again when it was rolled back as a whole (a deadlock). */
@@ -356,78 +368,8 @@ class PostgresStoreImpl implements PostgresStore {
     }
   }
 
-  append(
-    entry: spi.CheckpointEntry,
-    lease: spi.Lease,
-    leaseMs: number,
-  ): Promise<spi.CommitOutcome> {
-    const what = `append of conversation "${entry.conversationId}" (seq ${entry.seq})`;
-    try {
-      this.#checkEntrySize(entry, what);
-      if (this.#closed) throw this.#closedError(what);
-    } catch (error) {
-      return Promise.reject(error);
-    }
-    if (!this.#groupCommit) return this.#appendOne(entry, lease, leaseMs);
-    return queued<spi.CommitOutcome, QueuedAppend>(this.#appends, { entry, lease, leaseMs });
-  }
-
-  /** As #flush, for appends. */
-  #flushAppends(pending: QueuedAppend[]): void {
-    sendInGroups(
-      pending,
-      (p) => p.entry.conversationId,
-      MAX_GROUP,
-      (group) => this.#sendAppends(group),
-      (waiting) => this.#appends.push(...waiting),
-    );
-  }
-
-  #sendAppends(group: readonly QueuedAppend[]): Promise<void> {
-    const only = group.length === 1 ? group[0] : undefined;
-    const work =
-      only === undefined
-        ? this.#appendMany(group)
-        : this.#appendOne(only.entry, only.lease, only.leaseMs).then(only.resolve);
-    return work.catch((error: Error) => {
-      if (only !== undefined) return only.reject(error);
-      for (const p of group) {
-        p.reject(
-          this.#error(
-            `append of conversation "${p.entry.conversationId}" (in a group commit of ${group.length})`,
-            error.cause ?? error,
-          ),
-        );
-      }
-    });
-  }
-
-  async #appendOne(
-    entry: spi.CheckpointEntry,
-    lease: spi.Lease,
-    leaseMs: number,
-  ): Promise<spi.CommitOutcome> {
-    const { rows } = await this.#query(
-      `append of conversation "${entry.conversationId}" (seq ${entry.seq})`,
-      { text: this.#sql.appendOne, values: appendValues(entry, lease, leaseMs) },
-    );
-    return commitOutcome(rows[0] ?? {}, lease, 'running');
-  }
-
-  async #appendMany(group: readonly QueuedAppend[]): Promise<void> {
-    const columns: unknown[][] = Array.from({ length: 7 }, () => []);
-    for (const p of group) {
-      const values = appendValues(p.entry, p.lease, p.leaseMs);
-      for (let i = 0; i < 7; i++) columns[i]?.push(values[i]);
-    }
-    const rows = await this.#groupQuery(`group commit of ${group.length} appends`, {
-      text: this.#sql.appendMany,
-      values: columns,
-    });
-    const byId = new Map(rows.map((r) => [r.conversation_id as string, r]));
-    for (const p of group) {
-      p.resolve(commitOutcome(byId.get(p.entry.conversationId) ?? {}, p.lease, 'running'));
-    }
+  append(entry: spi.CheckpointEntry, lease: spi.Lease, leaseMs: number) {
+    return this.#write(this.#appends, { entry, lease, leaseMs });
   }
 
   async snapshot(checkpoint: spi.Checkpoint, lease: spi.Lease): Promise<spi.SnapshotOutcome> {
@@ -531,8 +473,8 @@ class PostgresStoreImpl implements PostgresStore {
     if (this.#closed) return;
     if (this.#purgeTimer !== undefined) clearInterval(this.#purgeTimer);
     // Commits and appends already accepted are sent and answered before the pool closes.
-    this.#commits.flush();
-    this.#appends.flush();
+    this.#commits.queue.flush();
+    this.#appends.queue.flush();
     this.#closed = true;
     await this.#inFlight.drain();
     if (this.#ownPool !== undefined) await this.#ownPool.end();
