@@ -57,6 +57,16 @@ local function remove(key, id)
   return 1
 end
 local CHECKPOINT = {'orchestrator', 'status', 'seq', 'dispatchCount', 'state', 'result', 'suspendedAt'}
+-- The compare-and-set of commit and append: the hash's seq, owner, epoch, status, orchestrator
+-- and baseSeq when the stored lease is (owner, epoch) and the stored seq is seq - 1; else nil
+-- and the refusal to answer.
+local function writable(key, owner, epoch, seq)
+  local h = redis.call('HMGET', key, 'seq', 'owner', 'epoch', 'status', 'orchestrator', 'baseSeq')
+  if not h[1] then return nil, {'not_found'} end
+  if h[2] ~= owner or tonumber(h[3]) ~= tonumber(epoch) then return nil, {'fenced', h[1]} end
+  if tonumber(h[1]) ~= tonumber(seq) - 1 then return nil, {'sequence', h[1]} end
+  return h
+end
 `;
 
 /**
@@ -131,10 +141,8 @@ return {'acquired', owner, int(epoch), int(expires), cp[1], cp[2], cp[3], cp[4],
  */
 export const COMMIT = `${COMMON}
 local key, id = KEYS[1], ARGV[2]
-local h = redis.call('HMGET', key, 'seq', 'owner', 'epoch', 'status', 'orchestrator', 'baseSeq')
-if not h[1] then return {'not_found'} end
-if h[2] ~= ARGV[9] or tonumber(h[3]) ~= tonumber(ARGV[10]) then return {'fenced', h[1]} end
-if tonumber(h[1]) ~= tonumber(ARGV[4]) - 1 then return {'sequence', h[1]} end
+local h, refused = writable(key, ARGV[9], ARGV[10], ARGV[4])
+if refused then return refused end
 if h[6] then redis.call('DEL', KEYS[2]); redis.call('HDEL', key, 'baseSeq') end
 local now = now_ms()
 local status, old_status, orch = ARGV[3], h[4], h[5]
@@ -181,10 +189,8 @@ return {'ok', int(now)}
  */
 export const APPEND = `${COMMON}
 local key, id = KEYS[1], ARGV[2]
-local h = redis.call('HMGET', key, 'seq', 'owner', 'epoch', 'status', 'orchestrator', 'baseSeq')
-if not h[1] then return {'not_found'} end
-if h[2] ~= ARGV[6] or tonumber(h[3]) ~= tonumber(ARGV[7]) then return {'fenced', h[1]} end
-if tonumber(h[1]) ~= tonumber(ARGV[3]) - 1 then return {'sequence', h[1]} end
+local h, refused = writable(key, ARGV[6], ARGV[7], ARGV[3])
+if refused then return refused end
 local now = now_ms()
 local expires = now + tonumber(ARGV[8])
 redis.call('RPUSH', KEYS[2], ARGV[5])
