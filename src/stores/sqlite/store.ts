@@ -202,28 +202,16 @@ class SqliteStoreImpl implements SqliteStore {
     );
   }
 
-  async create(
-    checkpoint: spi.Checkpoint,
-    owner: string,
-    leaseMs: number,
-  ): Promise<spi.CreateOutcome> {
-    return this.#enqueue({ kind: 'create', checkpoint, owner, leaseMs });
+  async create(checkpoint: spi.Checkpoint, owner: string, leaseMs: number) {
+    return this.#enqueue<spi.CreateOutcome>({ kind: 'create', checkpoint, owner, leaseMs });
   }
 
-  async commit(
-    checkpoint: spi.Checkpoint,
-    lease: spi.Lease,
-    leaseMs: number,
-  ): Promise<spi.CommitOutcome> {
-    return this.#enqueue({ kind: 'commit', checkpoint, lease, leaseMs });
+  async commit(checkpoint: spi.Checkpoint, lease: spi.Lease, leaseMs: number) {
+    return this.#enqueue<spi.CommitOutcome>({ kind: 'commit', checkpoint, lease, leaseMs });
   }
 
-  async append(
-    entry: spi.CheckpointEntry,
-    lease: spi.Lease,
-    leaseMs: number,
-  ): Promise<spi.CommitOutcome> {
-    return this.#enqueue({ kind: 'append', entry, lease, leaseMs });
+  async append(entry: spi.CheckpointEntry, lease: spi.Lease, leaseMs: number) {
+    return this.#enqueue<spi.CommitOutcome>({ kind: 'append', entry, lease, leaseMs });
   }
 
   /** Queues a create, a commit or an append for this turn's transaction (see `#flush`). */
