@@ -327,12 +327,18 @@ export class Observations<S, C> {
   }
 
   listenerFailed(error: unknown): void {
+    this.#tell('onListenerError', error);
+  }
+
+  /** Calls hook `name` of every observation that has it (not on the per-dispatch path). */
+  #tell(name: 'onListenerError' | 'onConversationEnd', arg: unknown): void {
     for (const o of this.#all) {
-      if (o.onListenerError === undefined) continue;
+      const fn = o[name];
+      if (fn === undefined) continue;
       try {
-        o.onListenerError.call(o.target, error);
-      } catch (hookError) {
-        hookFailed('onListenerError', hookError);
+        fn.call(o.target, arg);
+      } catch (error) {
+        hookFailed(name, error);
       }
     }
   }
@@ -393,13 +399,6 @@ export class Observations<S, C> {
   }
 
   ended(end: spi.ConversationEnd<S, C>): void {
-    for (const o of this.#all) {
-      if (o.onConversationEnd === undefined) continue;
-      try {
-        o.onConversationEnd.call(o.target, end);
-      } catch (error) {
-        hookFailed('onConversationEnd', error);
-      }
-    }
+    this.#tell('onConversationEnd', end);
   }
 }
