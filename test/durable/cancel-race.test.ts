@@ -4,11 +4,9 @@
  * process are. Neither rejects with ConversationLeaseError: a cancel's brief hold is not a live run.
  */
 import { execFile } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { promisify } from 'node:util';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   ConversationAbortedError,
   ConversationOrchestrator,
@@ -17,11 +15,11 @@ import {
   suspend,
 } from '../../src/index.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+import { tempDirForFile } from '../helpers/temp-dir.ts';
 
 const exec = promisify(execFile);
 const ROOT = resolve(import.meta.dirname, '../..');
-const dir = mkdtempSync(join(tmpdir(), 'cancel-race-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDirForFile('cancel-race-');
 
 /** A conversation of `cancel_race` waiting in the store (its responder suspended it). */
 async function suspended(path: string, id: string): Promise<void> {

@@ -4,10 +4,8 @@
  * must not stay `running` for every recover() to resume and fail again, forever. A store that
  * fails (an outage) is another matter: that conversation stays resumable (tested elsewhere).
  */
-import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   CheckpointError,
   ConversationOrchestrator,
@@ -15,9 +13,9 @@ import {
   roundRobin,
 } from '../../src/index.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+import { tempDirForFile } from '../helpers/temp-dir.ts';
 
-const dir = mkdtempSync(join(tmpdir(), 'unstorable-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDirForFile('unstorable-');
 
 type State = { total: number; blob?: unknown };
 

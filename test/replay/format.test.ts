@@ -3,11 +3,10 @@
  * shipped schema itself), blank lines follow one rule in every input form, and a line past
  * `maxLineBytes` is a RecordingFormatError read in bounded memory, never a crash.
  */
-import { closeSync, mkdtempSync, openSync, rmSync, writeFileSync, writeSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { closeSync, openSync, writeFileSync, writeSync } from 'node:fs';
 import { join } from 'node:path';
 import fc from 'fast-check';
-import { afterAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { maxDispatches } from '../../src/index.ts';
 import {
   type RecordedConversation,
@@ -16,9 +15,9 @@ import {
   replay,
 } from '../../src/replay/index.ts';
 import { schemaErrors } from '../helpers/recording-schema.ts';
+import { tempDirForFile } from '../helpers/temp-dir.ts';
 
-const dir = mkdtempSync(join(tmpdir(), 'replay-format-'));
-afterAll(() => rmSync(dir, { recursive: true, force: true }));
+const dir = tempDirForFile('replay-format-');
 
 const good: RecordedConversation = {
   version: 1,
