@@ -4,9 +4,9 @@
  * writers never fork a conversation and a refused commit changes nothing. See docs/stores.md.
  */
 import type pg from 'pg';
-import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
 import type * as spi from '../../core/spi/store.ts';
 import { oversizeBytes } from '../shared/checkpoint-size.ts';
+import { acquireFromDeadHolder } from '../shared/dead-holder.ts';
 import { InFlight } from '../shared/in-flight.ts';
 import { checkRetention, clientFormsError, withoutPassword } from '../shared/options.ts';
 import { loadPeer } from '../shared/peer.ts';
@@ -239,21 +239,25 @@ class PostgresStoreImpl implements PostgresStore {
     owner: string,
     leaseMs: number,
   ): Promise<spi.AcquireOutcome> {
-    const what = `acquire of conversation "${conversationId}"`;
-    const attempt = (deadOwner: string | null) =>
-      this.#query(what, {
-        text: this.#sql.acquire,
-        values: [conversationId, owner, Math.ceil(leaseMs), deadOwner],
-      });
-    let row = (await attempt(null)).rows[0];
+    const row = await acquireFromDeadHolder(
+      async (deadOwner) => {
+        const { rows } = await this.#query(`acquire of conversation "${conversationId}"`, {
+          text: this.#sql.acquire,
+          values: [conversationId, owner, Math.ceil(leaseMs), deadOwner ?? null],
+        });
+        return rows[0];
+      },
+      // Held (no new epoch), not ended: its holder, which may be a dead process of this host.
+      (r) =>
+        r !== undefined &&
+        r.status !== 'ended' &&
+        r.new_epoch === null &&
+        typeof r.owner === 'string'
+          ? r.owner
+          : undefined,
+    );
     if (row === undefined) return { status: 'not_found' };
     if (row.status === 'ended') return { status: 'ended', checkpoint: checkpointOf(asRow(row)) };
-    if (row.new_epoch === null && typeof row.owner === 'string' && !isLeaseOwnerAlive(row.owner)) {
-      // Its holder's process is gone (this host): take it now rather than at expiry.
-      row = (await attempt(row.owner)).rows[0];
-      if (row === undefined) return { status: 'not_found' };
-      if (row.status === 'ended') return { status: 'ended', checkpoint: checkpointOf(asRow(row)) };
-    }
     if (row.new_epoch === null) {
       return {
         status: 'held',

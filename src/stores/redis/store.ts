@@ -6,9 +6,9 @@
  */
 import { createHash } from 'node:crypto';
 import type { Redis } from 'ioredis';
-import { isLeaseOwnerAlive } from '../../core/durable/lease-owner.ts';
 import type * as spi from '../../core/spi/store.ts';
 import { oversizeBytes } from '../shared/checkpoint-size.ts';
+import { acquireFromDeadHolder } from '../shared/dead-holder.ts';
 import { InFlight } from '../shared/in-flight.ts';
 import { checkRetention, clientFormsError, withoutPassword } from '../shared/options.ts';
 import { loadPeer } from '../shared/peer.ts';
@@ -207,19 +207,17 @@ class RedisStoreImpl implements RedisStore {
     leaseMs: number,
   ): Promise<spi.AcquireOutcome> {
     const what = `acquire of conversation "${conversationId}"`;
-    const attempt = async (deadOwner: string) =>
-      (await this.#run(
-        what,
-        SCRIPTS.acquire,
-        conversationId,
-        [owner, String(Math.ceil(leaseMs)), deadOwner],
-        true,
-      )) as Reply[];
-    let reply = await attempt('');
-    if (reply[0] === 'held' && !isLeaseOwnerAlive(reply[1] as string)) {
-      // Its holder's process is gone (this host): take it now rather than at expiry.
-      reply = await attempt(reply[1] as string);
-    }
+    const reply = await acquireFromDeadHolder(
+      async (deadOwner) =>
+        (await this.#run(
+          what,
+          SCRIPTS.acquire,
+          conversationId,
+          [owner, String(Math.ceil(leaseMs)), deadOwner ?? ''],
+          true,
+        )) as Reply[],
+      (r) => (r[0] === 'held' ? (r[1] as string) : undefined),
+    );
     switch (reply[0]) {
       case 'not_found':
         return { status: 'not_found' };
