@@ -3,11 +3,9 @@ import { SimpleSpanProcessor, TracerProvider } from '@opentelemetry/sdk-trace';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  ConversationOrchestrator,
   createMemoryStore,
   type Message,
   maxDispatches,
-  roundRobin,
   suspend,
   tokenBudget,
 } from '../../src/index.ts';
@@ -120,7 +118,7 @@ async function exercise() {
   let clock = Date.now();
   let stalled = true;
   let asked = false;
-  const durable = new ConversationOrchestrator<number, number>({
+  const durable = counterOrchestrator({
     name: 'durable',
     store: createMemoryStore({ now: () => clock }),
     observers: [createConversationTelemetry({ registry: new Registry(), tracer })],
@@ -137,7 +135,6 @@ async function exercise() {
         },
       },
     ],
-    turnPolicy: roundRobin(),
     projection: { initial: () => 0, fold: (_n, m) => m.content },
     termination: maxDispatches(5),
   });

@@ -11,14 +11,7 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterEach, describe, expect, it } from 'vitest';
 import { baseline } from '../../examples/record-replay/desk-candidates.ts';
-import { MAX_DISPATCHES, TIMEOUT_MS } from '../../service/desks/desk-policies.ts';
-import {
-  anyOf,
-  converged,
-  maxDispatches,
-  type TerminationPolicy,
-  timeout,
-} from '../../src/index.ts';
+import { deskTermination } from '../../service/desks/desk-policies.ts';
 import { type RecordedConversation, replay } from '../../src/replay/index.ts';
 import { schemaErrors } from '../helpers/recording-schema.ts';
 import {
@@ -40,17 +33,10 @@ const ROOT = join(import.meta.dirname, '../..');
 
 /**
  * A negative control: the candidate docs/replay.md used before the demo's policies had a module
- * of their own (`consecutive: 3` for every orchestrator, where rates_desks runs 4 desks).
+ * of their own: fx_desks's policy (3 desks, `consecutive: 3`) for every orchestrator, where
+ * rates_desks runs 4 desks.
  */
-const formerDocsCandidate = anyOf(
-  converged<{ spread: number }, undefined>({
-    measure: (s) => s.projection.spread,
-    tolerance: 0.05,
-    consecutive: 3,
-  }),
-  maxDispatches(MAX_DISPATCHES),
-  timeout(TIMEOUT_MS),
-) as TerminationPolicy<unknown, undefined>;
+const formerDocsCandidate = deskTermination(3, 0.05);
 
 describe('npm start -- --record DIR', () => {
   it("records every conversation it ran, and the walkthrough's baseline (the demo's own policies, from service/desks/desk-policies.ts) reports 0 earlier and 0 later", async () => {
