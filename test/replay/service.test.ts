@@ -20,6 +20,7 @@ import {
   startService,
   stopService,
 } from '../helpers/service.ts';
+import { BRISK_LOAD } from '../helpers/service-load.ts';
 
 let running: RunningService | undefined;
 let dir: string | undefined;
@@ -41,18 +42,7 @@ const formerDocsCandidate = deskTermination(3, 0.05);
 describe('npm start -- --record DIR', () => {
   it("records every conversation it ran, and the walkthrough's baseline (the demo's own policies, from service/desks/desk-policies.ts) reports 0 earlier and 0 later", async () => {
     dir = mkdtempSync(join(tmpdir(), 'service-record-'));
-    running = await startService([
-      '--record',
-      dir,
-      '--rate',
-      '60',
-      '--concurrency',
-      '16',
-      '--latency-ms',
-      '1',
-      '--progress-s',
-      '10',
-    ]);
+    running = await startService(['--record', dir, ...BRISK_LOAD, '--progress-s', '10']);
     expect(running.stdout()).toContain(
       `recording every conversation into ${dir} (files of at most 16 MiB, the last 8 kept)`,
     );

@@ -7,6 +7,7 @@ import {
   stopService,
   sumSamples,
 } from '../helpers/service.ts';
+import { BRISK_LOAD } from '../helpers/service-load.ts';
 
 let receiver: Awaited<ReturnType<typeof startOtlpReceiver>>;
 let service: RunningService | undefined;
@@ -21,12 +22,7 @@ beforeAll(async () => {
     // whose durable run is aborted (handed off), ends a segment, which the sampler decides by its
     // ratio (docs/sampling.md), so it would be dropped without converging.
     [
-      '--rate',
-      '60',
-      '--concurrency',
-      '16',
-      '--latency-ms',
-      '1',
+      ...BRISK_LOAD,
       '--sample-ratio',
       '0',
       '--mix',
