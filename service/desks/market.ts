@@ -255,6 +255,54 @@ export function createDeskOrchestrator(
 }
 
 /**
+ * Each scenario's market: the share of the distance a desk moves per quote, the noise (times the
+ * tolerance), and what else it changes of that common market.
+ */
+const SCENARIOS: Record<
+  Scenario,
+  {
+    readonly step: number;
+    readonly noise: number;
+    readonly more?: (common: Market, desks: number, random: () => number) => Market;
+  }
+> = {
+  converge: { step: 0.5, noise: 0.2 },
+  slow: { step: 0.04, noise: 0.2 },
+  // A calm market converges in about 8 dispatches per desk past the first (8-18 for 3 desks,
+  // 16-28 for 4): spread that many quotes over LAGGING_MS.
+  lagging: {
+    step: 0.5,
+    noise: 0.2,
+    more: (m, desks) => ({ ...m, latencyMs: LAGGING_MS / (8 * (desks - 1)) }),
+  },
+  never: { step: 0.5, noise: 20 },
+  timeout: {
+    step: 0.01,
+    noise: 0.2,
+    more: (m) => ({ ...m, latencyMs: Math.max(m.latencyMs, 1) * 40 }),
+  },
+  fail: {
+    step: 0.5,
+    noise: 0.2,
+    more: (m, _, random) => ({ ...m, failAt: 2 + Math.floor(random() * 10) }),
+  },
+  abort: {
+    step: 0.04,
+    noise: 0.2,
+    more: (m) => ({ ...m, leaveAfterMs: 50 + Math.random() * 250 }),
+  },
+  approval: {
+    step: 0.5,
+    noise: 0.2,
+    more: (m) => ({
+      ...m,
+      opening: m.opening.map((q, i) => (i === 0 ? 90 : q)),
+      riskLimit: RISK_LIMIT,
+    }),
+  },
+};
+
+/**
  * A market for `scenario`, with opening quotes around 100; with a `seed`, a seeded market (the
  * same market and the same quotes for the same seed, see `Market.seed`).
  */
@@ -264,73 +312,18 @@ export function market(
   config: ServiceConfig,
   seed?: number,
 ): Market {
-  const m = buildMarket(
-    scenario,
-    desks,
-    config,
-    seed === undefined ? Math.random : seededRandom(seed),
-  );
-  return seed === undefined ? m : { ...m, seed };
-}
-
-function buildMarket(
-  scenario: Scenario,
-  desks: number,
-  config: ServiceConfig,
-  random: () => number,
-): Market {
-  const tol = config.tolerance;
+  const random = seed === undefined ? Math.random : seededRandom(seed);
   const opening = Array.from({ length: desks }, () => 100 + (random() - 0.5) * 10);
-  const latency = config.latencyMs;
-  switch (scenario) {
-    case 'converge':
-      return { scenario, step: 0.5, noise: tol * 0.2, latencyMs: latency, opening };
-    case 'slow':
-      return { scenario, step: 0.04, noise: tol * 0.2, latencyMs: latency, opening };
-    case 'lagging': {
-      // A calm market converges in about 8 dispatches per desk past the first (8-18 for 3
-      // desks, 16-28 for 4): spread that many quotes over LAGGING_MS.
-      const quoteMs = LAGGING_MS / (8 * (desks - 1));
-      return { scenario, step: 0.5, noise: tol * 0.2, latencyMs: quoteMs, opening };
-    }
-    case 'never':
-      return { scenario, step: 0.5, noise: tol * 20, latencyMs: latency, opening };
-    case 'timeout':
-      return {
-        scenario,
-        step: 0.01,
-        noise: tol * 0.2,
-        latencyMs: Math.max(latency, 1) * 40,
-        opening,
-      };
-    case 'fail':
-      return {
-        scenario,
-        step: 0.5,
-        noise: tol * 0.2,
-        latencyMs: latency,
-        opening,
-        failAt: 2 + Math.floor(random() * 10),
-      };
-    case 'abort':
-      return {
-        scenario,
-        step: 0.04,
-        noise: tol * 0.2,
-        latencyMs: latency,
-        opening,
-        leaveAfterMs: 50 + Math.random() * 250,
-      };
-    case 'approval':
-      return {
-        scenario,
-        step: 0.5,
-        noise: tol * 0.2,
-        latencyMs: latency,
-        opening: opening.map((q, i) => (i === 0 ? 90 : q)),
-        riskLimit: RISK_LIMIT,
-      };
-  }
+  const { step, noise, more } = SCENARIOS[scenario];
+  const common: Market = {
+    scenario,
+    step,
+    noise: config.tolerance * noise,
+    latencyMs: config.latencyMs,
+    opening,
+  };
+  const m = more === undefined ? common : more(common, desks, random);
+  return seed === undefined ? m : { ...m, seed };
 }
 
 /** Picks a scenario by weight. */
