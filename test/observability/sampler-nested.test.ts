@@ -4,55 +4,31 @@
  * bounds, the inner conversation spans included, and an inner conversation of a kept trace gets
  * its exemplars once the trace is kept and delivered (never when it is dropped).
  */
-import { context, trace } from '@opentelemetry/api';
-import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
-import {
-  InMemorySpanExporter,
-  SimpleSpanProcessor,
-  TracerProvider,
-} from '@opentelemetry/sdk-trace';
-import { type OpenMetricsContentType, Registry } from 'prom-client';
+import { trace } from '@opentelemetry/api';
+import type { OpenMetricsContentType, Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  ConversationOrchestrator,
-  maxDispatches,
-  roundRobin,
-  stopWhen,
-  type TerminationPolicy,
-} from '../../src/index.ts';
+import { maxDispatches, stopWhen, type TerminationPolicy } from '../../src/index.ts';
 import {
   type ConversationSamplerOptions,
-  createConversationSampler,
   createConversationTelemetry,
-  createExportTracker,
 } from '../../src/observability/index.ts';
+import { numberConversation } from '../helpers/number-conversation.ts';
 import { restoreTracing } from '../helpers/tracing.ts';
+import { openMetricsRegistry, sampledDeliveredTracing } from './delivered-tracing.ts';
 
 afterEach(restoreTracing);
 
 function sampled(options: Partial<ConversationSamplerOptions>) {
-  context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
-  const exporter = new InMemorySpanExporter();
-  const registry = new Registry<OpenMetricsContentType>();
-  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
-  const sampler = createConversationSampler({
-    next: new SimpleSpanProcessor({ exporter: createExportTracker({ exporter, registry }) }),
-    registry,
-    ...options,
-  });
-  const provider = new TracerProvider({ spanProcessors: [sampler] });
-  trace.setGlobalTracerProvider(provider);
+  const registry = openMetricsRegistry();
+  const { exporter, sampler, provider } = sampledDeliveredTracing(registry, options);
   const telemetry = createConversationTelemetry<number, number>({ registry });
   return { exporter, registry, sampler, telemetry, provider };
 }
 
 /** A conversation of two dispatches that converges. */
 function innerOrchestrator(telemetry: ReturnType<typeof sampled>['telemetry']) {
-  return new ConversationOrchestrator<number, number>({
-    name: 'inner',
-    responders: [{ name: 'quote', respond: (m) => ({ sender: 'quote', content: m.content + 1 }) }],
-    turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (s) => s + 1 },
+  return numberConversation('inner', {
+    responders: ['quote'],
     termination: stopWhen((s) => s.projection >= 2, 'converged'),
     observers: [telemetry],
   });
@@ -69,8 +45,7 @@ function outerOrchestrator(
   during: () => void | Promise<void>,
 ) {
   const innerConversations = innerOrchestrator(telemetry);
-  return new ConversationOrchestrator<number, number>({
-    name: 'outer',
+  return numberConversation('outer', {
     responders: [
       {
         name: 'desk',
@@ -82,11 +57,22 @@ function outerOrchestrator(
         },
       },
     ],
-    turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (s) => s + 1 },
     termination,
     observers: [telemetry],
   });
+}
+
+/**
+ * Runs an outer conversation of one dispatch running `inner` conversations under a sampler of
+ * `options`; answers the sampled parts and what the sampler buffered as the outer one answered.
+ */
+async function bufferedWhileNested(options: Partial<ConversationSamplerOptions>, inner: number) {
+  const parts = sampled(options);
+  let buffered = -1;
+  await outerOrchestrator(parts.telemetry, inner, maxDispatches(1), () => {
+    buffered = parts.sampler.bufferedSpans;
+  }).run({ sender: 'user', content: 0 });
+  return { ...parts, buffered };
 }
 
 async function lost(registry: Registry<OpenMetricsContentType>): Promise<Record<string, number>> {
@@ -108,11 +94,10 @@ function durationExemplars(text: string, orchestrator: string): string[] {
 
 describe('nested conversations and the sampler', () => {
   it('buffers at most maxSpansPerTrace of an outer conversation running 3,000 inner ones, and counts the rest lost', async () => {
-    const { exporter, registry, sampler, telemetry } = sampled({ ratio: 1, maxSpansPerTrace: 100 });
-    let buffered = -1;
-    await outerOrchestrator(telemetry, 3000, maxDispatches(1), () => {
-      buffered = sampler.bufferedSpans;
-    }).run({ sender: 'user', content: 0 });
+    const { exporter, registry, sampler, buffered } = await bufferedWhileNested(
+      { ratio: 1, maxSpansPerTrace: 100 },
+      3000,
+    );
     // Before the fix, every inner conversation span was buffered: 3,000, none counted lost.
     expect(buffered).toBe(100);
     expect(await lost(registry)).toEqual({ trace: 2900, total: 0 });
@@ -124,11 +109,10 @@ describe('nested conversations and the sampler', () => {
   });
 
   it('holds maxBufferedSpans across every trace with nested conversations', async () => {
-    const { registry, sampler, telemetry } = sampled({ ratio: 1, maxBufferedSpans: 50 });
-    let buffered = -1;
-    await outerOrchestrator(telemetry, 1000, maxDispatches(1), () => {
-      buffered = sampler.bufferedSpans;
-    }).run({ sender: 'user', content: 0 });
+    const { registry, buffered } = await bufferedWhileNested(
+      { ratio: 1, maxBufferedSpans: 50 },
+      1000,
+    );
     expect(buffered).toBe(50);
     expect(await lost(registry)).toEqual({ trace: 0, total: 950 });
   });

@@ -9,11 +9,10 @@ import {
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  ConversationOrchestrator,
+  type ConversationOrchestrator,
   type Message,
   maxDispatches,
   type Responder,
-  roundRobin,
   stopWhen,
   type TerminationPolicy,
 } from '../../src/index.ts';
@@ -23,6 +22,7 @@ import {
   createConversationSampler,
   createConversationTelemetry,
 } from '../../src/observability/index.ts';
+import { numberConversation } from '../helpers/number-conversation.ts';
 import { restoreTracing, warningsLogger } from '../helpers/tracing.ts';
 
 afterEach(restoreTracing);
@@ -42,6 +42,19 @@ function sampledTracing(options: Partial<ConversationSamplerOptions> = {}) {
 
 const sleep = (ms: number) => new Promise((resolve) => setTimeout(resolve, ms));
 
+/** An app span `llm.call`, started and ended as an instrumented LLM call would. */
+const llmCall = () => trace.getTracer('app').startSpan('llm.call').end();
+
+/** Responder `a`: an `llm.call`, then it waits for `wait(m)` and answers the number plus one. */
+const afterLlmCall = (wait: (m: Message<number>) => unknown): Responder<number, number> => ({
+  name: 'a',
+  respond: async (m) => {
+    llmCall();
+    await wait(m);
+    return { sender: 'a', content: m.content + 1 };
+  },
+});
+
 /** Is the trace in the share `ratio` by the rule of consistent probability sampling (BigInt). */
 function inShare(traceId: string, ratio: number): boolean {
   return BigInt(`0x${traceId.slice(18)}`) >= BigInt(Math.round((1 - ratio) * 2 ** 56));
@@ -57,7 +70,6 @@ type Kind = 'converged' | 'queue_exhausted' | 'error' | 'max_dispatches' | 'slow
 function orchestrators(
   observers: ConstructorParameters<typeof ConversationOrchestrator>[0]['observers'],
 ) {
-  const llmCall = () => trace.getTracer('app').startSpan('llm.call').end();
   const answer =
     (name: string, behaviour: 'answer' | 'silent' | 'throw' | 'sleep') => (m: Message<number>) => {
       llmCall();
@@ -71,13 +83,10 @@ function orchestrators(
     behaviour: 'answer' | 'silent' | 'throw' | 'sleep',
     termination: TerminationPolicy<number, number>,
   ) =>
-    new ConversationOrchestrator<number, number>({
-      name: kind,
+    numberConversation(kind, {
       responders: ['a', 'b'].map(
         (name): Responder<number, number> => ({ name, respond: answer(name, behaviour) }),
       ),
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s + 1 },
       termination,
       ...(observers ? { observers } : {}),
     });
@@ -247,8 +256,7 @@ describe('createConversationSampler: which traces are exported', () => {
     const late = async (kind: Kind) =>
       app.startActiveSpan('request', async (request: Span) => {
         let child: Span | undefined;
-        const orchestrator = new ConversationOrchestrator<number, number>({
-          name: kind,
+        const orchestrator = numberConversation(kind, {
           responders: [
             {
               name: 'a',
@@ -260,8 +268,6 @@ describe('createConversationSampler: which traces are exported', () => {
               },
             },
           ],
-          turnPolicy: roundRobin(),
-          projection: { initial: () => 0, fold: (s) => s + 1 },
           termination: stopWhen((s) => s.projection > 0, 'converged'),
           observers: [createConversationTelemetry()],
         });
@@ -302,13 +308,12 @@ describe('createConversationSampler: bounds', () => {
     const registry = new Registry();
     const { exporter, sampler } = sampledTracing({ ratio: 0, maxDecisionDelayMs: 100, registry });
     const controller = new AbortController();
-    const orchestrator = new ConversationOrchestrator<number, number>({
-      name: 'stuck',
+    const orchestrator = numberConversation('stuck', {
       responders: [
         {
           name: 'a',
           respond: (m, _s, ctx) => {
-            trace.getTracer('app').startSpan('llm.call').end();
+            llmCall();
             // The second call never answers (until the abort).
             if (m.content > 0)
               return new Promise((_, reject) => ctx.signal.addEventListener('abort', reject));
@@ -316,8 +321,6 @@ describe('createConversationSampler: bounds', () => {
           },
         },
       ],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s + 1 },
       termination: maxDispatches(100),
       observers: [createConversationTelemetry()],
     });
@@ -346,8 +349,7 @@ describe('createConversationSampler: bounds', () => {
   it('loses the spans of one flooding trace past maxSpansPerTrace, counted and said on its span, and nothing of the others', async () => {
     const registry = new Registry();
     const { exporter } = sampledTracing({ ratio: 0, maxSpansPerTrace: 50, registry });
-    const flood = new ConversationOrchestrator<number, number>({
-      name: 'flood',
+    const flood = numberConversation('flood', {
       responders: [
         {
           name: 'a',
@@ -357,8 +359,6 @@ describe('createConversationSampler: bounds', () => {
           },
         },
       ],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s + 1 },
       termination: maxDispatches(1),
       observers: [createConversationTelemetry()],
     });
@@ -408,44 +408,39 @@ describe('createConversationSampler: bounds', () => {
       release = resolve;
     });
     let started = 0;
-    const orchestrator = new ConversationOrchestrator<number, number>({
-      name: 'parked',
+    const orchestrator = numberConversation('parked', {
       responders: [
-        {
-          name: 'a',
-          respond: async (m) => {
-            trace.getTracer('app').startSpan('llm.call').end();
-            started++;
-            await gate;
-            return { sender: 'a', content: m.content + 1 };
-          },
-        },
+        afterLlmCall(async () => {
+          started++;
+          await gate;
+        }),
       ],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s + 1 },
       termination: stopWhen((s) => s.projection > 0, 'converged'),
       observers: [createConversationTelemetry()],
     });
-    gc();
-    const before = process.memoryUsage().heapUsed;
+    /** What the sampler holds (undefined for the control). */
+    const holding = () =>
+      !(processor instanceof ConversationSampler)
+        ? undefined
+        : { pending: processor.pendingTraces, buffered: processor.bufferedSpans };
+    /** The heap grown since `before`, after a full collection. */
+    const heapSince = (before: number) => {
+      gc();
+      return process.memoryUsage().heapUsed - before;
+    };
+    const before = heapSince(0);
     let runs: Promise<unknown>[] | undefined = Array.from({ length: 10_000 }, () =>
       orchestrator.run({ sender: 'user', content: 0 }),
     );
     for (let i = 0; i < 200 && started < 10_000; i++) await sleep(10);
     expect(started).toBe(10_000);
-    const held = !(processor instanceof ConversationSampler)
-      ? undefined
-      : { pending: processor.pendingTraces, buffered: processor.bufferedSpans };
-    gc();
-    const parked = process.memoryUsage().heapUsed - before;
+    const held = holding();
+    const parked = heapSince(before);
     release();
     await Promise.all(runs);
     runs = undefined;
-    const left = !(processor instanceof ConversationSampler)
-      ? undefined
-      : { pending: processor.pendingTraces, buffered: processor.bufferedSpans };
-    gc();
-    const after = process.memoryUsage().heapUsed - before;
+    const left = holding();
+    const after = heapSince(before);
     restoreTracing();
     return { parked, after, held, left, exported };
   }
@@ -511,27 +506,19 @@ describe('createConversationSampler: a trace kept early stays decided until its 
   function gated(count: number) {
     const gates: (() => void)[] = [];
     const conversations: { traceId: string; span: WeakRef<object> }[] = [];
-    const orchestrator = new ConversationOrchestrator<number, number>({
-      name: 'long',
+    const orchestrator = numberConversation('long', {
       responders: [
-        {
-          name: 'a',
-          respond: async (m) => {
-            trace.getTracer('app').startSpan('llm.call').end();
-            if (m.content === 0) {
-              const active = trace.getActiveSpan();
-              conversations.push({
-                traceId: active?.spanContext().traceId ?? '',
-                span: new WeakRef(active ?? {}),
-              });
-              await new Promise<void>((resolve) => gates.push(resolve));
-            }
-            return { sender: 'a', content: m.content + 1 };
-          },
-        },
+        afterLlmCall(async (m) => {
+          if (m.content === 0) {
+            const active = trace.getActiveSpan();
+            conversations.push({
+              traceId: active?.spanContext().traceId ?? '',
+              span: new WeakRef(active ?? {}),
+            });
+            await new Promise<void>((resolve) => gates.push(resolve));
+          }
+        }),
       ],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s + 1 },
       // Ends well: only max_age can keep it at ratio 0.
       termination: stopWhen((s) => s.projection > 1, 'converged'),
       observers: [createConversationTelemetry()],
@@ -665,8 +652,7 @@ describe('createConversationSampler: rules and edges', () => {
     const telemetry = createConversationTelemetry();
     const inner = orchestrators([telemetry]).error;
     let innerTrace = '';
-    const outer = new ConversationOrchestrator<number, number>({
-      name: 'outer',
+    const outer = numberConversation('outer', {
       responders: [
         {
           name: 'a',
@@ -679,8 +665,6 @@ describe('createConversationSampler: rules and edges', () => {
           },
         },
       ],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s + 1 },
       termination: stopWhen((s) => s.projection > 0, 'converged'),
       observers: [telemetry],
     });
@@ -747,19 +731,16 @@ describe('createConversationSampler: flush and shutdown', () => {
         },
       }),
     });
-    const orchestrator = new ConversationOrchestrator<number, number>({
-      name: 'parked',
+    const orchestrator = numberConversation('parked', {
       responders: [
         {
           name: 'a',
           respond: () => {
-            trace.getTracer('app').startSpan('llm.call').end();
+            llmCall();
             return new Promise<never>(() => {});
           },
         },
       ],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s + 1 },
       termination: maxDispatches(1),
       observers: [createConversationTelemetry()],
     });
@@ -778,22 +759,15 @@ describe('createConversationSampler: flush and shutdown', () => {
   it('forceFlush() keeps and exports what is buffered', async () => {
     const { exporter, sampler, app } = sampledTracing({ ratio: 0 });
     let release: () => void = () => {};
-    const orchestrator = new ConversationOrchestrator<number, number>({
-      name: 'parked',
+    const orchestrator = numberConversation('parked', {
       responders: [
-        {
-          name: 'a',
-          respond: async (m) => {
-            trace.getTracer('app').startSpan('llm.call').end();
-            await new Promise<void>((resolve) => {
+        afterLlmCall(
+          () =>
+            new Promise<void>((resolve) => {
               release = resolve;
-            });
-            return { sender: 'a', content: m.content + 1 };
-          },
-        },
+            }),
+        ),
       ],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s + 1 },
       termination: maxDispatches(1),
       observers: [createConversationTelemetry()],
     });

@@ -3,14 +3,9 @@
  * conversation span, and in the metrics (orchestrator_tokens_total exactly, failed invocations
  * included; orchestrator_conversation_tokens); nothing when nothing reports.
  */
-import {
-  InMemorySpanExporter,
-  type ReadableSpan,
-  SimpleSpanProcessor,
-  TracerProvider,
-} from '@opentelemetry/sdk-trace';
+import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import fc from 'fast-check';
-import { type OpenMetricsContentType, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
   ConversationOrchestrator,
@@ -20,13 +15,13 @@ import {
   type TurnFunction,
   type Usage,
 } from '../../src/index.ts';
-import {
-  createConversationSampler,
-  createConversationTelemetry,
-  createExportTracker,
-  semconv,
-} from '../../src/observability/index.ts';
+import { createConversationTelemetry, semconv } from '../../src/observability/index.ts';
 import { cappedTelemetry, memoryTracing, restoreTracing, spansNamed } from '../helpers/tracing.ts';
+import {
+  deliveredTracing,
+  openMetricsRegistry,
+  sampledDeliveredTracing,
+} from './delivered-tracing.ts';
 
 afterEach(restoreTracing);
 
@@ -280,19 +275,11 @@ describe('metrics', () => {
   ])(
     'put the trace id of a delivered trace on orchestrator_conversation_tokens as an exemplar, %s',
     async (_, sampled) => {
-      const registry = new Registry<OpenMetricsContentType>();
-      registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
-      const exporter = new InMemorySpanExporter();
-      const next = new SimpleSpanProcessor({
-        exporter: createExportTracker({ exporter, registry }),
-      });
-      const provider = new TracerProvider({
-        spanProcessors: [sampled ? createConversationSampler({ next, ratio: 1, registry }) : next],
-      });
-      const telemetry = createConversationTelemetry<number, number>({
-        registry,
-        tracer: provider.getTracer('tokens'),
-      });
+      const registry = openMetricsRegistry();
+      const { exporter, provider, tracer } = sampled
+        ? sampledDeliveredTracing(registry, { ratio: 1 })
+        : deliveredTracing(registry);
+      const telemetry = createConversationTelemetry<number, number>({ registry, tracer });
       await orchestrator(telemetry, [reporting('a', [[{ inputTokens: 700, outputTokens: 0 }]])], {
         termination: maxDispatches(1),
       }).run({ sender: 'user', content: 0 });
