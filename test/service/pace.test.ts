@@ -15,61 +15,66 @@ afterEach(() => {
   vi.useRealTimers();
 });
 
+/**
+ * Paces starts at `rate` a second (the timer cleared after the test), with room while `room`
+ * says so of the starts so far and stopping once `stopping` says so; `started` counts the starts.
+ */
+function pace(
+  rate: number,
+  room: (started: number) => boolean = () => true,
+  stopping: () => boolean = () => false,
+): { readonly started: number } {
+  const count = { started: 0 };
+  timer = paceStarts({
+    rate,
+    start: () => count.started++,
+    room: () => room(count.started),
+    stopping,
+  });
+  return count;
+}
+
 describe('the pace of starts', () => {
   it('starts `rate` per second while there is room, and none while there is not or once stopping', () => {
-    let started = 0;
     let room = true;
     let stopping = false;
-    timer = paceStarts({
-      rate: 40,
-      start: () => started++,
-      room: () => room,
-      stopping: () => stopping,
-    });
+    const starts = pace(
+      40,
+      () => room,
+      () => stopping,
+    );
     vi.advanceTimersByTime(1_000);
     // Due at 0, 25, …, 1,000 ms: 41 starts in the first second's ticks, then 40 a second.
-    expect(started).toBe(41);
+    expect(starts.started).toBe(41);
     vi.advanceTimersByTime(1_000);
-    expect(started).toBe(81);
+    expect(starts.started).toBe(81);
     // No room: the starts due meanwhile are skipped, not queued.
     room = false;
     vi.advanceTimersByTime(1_000);
-    expect(started).toBe(81);
+    expect(starts.started).toBe(81);
     room = true;
     vi.advanceTimersByTime(500);
-    expect(started).toBe(101);
+    expect(starts.started).toBe(101);
     stopping = true;
     vi.advanceTimersByTime(1_000);
-    expect(started).toBe(101);
+    expect(starts.started).toBe(101);
   });
 
   it('ticks every 50 ms at most (more often at high rates), and never past the room it is given', () => {
-    let started = 0;
-    timer = paceStarts({
-      rate: 2,
-      start: () => started++,
-      room: () => true,
-      stopping: () => false,
-    });
+    const starts = pace(2);
     vi.advanceTimersByTime(49);
-    expect(started).toBe(0);
+    expect(starts.started).toBe(0);
     vi.advanceTimersByTime(1);
-    expect(started).toBe(1);
+    expect(starts.started).toBe(1);
     vi.advanceTimersByTime(1_950);
-    expect(started).toBe(5);
+    expect(starts.started).toBe(5);
     clearInterval(timer);
 
     // 1,000 a second: a tick every millisecond, bounded by the room (3 in flight at most).
-    let inFlight = 0;
-    timer = paceStarts({
-      rate: 1_000,
-      start: () => inFlight++,
-      room: () => inFlight < 3,
-      stopping: () => false,
-    });
+    const inFlight = pace(1_000, (started) => started < 3);
     vi.advanceTimersByTime(1);
-    expect(inFlight).toBe(2);
+    expect(inFlight.started).toBe(2);
     vi.advanceTimersByTime(5_000);
-    expect(inFlight).toBe(3);
+    expect(inFlight.started).toBe(3);
   });
 });
