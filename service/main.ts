@@ -31,9 +31,10 @@ import { RateLimitedReport } from './http/rate-limited-report.ts';
 import { listeningLine, serviceRoutes } from './http/routes.ts';
 import { createHttpServer, listenOrReport } from './http/server.ts';
 import { ConversationHistory } from './live/history.ts';
-import { LiveUpdates } from './live/live.ts';
+import { createServiceLive } from './live/live.ts';
 import { Page } from './live/page.ts';
 import { Progress } from './live/progress.ts';
+import { dispatchUpdate, type EndedConversation, endUpdate } from './live/updates.ts';
 import { onStopSignal } from './signals.ts';
 import { describeFlush, startTracing } from './tracing.ts';
 
@@ -144,18 +145,11 @@ async function main(): Promise<number> {
   const health = createServiceMetrics(registry, () => live.subscribers);
   const names = ['fx_desks', 'rates_desks'] as const;
   const hosts = new HostAllowlist(cfg.allowedHosts);
-  const live = new LiveUpdates({
+  const live = createServiceLive(cfg, {
     hosts,
     orchestrators: names,
-    maxClients: cfg.maxClients,
-    maxClientsPerAddress: cfg.maxClientsPerAddress,
-    pingIntervalMs: cfg.wsPingSeconds * 1000,
     metrics: health,
-    // What the page needs to draw: the orchestrators to filter by and the tolerance band.
     hello: {
-      orchestrators: names,
-      tolerance: cfg.tolerance,
-      maxDispatches: MAX_DISPATCHES,
       ...(cfg.traceUrl === undefined ? {} : { traceUrl: cfg.traceUrl }),
       // The sampler's slow rule: the page lists those conversations as slow (their traces kept).
       slowMs: cfg.sampleSlowMs,
@@ -174,29 +168,18 @@ async function main(): Promise<number> {
     orchestrator: string,
     conversationId: string,
     reason: string,
-    end: {
-      state: { projection: Book };
-      dispatchCount: number;
-      elapsedMs: number;
-      usage: { inputTokens: number; outputTokens: number };
-    },
+    end: EndedConversation,
     resumed: boolean,
   ) => {
     // The trace is linked only when the sampler kept it (it decided as the conversation ended).
     const seen = history.ended(orchestrator, conversationId, reason, resumed);
     const traceId = seen !== undefined && tracing.kept(seen) ? seen : undefined;
-    live.publish({
-      type: 'end',
-      orchestrator,
-      conversationId,
-      reason,
-      dispatchCount: end.dispatchCount,
-      spread: end.state.projection.spread,
-      elapsedMs: end.elapsedMs,
-      tokens: { input: end.usage.inputTokens, output: end.usage.outputTokens },
-      ...(traceId === undefined ? {} : { traceId }),
-      ...(resumed ? { resumed: true as const } : {}),
-    });
+    live.publish(
+      endUpdate(orchestrator, conversationId, reason, end, {
+        ...(traceId === undefined ? {} : { traceId }),
+        ...(resumed ? { resumed: true as const } : {}),
+      }),
+    );
   };
   // Every segment's end, whoever ran it (run(), recover(), an approval's resume()): last of the
   // observers, so the sampler has decided on the trace when it is told.
@@ -247,16 +230,16 @@ async function main(): Promise<number> {
           trace.getSpanContext(context.active()),
           resumed,
         );
-        live.publish({
-          type: 'dispatch',
-          orchestrator: name,
-          conversationId: state.conversationId,
-          dispatchCount,
-          spread: state.projection.spread,
-          decision,
-          elapsedMs,
-          ...(resumed ? { resumed: true as const } : {}),
-        });
+        live.publish(
+          dispatchUpdate(
+            name,
+            state,
+            decision,
+            dispatchCount,
+            elapsedMs,
+            resumed ? { resumed: true } : {},
+          ),
+        );
       },
     ),
   );

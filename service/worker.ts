@@ -32,6 +32,7 @@ import { UpdatePublisher, updatesChannel } from './fleet/fleet-updates.ts';
 import { DEMO_ORCHESTRATORS, DEMO_QUEUE, WORKER_DRAIN_MS } from './fleet/worker-names.ts';
 import { SharedExposition } from './http/exposition.ts';
 import { createServiceRegistry } from './http/health-metrics.ts';
+import { dispatchUpdate, endUpdate } from './live/updates.ts';
 import { onStopSignal } from './signals.ts';
 
 let config: ReturnType<typeof parseConfig>;
@@ -98,17 +99,9 @@ const endings: ConversationObserver<Book, DeskMessage> = {
         // Drained, fenced or failed to store: it stays resumable and ends in a later segment.
         if (end.ended === false) return;
         const reason = end.ok ? end.result.decision.reason : end.error.reason;
-        updates.publish({
-          type: 'end',
-          orchestrator: start.orchestrator,
-          conversationId: start.conversationId,
-          reason,
-          dispatchCount: over.dispatchCount,
-          spread: over.state.projection.spread,
-          elapsedMs: over.elapsedMs,
-          tokens: { input: over.usage.inputTokens, output: over.usage.outputTokens },
-          worker: workerId,
-        });
+        updates.publish(
+          endUpdate(start.orchestrator, start.conversationId, reason, over, { worker: workerId }),
+        );
       },
     };
   },
@@ -127,16 +120,9 @@ const orchestrators = DEMO_ORCHESTRATORS.map((name, i) =>
     observers,
     store,
     (state, decision, dispatchCount, elapsedMs) =>
-      updates.publish({
-        type: 'dispatch',
-        orchestrator: name,
-        conversationId: state.conversationId,
-        dispatchCount,
-        spread: state.projection.spread,
-        decision,
-        elapsedMs,
-        worker: workerId,
-      }),
+      updates.publish(
+        dispatchUpdate(name, state, decision, dispatchCount, elapsedMs, { worker: workerId }),
+      ),
     FLEET_TIMING.leaseMs,
   ),
 );

@@ -24,7 +24,7 @@ import { HostAllowlist } from '../http/hosts.ts';
 import { listeningLine, serviceRoutes } from '../http/routes.ts';
 import { createHttpServer, listenOrReport } from '../http/server.ts';
 import { ConversationHistory } from '../live/history.ts';
-import { LiveUpdates } from '../live/live.ts';
+import { createServiceLive } from '../live/live.ts';
 import { Page } from '../live/page.ts';
 import { Progress } from '../live/progress.ts';
 import type { LiveMessage } from '../live/updates.ts';
@@ -53,17 +53,11 @@ export async function runFleetMode(cfg: ServiceConfig, argv: readonly string[]):
   const health = createServiceMetrics(registry, () => live.subscribers);
   const hosts = new HostAllowlist(cfg.allowedHosts);
   const history = new ConversationHistory({ tailPoints: MAX_DISPATCHES, maxBytes: 64 * 1024 });
-  const live = new LiveUpdates({
+  const live = createServiceLive(cfg, {
     hosts,
     orchestrators: DEMO_ORCHESTRATORS,
-    maxClients: cfg.maxClients,
-    maxClientsPerAddress: cfg.maxClientsPerAddress,
-    pingIntervalMs: cfg.wsPingSeconds * 1000,
     metrics: health,
     hello: {
-      orchestrators: DEMO_ORCHESTRATORS,
-      tolerance: cfg.tolerance,
-      maxDispatches: MAX_DISPATCHES,
       slowMs: cfg.sampleSlowMs,
       fleet: { workers: cfg.workers },
     },

@@ -25,6 +25,7 @@ import { randomBytes } from 'node:crypto';
 import type { IncomingMessage, Server } from 'node:http';
 import type { Duplex } from 'node:stream';
 import { WebSocket, WebSocketServer } from 'ws';
+import { MAX_DISPATCHES } from '../desks/desk-policies.ts';
 import { addressKey } from '../http/address-key.ts';
 import type { RefusalReason, ServiceMetrics } from '../http/health-metrics.ts';
 import type { HostAllowlist } from '../http/hosts.ts';
@@ -437,4 +438,45 @@ interface Outgoing {
   readonly targets: readonly WebSocket[];
   next: number;
   readonly frames: Frames;
+}
+
+// The live updates as the service's flags set them up, in either mode (single process or fleet):
+// the client bounds, the ping interval and the hello the page draws from (the orchestrators to
+// filter by, the tolerance band, the dispatch cap), with what the mode adds to the hello.
+
+/** The service's flags the live updates read (a `ServiceConfig` has them). */
+export interface LiveFlags {
+  readonly maxClients: number;
+  readonly maxClientsPerAddress: number;
+  readonly wsPingSeconds: number;
+  readonly tolerance: number;
+}
+
+/** What the mode chooses of its live updates. */
+export interface ServiceLiveOptions {
+  readonly hosts: HostAllowlist;
+  readonly orchestrators: readonly string[];
+  readonly metrics: ServiceMetrics;
+  /** The hello's entries after the orchestrators, the tolerance and `maxDispatches`. */
+  readonly hello: Readonly<Record<string, unknown>>;
+  readonly greeting: NonNullable<LiveUpdatesOptions['greeting']>;
+}
+
+/** The live updates of a service started with `cfg`, for the mode's `options`. */
+export function createServiceLive(cfg: LiveFlags, options: ServiceLiveOptions): LiveUpdates {
+  return new LiveUpdates({
+    hosts: options.hosts,
+    orchestrators: options.orchestrators,
+    maxClients: cfg.maxClients,
+    maxClientsPerAddress: cfg.maxClientsPerAddress,
+    pingIntervalMs: cfg.wsPingSeconds * 1000,
+    metrics: options.metrics,
+    hello: {
+      orchestrators: options.orchestrators,
+      tolerance: cfg.tolerance,
+      maxDispatches: MAX_DISPATCHES,
+      ...options.hello,
+    },
+    greeting: options.greeting,
+  });
 }

@@ -49,6 +49,65 @@ export interface EndUpdate {
   readonly worker?: string;
 }
 
+/** What the updates read of a desks conversation's state: its id and its book's spread. */
+export interface SpreadState {
+  readonly conversationId: string;
+  readonly projection: { readonly spread: number };
+}
+
+/**
+ * The `DispatchUpdate` of one dispatch, from what the orchestrators' listener hears, with what
+ * the mode adds (`resumed` in the service, `worker` in fleet mode).
+ */
+export function dispatchUpdate(
+  orchestrator: string,
+  state: SpreadState,
+  decision: TerminationDecision,
+  dispatchCount: number,
+  elapsedMs: number,
+  more: Pick<DispatchUpdate, 'resumed' | 'worker'>,
+): DispatchUpdate {
+  return {
+    type: 'dispatch',
+    orchestrator,
+    conversationId: state.conversationId,
+    dispatchCount,
+    spread: state.projection.spread,
+    decision,
+    elapsedMs,
+    ...more,
+  };
+}
+
+/** What an `EndUpdate` reads of a conversation's result (or of its error). */
+export interface EndedConversation {
+  readonly state: { readonly projection: { readonly spread: number } };
+  readonly dispatchCount: number;
+  readonly elapsedMs: number;
+  readonly usage: { readonly inputTokens: number; readonly outputTokens: number };
+}
+
+/** The `EndUpdate` of a conversation that ended with `reason`, with what the mode adds. */
+export function endUpdate(
+  orchestrator: string,
+  conversationId: string,
+  reason: string,
+  end: EndedConversation,
+  more: Pick<EndUpdate, 'traceId' | 'resumed' | 'worker'>,
+): EndUpdate {
+  return {
+    type: 'end',
+    orchestrator,
+    conversationId,
+    reason,
+    dispatchCount: end.dispatchCount,
+    spread: end.state.projection.spread,
+    elapsedMs: end.elapsedMs,
+    tokens: { input: end.usage.inputTokens, output: end.usage.outputTokens },
+    ...more,
+  };
+}
+
 /** Every message sent after the hello and the history, each with the orchestrator it concerns. */
 export type LiveMessage = DispatchUpdate | EndUpdate | ApprovalUpdate | DecidedUpdate;
 
