@@ -44,6 +44,14 @@ async function until<T>(what: string, check: () => T | undefined | false, ms = 6
   }
 }
 
+/** The number the service's stdout says, as `pattern`'s first group, once it has said it. */
+async function countSaid(service: RunningService, what: string, pattern: RegExp): Promise<number> {
+  return Number((await until(what, () => pattern.exec(service.stdout()) ?? undefined))[1]);
+}
+
+/** What the service says once recover() has settled, with how many it resumed. */
+const RESUMED_LINE = /resumed (\d+) conversations from the store/;
+
 type Totals = Record<string, Record<string, number>>;
 const sum = (t: Totals) =>
   Object.values(t).reduce((n, by) => n + Object.values(by).reduce((a, b) => a + b, 0), 0);
@@ -103,14 +111,7 @@ describe('the demo service, killed and started again on the same --data', () => 
     const second = await start([...SLOW, '--data', data]);
     // The store's endings start the totals: at least every ending the first run published.
     // Printed once the store is read, which may come after the listening line.
-    const counted = Number(
-      (
-        await until(
-          'the store line',
-          () => /(\d+) ended ones counted from it/.exec(second.stdout()) ?? undefined,
-        )
-      )[1],
-    );
+    const counted = await countSaid(second, 'the store line', /(\d+) ended ones counted from it/);
     expect(counted).toBeGreaterThanOrEqual(endedBefore.size);
     const after = liveClient(`ws://127.0.0.1:${second.port}/ws`);
     const history = await until('history', () => after.messages.find((m) => m.type === 'history'));
@@ -135,14 +136,7 @@ describe('the demo service, killed and started again on the same --data', () => 
     });
     // Some may not have dispatched yet when the page watched: at least those it saw resume.
     // Said once recover() has settled, which may come after the page got the endings.
-    const resumedCount = Number(
-      (
-        await until(
-          'the resumed line',
-          () => /resumed (\d+) conversations from the store/.exec(second.stdout()) ?? undefined,
-        )
-      )[1],
-    );
+    const resumedCount = await countSaid(second, 'the resumed line', RESUMED_LINE);
     expect(resumedCount).toBeGreaterThanOrEqual(inFlightBefore.size);
     for (const m of resumedEnds) expect(m.resumed).toBe(true);
     // Their dispatches are marked too, inside the coalesced updates frames.
@@ -266,14 +260,7 @@ describe('SIGHUP mid-load', () => {
     // The next start resumes every one left running, and they end there, marked resumed.
     const second = await start(['--rate', '0.01', '--data', data, '--mix', 'converge=1']);
     const after = liveClient(`ws://127.0.0.1:${second.port}/ws`);
-    const resumed = Number(
-      (
-        await until(
-          'recover() to settle',
-          () => /resumed (\d+) conversations from the store/.exec(second.stdout()) ?? undefined,
-        )
-      )[1],
-    );
+    const resumed = await countSaid(second, 'recover() to settle', RESUMED_LINE);
     expect(resumed).toBe(left.length);
     second.child.kill('SIGTERM');
     expect(await second.exited).toBe(0);
