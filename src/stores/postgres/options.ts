@@ -2,7 +2,11 @@
  * The options of `createPostgresStore`, their defaults and their checks (p-queue's style: the
  * option named, the bad value shown).
  */
-import { checkInteger as checkStoreInteger, optionError } from '../shared/options.ts';
+import {
+  checkInteger as checkStoreInteger,
+  checkString,
+  NETWORK_DEFAULTS,
+} from '../shared/options.ts';
 
 /** A query as the store sends it. */
 export interface PostgresQuery {
@@ -123,13 +127,9 @@ export const CLIENT_FORMS = [
 ] as const;
 
 export const DEFAULTS = {
+  ...NETWORK_DEFAULTS,
   table: 'co_conversations',
-  retentionMs: 7 * 24 * 60 * 60 * 1000,
-  purgeIntervalMs: 10 * 60 * 1000,
-  maxCheckpointBytes: 16 * 1024 * 1024,
-  maxSnapshotBytes: 256 * 1024 * 1024,
   queryTimeoutMs: 10_000,
-  connectTimeoutMs: 5_000,
   poolSize: 10,
 } as const;
 
@@ -138,13 +138,11 @@ export function checkInteger(name: string, value: unknown, min: number): number 
 }
 
 export function checkTable(value: unknown): string {
-  if (typeof value !== 'string' || !/^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(value)) {
-    throw optionError(
-      'createPostgresStore',
-      'table',
-      '1-63 letters, digits or _ (not starting with a digit)',
-      value,
-    );
-  }
-  return value;
+  return checkString(
+    'createPostgresStore',
+    'table',
+    value,
+    (table) => /^[A-Za-z_][A-Za-z0-9_]{0,62}$/.test(table),
+    '1-63 letters, digits or _ (not starting with a digit)',
+  );
 }

@@ -2,7 +2,11 @@
  * The options of `createRedisStore`, their defaults and their checks.
  */
 import type { Redis } from 'ioredis';
-import { checkInteger as checkStoreInteger, optionError } from '../shared/options.ts';
+import {
+  checkInteger as checkStoreInteger,
+  checkString,
+  NETWORK_DEFAULTS,
+} from '../shared/options.ts';
 
 /** Options shared by both forms of {@link RedisStoreOptions}. */
 export interface RedisStoreCommonOptions {
@@ -78,13 +82,9 @@ export const CLIENT_FORMS = [
 ] as const;
 
 export const DEFAULTS = {
+  ...NETWORK_DEFAULTS,
   prefix: 'co:',
-  retentionMs: 7 * 24 * 60 * 60 * 1000,
-  purgeIntervalMs: 10 * 60 * 1000,
-  maxCheckpointBytes: 16 * 1024 * 1024,
-  maxSnapshotBytes: 256 * 1024 * 1024,
   commandTimeoutMs: 10_000,
-  connectTimeoutMs: 5_000,
 } as const;
 
 export function checkInteger(name: string, value: unknown, min: number): number {
@@ -95,13 +95,11 @@ export function checkInteger(name: string, value: unknown, min: number): number 
 export const KEY_SEPARATOR = '|';
 
 export function checkPrefix(value: unknown): string {
-  if (typeof value !== 'string' || value.length > 256 || value.includes(KEY_SEPARATOR)) {
-    throw optionError(
-      'createRedisStore',
-      'prefix',
-      `a string of at most 256 characters without \`${KEY_SEPARATOR}\``,
-      value,
-    );
-  }
-  return value;
+  return checkString(
+    'createRedisStore',
+    'prefix',
+    value,
+    (prefix) => prefix.length <= 256 && !prefix.includes(KEY_SEPARATOR),
+    `a string of at most 256 characters without \`${KEY_SEPARATOR}\``,
+  );
 }

@@ -13,6 +13,18 @@ export function checkInteger(factory: string, name: string, value: unknown, min:
   return value;
 }
 
+/** `value` when it is a string `ok` accepts, else a TypeError naming the option and the factory. */
+export function checkString(
+  factory: string,
+  name: string,
+  value: unknown,
+  ok: (value: string) => boolean,
+  expected: string,
+): string {
+  if (typeof value !== 'string' || !ok(value)) throw optionError(factory, name, expected, value);
+  return value;
+}
+
 /** The error of option `name` of `factory`: what was expected and what came. */
 export function optionError(
   factory: string,
@@ -59,6 +71,15 @@ export function checkRetention(
     ),
   };
 }
+
+/** The defaults the network stores (PostgreSQL, Redis) share; each store's options state them. */
+export const NETWORK_DEFAULTS = {
+  retentionMs: 7 * 24 * 60 * 60 * 1000,
+  purgeIntervalMs: 10 * 60 * 1000,
+  maxCheckpointBytes: 16 * 1024 * 1024,
+  maxSnapshotBytes: 256 * 1024 * 1024,
+  connectTimeoutMs: 5_000,
+} as const;
 
 /** One way to give a network store its client: the option and what it must be. */
 export type ClientForm = readonly [option: string, expected: string];
