@@ -11,16 +11,14 @@ import { setTimeout as sleep } from 'node:timers/promises';
 import { OTLPTraceExporter } from '@opentelemetry/exporter-trace-otlp-http';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import {
-  anyOf,
   ConversationError,
   ConversationOrchestrator,
-  converged,
-  maxDispatches,
   type Responder,
   roundRobin,
 } from 'conversation-orchestrator';
 import { createConversationTelemetry } from 'conversation-orchestrator/observability';
 import { type OpenMetricsContentType, Registry } from 'prom-client';
+import { book, DESKS, type Quotes, settled, spread, towardPeers } from '../desks.ts';
 
 // 1. The SDK first, before anything asks for a tracer. The exporter posts OTLP as JSON to
 // OTEL_EXPORTER_OTLP_ENDPOINT (default http://localhost:4318); NodeSDK also registers the
@@ -33,8 +31,6 @@ sdk.start();
 
 // 2. Metrics on a registry of our own (never prom-client's global one), in OpenMetrics so the
 // histograms carry exemplars: the trace id of a conversation, one click from Grafana to Jaeger.
-type Quotes = Record<string, number>;
-const spread = (q: Quotes) => Math.max(...Object.values(q)) - Math.min(...Object.values(q));
 const registry = new Registry<OpenMetricsContentType>();
 registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
 const telemetry = createConversationTelemetry<Quotes, number>({
@@ -42,29 +38,22 @@ const telemetry = createConversationTelemetry<Quotes, number>({
   stateAttributes: (state) => ({ 'desks.spread': spread(state.projection) }),
 });
 
-// 3. The conversations: desks that take a few milliseconds to quote, as a remote venue would.
+// 3. The conversations: the quick start's desks (examples/desks.ts), halving their gap to their
+// peers' mean, but taking a few milliseconds to quote, as a remote venue would.
 const desk = (name: string): Responder<Quotes, number> => ({
   name,
   respond: async (_message, state, context) => {
     await sleep(1 + Math.random() * 4, undefined, { signal: context.signal });
-    const peers = Object.entries(state.projection).filter(([other]) => other !== name);
-    const mean = peers.reduce((sum, [, quote]) => sum + quote, 0) / peers.length;
-    const mine = state.projection[name] ?? mean;
-    return { sender: name, content: mine + (mean - mine) / 2 };
+    return { sender: name, content: towardPeers(state.projection, name, 1 / 2) };
   },
 });
 const orchestrator = new ConversationOrchestrator<Quotes, number>({
   name: 'desks',
-  responders: ['london', 'new_york', 'tokyo'].map(desk),
+  responders: DESKS.map(desk),
   turnPolicy: roundRobin(),
-  projection: {
-    initial: () => ({ london: 100 + Math.random() * 10, new_york: 100, tokyo: 95 }),
-    fold: (quotes, message) => ({ ...quotes, [message.sender]: message.content }),
-  },
-  termination: anyOf(
-    converged({ measure: (s) => spread(s.projection), tolerance: 0.01, consecutive: 3 }),
-    maxDispatches(200),
-  ),
+  projection: book(() => ({ london: 100 + Math.random() * 10, new_york: 100, tokyo: 95 })),
+  // Converged within 0.01 for 3 dispatches in a row, or 200 dispatches.
+  termination: settled(200),
   observers: [telemetry],
 });
 

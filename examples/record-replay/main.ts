@@ -9,32 +9,11 @@ import { createWriteStream, mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
 import { finished } from 'node:stream/promises';
-import {
-  anyOf,
-  ConversationOrchestrator,
-  converged,
-  maxDispatches,
-  type Responder,
-  roundRobin,
-} from 'conversation-orchestrator';
+import { ConversationOrchestrator, roundRobin } from 'conversation-orchestrator';
 import { createConversationRecorder, replay } from 'conversation-orchestrator/replay';
+// The quick start's desks (examples/desks.ts): each moves `step` of the way toward its peers.
+import { book, DESKS, desk, type Quotes, settled, spread } from '../desks.ts';
 import { capped, looser, production as recordedPolicy } from './candidates.ts';
-
-type Quotes = Record<string, number>;
-const spread = (q: Quotes) => Math.max(...Object.values(q)) - Math.min(...Object.values(q));
-
-/** A desk that moves `step` of the way toward its peers' mean on every quote. */
-const desk =
-  (step: number) =>
-  (name: string): Responder<Quotes, number> => ({
-    name,
-    respond: (_message, state) => {
-      const peers = Object.entries(state.projection).filter(([other]) => other !== name);
-      const mean = peers.reduce((sum, [, quote]) => sum + quote, 0) / peers.length;
-      const mine = state.projection[name] ?? mean;
-      return { sender: name, content: mine + (mean - mine) * step };
-    },
-  });
 
 // 1. Record. What replay hands a candidate policy as `state.projection` is what `record` keeps:
 // here the spread, which is all the policies below read.
@@ -49,14 +28,7 @@ const recorder = createConversationRecorder<Quotes, number>({
   record: (state) => ({ spread: spread(state.projection) }),
 });
 // The policy in production: converged within 0.01 for 3 dispatches, at most 300 dispatches.
-const production = anyOf(
-  converged<Quotes, number>({
-    measure: (s) => spread(s.projection),
-    tolerance: 0.01,
-    consecutive: 3,
-  }),
-  maxDispatches(300),
-);
+const production = settled(300);
 for (const [market, step] of [
   ['calm', 0.5],
   ['thin', 0.1],
@@ -64,12 +36,9 @@ for (const [market, step] of [
 ] as const) {
   const orchestrator = new ConversationOrchestrator<Quotes, number>({
     name: `${market}_desks`,
-    responders: ['london', 'new_york', 'tokyo'].map(desk(step)),
+    responders: DESKS.map(desk(step)),
     turnPolicy: roundRobin(),
-    projection: {
-      initial: () => ({ london: 100, new_york: 110, tokyo: 90 }),
-      fold: (quotes, message) => ({ ...quotes, [message.sender]: message.content }),
-    },
+    projection: book(() => ({ london: 100, new_york: 110, tokyo: 90 })),
     termination: production,
     observers: [recorder],
   });
