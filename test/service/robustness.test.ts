@@ -25,6 +25,23 @@ const { service, client, cleanup } = servicesPerTest();
 const refused = (text: string, reason: string) =>
   sampleValue(text, `demo_websocket_refused_total{reason="${reason}"}`);
 
+/** Waits until the service counts `n` clients connected. */
+const countsClients = (s: RunningService, n: number) =>
+  vi.waitFor(async () => expect(sampleValue(await scrape(s), 'demo_websocket_clients')).toBe(n));
+
+/**
+ * `n` clients of `url`, once each has been greeted, after which one more is refused at the
+ * upgrade with 503, having heard nothing.
+ */
+async function fullThenRefused(url: string, n: number) {
+  const admitted = Array.from({ length: n }, () => client(url));
+  await vi.waitFor(() => expect(admitted.every((c) => c.messages.length > 0)).toBe(true));
+  const turnedAway = client(url);
+  await vi.waitFor(() => expect(turnedAway.state.status).toBe(503));
+  expect(turnedAway.messages).toEqual([]);
+  return admitted;
+}
+
 /** A TCP server that accepts connections and never answers (an OTLP endpoint that hangs). */
 async function blackHole(): Promise<{ url: string; accepted: () => number }> {
   const sockets: Socket[] = [];
@@ -175,28 +192,20 @@ describe('the demo service under hostile input', () => {
 
     const text = await scrape(s);
     expect(refused(text, 'client_sent_data')).toBe(2);
-    await vi.waitFor(async () =>
-      expect(sampleValue(await scrape(s), 'demo_websocket_clients')).toBe(0),
-    );
+    await countsClients(s, 0);
     expect(s.child.exitCode).toBeNull();
   });
 
   it('refuses upgrades past --max-clients with 503 and takes new clients once one leaves', async () => {
     const s = await service([...FAST, '--max-clients', '3']);
     const url = `ws://127.0.0.1:${s.port}/ws`;
-    const first = [client(url), client(url), client(url)];
-    await vi.waitFor(() => expect(first.every((c) => c.messages.length > 0)).toBe(true));
-    const fourth = client(url);
-    await vi.waitFor(() => expect(fourth.state.status).toBe(503));
-    expect(fourth.messages).toEqual([]);
+    const first = await fullThenRefused(url, 3);
     let text = await scrape(s);
     expect(sampleValue(text, 'demo_websocket_clients')).toBe(3);
     expect(refused(text, 'over_capacity')).toBe(1);
 
     first[0]?.ws.close();
-    await vi.waitFor(async () =>
-      expect(sampleValue(await scrape(s), 'demo_websocket_clients')).toBe(2),
-    );
+    await countsClients(s, 2);
     const fifth = client(url);
     await vi.waitFor(() =>
       expect(fifth.messages[0]).toMatchObject({ type: 'hello', subscribed: '*' }),
@@ -292,10 +301,7 @@ describe('the demo service under hostile input', () => {
   it('refuses past --max-clients-per-address from one address with 503, and takes another address', async () => {
     const s = await service([...FAST, '--max-clients-per-address', '2']);
     const url = `ws://127.0.0.1:${s.port}/ws`;
-    const first = [client(url), client(url)];
-    await vi.waitFor(() => expect(first.every((c) => c.messages.length > 0)).toBe(true));
-    const third = client(url);
-    await vi.waitFor(() => expect(third.state.status).toBe(503));
+    const first = await fullThenRefused(url, 2);
     // Another loopback address is another client.
     const other = client(url, { localAddress: '127.0.0.2' });
     await vi.waitFor(() => expect(other.messages[0]).toMatchObject({ type: 'hello' }));
@@ -305,9 +311,7 @@ describe('the demo service under hostile input', () => {
     expect(sampleValue(text, 'demo_websocket_clients')).toBe(3);
     // A slot freed is a slot again.
     first[0]?.ws.close();
-    await vi.waitFor(async () =>
-      expect(sampleValue(await scrape(s), 'demo_websocket_clients')).toBe(2),
-    );
+    await countsClients(s, 2);
     const fourth = client(url);
     await vi.waitFor(() => expect(fourth.messages[0]).toMatchObject({ type: 'hello' }));
     text = await scrape(s);
