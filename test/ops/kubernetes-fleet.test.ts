@@ -4,27 +4,18 @@
  * (ops/keda.ts), then for what ties the objects together.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { PodMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PodMonitor';
-import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
-import { StatefulSet } from 'kubernetes-models/apps/v1/StatefulSet';
-import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
-import { Service } from 'kubernetes-models/v1/Service';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { DEFAULT_OPS_CONFIG, defineOpsConfig } from '../../ops/config.ts';
-import { ScaledObject } from '../../ops/keda.ts';
 import { renderOps } from '../../ops/render.ts';
 import { DEMO_QUEUE, WORKER_DRAIN_MS } from '../../service/fleet/worker-names.ts';
+import {
+  envOf,
+  expectEveryManifestValid,
+  validateManifest,
+} from '../helpers/kubernetes-manifests.ts';
 
 const DIR = 'kubernetes/fleet';
-const MODELS: Record<string, new (data: never) => { validate(): void }> = {
-  'apps/v1/Deployment': Deployment,
-  'apps/v1/StatefulSet': StatefulSet,
-  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
-  'v1/Service': Service,
-  'keda.sh/v1alpha1/ScaledObject': ScaledObject,
-  'monitoring.coreos.com/v1/PodMonitor': PodMonitor,
-};
 // biome-ignore lint/suspicious/noExplicitAny: manifests are walked freely after validation.
 type Manifest = { apiVersion: string; kind: string; metadata: any; spec: any };
 
@@ -32,11 +23,6 @@ const kustomization = parse(readFileSync(`${DIR}/kustomization.yaml`, 'utf8'));
 const files = (kustomization.resources as string[]).filter((r) => r !== '..');
 const manifests = files.map((f) => parse(readFileSync(`${DIR}/${f}`, 'utf8')) as Manifest);
 const of = (kind: string) => manifests.filter((m) => m.kind === kind);
-const validate = (m: Manifest) => {
-  const Model = MODELS[`${m.apiVersion}/${m.kind}`];
-  if (!Model) throw new Error(`no model for ${m.apiVersion} ${m.kind}`);
-  new Model(m as never).validate();
-};
 
 describe('kubernetes/fleet/', () => {
   it('is a kustomization of the base and every manifest of the folder, as npm run ops writes it', () => {
@@ -53,7 +39,7 @@ describe('kubernetes/fleet/', () => {
   });
 
   it('validates every manifest against the Kubernetes schemas and KEDA ScaledObject rules', () => {
-    expect(manifests.map((m) => m.kind).sort()).toEqual([
+    expectEveryManifestValid(manifests, [
       'Deployment',
       'PodDisruptionBudget',
       'PodMonitor',
@@ -61,21 +47,22 @@ describe('kubernetes/fleet/', () => {
       'Service',
       'StatefulSet',
     ]);
-    for (const m of manifests) expect(() => validate(m), m.kind).not.toThrow();
   });
 
   it('would reject a ScaledObject KEDA does not allow', () => {
     const scaler = structuredClone(of('ScaledObject')[0] as Manifest);
     scaler.spec.triggers[0].metadata.listLength = 100;
-    expect(() => validate(scaler)).toThrow(
+    expect(() => validateManifest(scaler)).toThrow(
       'Expected spec.triggers[0].metadata.listLength to be a string, got 100',
     );
     const noTarget = structuredClone(of('ScaledObject')[0] as Manifest);
     delete noTarget.spec.scaleTargetRef.name;
-    expect(() => validate(noTarget)).toThrow('Expected spec.scaleTargetRef.name to be a name');
+    expect(() => validateManifest(noTarget)).toThrow(
+      'Expected spec.scaleTargetRef.name to be a name',
+    );
     const inverted = structuredClone(of('ScaledObject')[0] as Manifest);
     inverted.spec.minReplicaCount = 20;
-    expect(() => validate(inverted)).toThrow(
+    expect(() => validateManifest(inverted)).toThrow(
       'Expected spec.minReplicaCount to be at most spec.maxReplicaCount (10), got 20',
     );
   });
@@ -103,9 +90,7 @@ describe('kubernetes/fleet/', () => {
   it("scrapes each worker's /metrics port as the rules' job", () => {
     const worker = of('Deployment')[0] as Manifest;
     const container = worker.spec.template.spec.containers[0];
-    const env = Object.fromEntries(
-      container.env.map((e: { name: string; value?: string }) => [e.name, e.value]),
-    );
+    const env = envOf(container);
     expect(env).toMatchObject({ HOST: '0.0.0.0', WORKER_METRICS_PORT: '9464' });
     expect(container.ports).toEqual([{ name: 'http', containerPort: 9464 }]);
     const monitor = of('PodMonitor')[0] as Manifest;
@@ -126,9 +111,7 @@ describe('kubernetes/fleet/', () => {
     // close() returns within the drain bound plus about 1 s (docs/fleet.md).
     expect(pod.terminationGracePeriodSeconds).toBeGreaterThan(WORKER_DRAIN_MS / 1000 + 1);
     expect(pod.containers[0].command).toEqual(['node', '--import', 'tsx', 'service/worker.ts']);
-    const env = Object.fromEntries(
-      pod.containers[0].env.map((e: { name: string; value?: string }) => [e.name, e.value]),
-    );
+    const env = envOf(pod.containers[0]);
     expect(env.REDIS_URL).toBe('redis://conversation-orchestrator-redis:6379');
     expect(env.CONCURRENCY).toBe(String(DEFAULT_OPS_CONFIG.kubernetes.workerConcurrency));
     const budget = of('PodDisruptionBudget')[0] as Manifest;

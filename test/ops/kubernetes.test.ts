@@ -3,29 +3,16 @@
  * Prometheus Operator schemas by kubernetes-models, then for what ties the objects together.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { PrometheusRule } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/PrometheusRule';
-import { ServiceMonitor } from '@kubernetes-models/prometheus-operator/monitoring.coreos.com/v1/ServiceMonitor';
-import { Deployment } from 'kubernetes-models/apps/v1/Deployment';
-import { PodDisruptionBudget } from 'kubernetes-models/policy/v1/PodDisruptionBudget';
-import { ConfigMap } from 'kubernetes-models/v1/ConfigMap';
-import { Namespace } from 'kubernetes-models/v1/Namespace';
-import { Service } from 'kubernetes-models/v1/Service';
 import { describe, expect, it } from 'vitest';
 import { parse, parseAllDocuments } from 'yaml';
 import { DEFAULT_OPS_CONFIG } from '../../ops/config.ts';
+import {
+  envOf,
+  expectEveryManifestValid,
+  validateManifest,
+} from '../helpers/kubernetes-manifests.ts';
 
 const DIR = 'kubernetes';
-
-/** The model class of each kind the bundle uses: its constructor validates nothing, `validate()` does. */
-const MODELS: Record<string, new (data: never) => { validate(): void }> = {
-  'v1/Namespace': Namespace,
-  'v1/Service': Service,
-  'v1/ConfigMap': ConfigMap,
-  'apps/v1/Deployment': Deployment,
-  'policy/v1/PodDisruptionBudget': PodDisruptionBudget,
-  'monitoring.coreos.com/v1/ServiceMonitor': ServiceMonitor,
-  'monitoring.coreos.com/v1/PrometheusRule': PrometheusRule,
-};
 
 interface Manifest {
   apiVersion: string;
@@ -59,12 +46,6 @@ function one(kind: string): Manifest {
   return found[0] as Manifest;
 }
 
-function validate(manifest: Manifest): void {
-  const Model = MODELS[`${manifest.apiVersion}/${manifest.kind}`];
-  if (!Model) throw new Error(`no model for ${manifest.apiVersion} ${manifest.kind}`);
-  new Model(manifest as never).validate();
-}
-
 describe('kubernetes/', () => {
   it('is one kustomization listing every manifest in the folder, each once', () => {
     expect(kustomization.apiVersion).toBe('kustomize.config.k8s.io/v1beta1');
@@ -76,7 +57,7 @@ describe('kubernetes/', () => {
   });
 
   it('validates every manifest against the Kubernetes and Prometheus Operator schemas', () => {
-    expect(manifests.map((m) => m.kind).sort()).toEqual([
+    expectEveryManifestValid(manifests, [
       'ConfigMap',
       'Deployment',
       'Namespace',
@@ -85,16 +66,15 @@ describe('kubernetes/', () => {
       'Service',
       'ServiceMonitor',
     ]);
-    for (const manifest of manifests) expect(() => validate(manifest), manifest.kind).not.toThrow();
   });
 
   it('would reject a manifest the schemas do not allow', () => {
     const deployment = structuredClone(one('Deployment'));
     deployment.spec.replicas = 'three';
-    expect(() => validate(deployment)).toThrow(/replicas must be integer/);
+    expect(() => validateManifest(deployment)).toThrow(/replicas must be integer/);
     const rule = structuredClone(one('PrometheusRule'));
     rule.spec.groups[0].rules[0].labels = { quantile: 0.5 };
-    expect(() => validate(rule)).toThrow(/must be string/);
+    expect(() => validateManifest(rule)).toThrow(/must be string/);
   });
 
   it('puts every namespaced object in the config namespace', () => {
@@ -119,9 +99,7 @@ describe('kubernetes/', () => {
       readOnlyRootFilesystem: true,
       capabilities: { drop: ['ALL'] },
     });
-    const env = Object.fromEntries(
-      container.env.map((e: { name: string; value?: string }) => [e.name, e.value]),
-    );
+    const env = envOf(container);
     expect(env).toMatchObject({
       HOST: '0.0.0.0',
       PORT: '9464',
