@@ -18,48 +18,33 @@ import {
   maxDispatches,
   roundRobin,
 } from '../../src/index.ts';
-import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+import type { Transcript } from '../helpers/transcript.ts';
 import {
-  type Transcript,
-  transcriptProjection,
-  transcriptResponders,
-} from '../helpers/transcript.ts';
+  TRANSCRIPT_STORES,
+  transcriptLine,
+  transcriptOrchestrator,
+} from '../helpers/transcript-conversation.ts';
 import { counting, wrap } from '../helpers/wrapped-store.ts';
 
-const line = (n: number, who: string) => `${who}:${n}:${'x'.repeat(1000)}`;
-
-function transcript(
+const transcript = (
   store: ConversationStore,
   dispatches: number,
   checkpoints: CheckpointOptions = {},
   historySize = 0,
   drainAt?: { at: number; controller: AbortController },
-) {
-  return new ConversationOrchestrator<Transcript, string>({
+) =>
+  transcriptOrchestrator({
     name: 'transcript',
     store,
+    dispatches,
     checkpoints,
     historySize,
-    responders: transcriptResponders((name, m, state) =>
-      line(state.projection.lines.length, `${name}<${m.sender}`),
-    ),
-    turnPolicy: roundRobin(),
-    projection: transcriptProjection(),
-    termination: maxDispatches(dispatches),
-    listener: (_state, _decision, dispatchCount) => {
-      if (drainAt !== undefined && dispatchCount === drainAt.at) drainAt.controller.abort('drain');
-    },
+    drainAt,
   });
-}
 
 const input = { sender: 'user', content: 'begin' };
 
-const stores: [string, () => ConversationStore][] = [
-  ['memory', () => createMemoryStore()],
-  ['sqlite', () => createSqliteStore({ path: ':memory:', synchronous: 'NORMAL' })],
-];
-
-describe.each(stores)('a transcript conversation on the %s store', (_name, newStore) => {
+describe.each(TRANSCRIPT_STORES)('a transcript conversation on the %s store', (_name, newStore) => {
   it('commits entries past the first few dispatches, and snapshots now and then', async () => {
     const { store, calls } = counting(newStore());
     const result = await transcript(store, 400, { snapshotEveryDispatches: 100 }).run(input, {
@@ -182,10 +167,10 @@ describe.each(stores)('a transcript conversation on the %s store', (_name, newSt
           const n = state.projection.lines.length;
           return name === 'c'
             ? [
-                { sender: 'c', content: line(n, `c1<${m.sender}`) },
+                { sender: 'c', content: transcriptLine(n, `c1<${m.sender}`) },
                 { sender: 'c', content: `c2:${n}` },
               ]
-            : { sender: name, content: line(n, `${name}<${m.sender}`) };
+            : { sender: name, content: transcriptLine(n, `${name}<${m.sender}`) };
         },
       })),
       turnPolicy: roundRobin(),

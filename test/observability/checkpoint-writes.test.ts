@@ -14,15 +14,11 @@ import {
   type CheckpointWrite,
   ConversationAbortedError,
   type ConversationObserver,
-  ConversationOrchestrator,
   type ConversationStore,
   createMemoryStore,
   type IncrementalStore,
-  maxDispatches,
-  roundRobin,
 } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
-import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
 import {
   type HistogramValue,
   manualMeter,
@@ -31,16 +27,11 @@ import {
   type SeriesValue,
 } from '../helpers/otel-metrics.ts';
 import { memoryTracing, restoreTracing, spansNamed } from '../helpers/tracing.ts';
-import {
-  type Transcript,
-  transcriptProjection,
-  transcriptResponders,
-} from '../helpers/transcript.ts';
+import type { Transcript } from '../helpers/transcript.ts';
+import { TRANSCRIPT_STORES, transcriptOrchestrator } from '../helpers/transcript-conversation.ts';
 import { wrap } from '../helpers/wrapped-store.ts';
 
 afterEach(restoreTracing);
-
-const line = (n: number, who: string) => `${who}:${n}:${'x'.repeat(1000)}`;
 
 /** What the store was handed: bytes by kind, in order, and snapshots' outcomes. */
 function watched(store: ConversationStore, failSnapshots = false) {
@@ -86,41 +77,29 @@ function listening(): {
   };
 }
 
-function transcript(
+const transcript = (
   store: ConversationStore,
   observers: ConversationObserver<Transcript, string>[],
   dispatches: number,
   checkpoints: CheckpointOptions,
   abortAt?: { at: number; controller: AbortController },
-) {
-  return new ConversationOrchestrator<Transcript, string>({
+) =>
+  transcriptOrchestrator({
     name: 'writes',
     store,
+    dispatches,
     checkpoints,
     observers,
     // A promise: an abort lands while a responder's call is open (a clean handoff).
-    responders: transcriptResponders(async (name, m, state) =>
-      line(state.projection.lines.length, `${name}<${m.sender}`),
-    ),
-    turnPolicy: roundRobin(),
-    projection: transcriptProjection(),
-    termination: maxDispatches(dispatches),
-    listener: (_state, _decision, dispatchCount) => {
-      if (abortAt !== undefined && dispatchCount === abortAt.at) abortAt.controller.abort('drain');
-    },
+    answersLater: true,
+    drainAt: abortAt,
   });
-}
 
 const sum = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0);
 const hist = (all: Map<string, SeriesValue>, key: string) =>
   all.get(key) as HistogramValue | undefined;
 
-const stores: [string, () => ConversationStore][] = [
-  ['memory', () => createMemoryStore()],
-  ['sqlite', () => createSqliteStore({ path: ':memory:', synchronous: 'NORMAL' })],
-];
-
-describe.each(stores)('checkpoint writes on the %s store', (storeName, newStore) => {
+describe.each(TRANSCRIPT_STORES)('checkpoint writes on the %s store', (storeName, newStore) => {
   /**
    * A transcript of `dispatches` run as `conversationId`, snapshotted every `every` dispatches,
    * heard by `telemetry` and a listener, on a watched store (whose snapshots fail if `failing`).
