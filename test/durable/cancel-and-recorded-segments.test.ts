@@ -17,14 +17,11 @@ import {
   ConversationLeaseError,
   ConversationNotFoundError,
   type ConversationObserver,
-  ConversationOrchestrator,
   type ConversationStart,
   type ConversationStore,
   createMemoryStore,
-  maxDispatches,
   type Responder,
   ResponderError,
-  roundRobin,
   suspend,
 } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
@@ -33,6 +30,7 @@ import { lineRuleProblem } from '../../src/replay/line-rules.ts';
 import { createRedisStore } from '../../src/stores/redis/index.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
 import { type OneResponderOptions, oneResponder } from '../helpers/durable-orchestrators.ts';
+import { createdFirst, firstCheckpoint } from '../helpers/first-checkpoint.ts';
 import { hasRedisServer, type RunningRedis, startRedis } from '../helpers/redis.ts';
 
 const input = { sender: 'user', content: 'go' };
@@ -73,14 +71,7 @@ const DEAD_OWNER = `${hostname().replace(/\//g, '_') || 'localhost'}/${process.p
 /** A conversation created by a process that crashed before its first dispatch was committed. */
 async function crashed(store: ConversationStore, id: string, orchestrator = 'review') {
   const outcome = await store.create(
-    {
-      conversationId: id,
-      orchestrator,
-      status: 'running',
-      seq: 1,
-      dispatchCount: 0,
-      state: JSON.stringify({ v: 1, input, fresh: true }),
-    },
+    firstCheckpoint(id, orchestrator, JSON.stringify({ v: 1, input, fresh: true })),
     DEAD_OWNER,
     60_000,
   );
@@ -344,19 +335,12 @@ describe('an ended checkpoint written by the previous format (state holding the 
   it('is still answered by resume() and cancel(); an old ResponderError keeps its class, message and state', async () => {
     const store = createMemoryStore();
     const owner = `${DEAD_OWNER}-old`;
-    const created = await store.create(
-      {
-        conversationId: 'old',
-        orchestrator: 'review',
-        status: 'running',
-        seq: 1,
-        dispatchCount: 0,
-        state: JSON.stringify({ v: 1, input, fresh: true }),
-      },
+    const lease = await createdFirst(
+      store,
+      firstCheckpoint('old', 'review', JSON.stringify({ v: 1, input, fresh: true })),
       owner,
       60_000,
     );
-    if (!created.created) throw new Error('not created');
     const state = {
       conversationId: 'old',
       projection: 7,
@@ -392,7 +376,7 @@ describe('an ended checkpoint written by the previous format (state holding the 
           error: { name: 'ResponderError', message: 'Responder `a` failed: boom', reason: 'error' },
         }),
       },
-      created.lease,
+      lease,
       60_000,
     );
     expect(committed.ok).toBe(true);
@@ -474,16 +458,12 @@ describe('ConversationEnd.ended and the telemetry count', () => {
     const registry = new Registry();
     const telemetry = createConversationTelemetry({ registry });
     const { observer, ends } = segments<number>();
-    const o = new ConversationOrchestrator<number, unknown>({
-      name: 'review',
+    const o = make(answer, {
       store,
       storeTimeoutMs: 50,
       leaseMs: 1_000,
       observers: [observer, telemetry as ConversationObserver<number, unknown>],
-      responders: [{ name: 'a', respond: answer }],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (n: number) => n + 1 },
-      termination: maxDispatches(2),
+      steps: 2,
     });
     // The core asks the store whether the ending landed: it did, so the run ends as stored.
     const result = await o.run(input, { conversationId: 'late' });

@@ -37,6 +37,22 @@ function logging(calls: Calls, delayMs?: number, onCall?: (n: number) => void) {
   };
 }
 
+/** One responder `a` answering with `respond`, the sum of its answers, 8 dispatches on `store`. */
+const single = (
+  store: ConversationStore,
+  respond: Parameters<typeof orchestrator>[2],
+  extra: Parameters<typeof orchestrator>[3] = {},
+) =>
+  new ConversationOrchestrator<number, number>({
+    name: 'handoff',
+    store,
+    responders: [{ name: 'a', respond }],
+    turnPolicy: roundRobin(),
+    projection: { initial: () => 0, fold: (total, m) => total + m.content },
+    termination: maxDispatches(8),
+    ...extra,
+  });
+
 const uninterrupted = async (durability: Durability) =>
   orchestrator(createMemoryStore(), durability, logging([])).run(
     { sender: 'user', content: 1 },
@@ -102,13 +118,7 @@ describe('an abort that cuts a responder call mid-way', () => {
     const store = createMemoryStore();
     const controller = new AbortController();
     const first: Calls = [];
-    const o = new ConversationOrchestrator<number, number>({
-      name: 'handoff',
-      store,
-      responders: [{ name: 'a', respond: logging(first) }],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (total, m) => total + m.content },
-      termination: maxDispatches(8),
+    const o = single(store, logging(first), {
       listener: (_s, _d, n) => {
         if (n === 3) controller.abort();
       },
@@ -118,15 +128,7 @@ describe('an abort that cuts a responder call mid-way', () => {
     ).rejects.toBeInstanceOf(ConversationAbortedError);
     expect(await store.get('b')).toMatchObject({ status: 'running', dispatchCount: 3 });
     const second: Calls = [];
-    const again = new ConversationOrchestrator<number, number>({
-      name: 'handoff',
-      store,
-      responders: [{ name: 'a', respond: logging(second) }],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (total, m) => total + m.content },
-      termination: maxDispatches(8),
-    });
-    await again.resume('b');
+    await single(store, logging(second)).resume('b');
     // Dispatch 4 never started before the abort: its first call is attempt 1.
     expect(second[0]).toEqual(['b:4', 1]);
   });

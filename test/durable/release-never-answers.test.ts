@@ -6,31 +6,18 @@
 import { describe, expect, it } from 'vitest';
 import {
   ConversationNotFoundError,
-  ConversationOrchestrator,
   type ConversationStore,
   createMemoryStore,
-  maxDispatches,
-  roundRobin,
 } from '../../src/index.ts';
+import { oneResponder } from '../helpers/durable-orchestrators.ts';
+import { createdAndReleased, firstCheckpoint } from '../helpers/first-checkpoint.ts';
 
 describe('resume() of another orchestrator’s conversation', () => {
   it('rejects with ConversationNotFoundError within storeTimeoutMs when release() never answers', async () => {
     const memory = createMemoryStore();
     // Stored by orchestrator `other`, then let go: anyone can acquire it.
-    const created = await memory.create(
-      {
-        conversationId: 'c1',
-        orchestrator: 'other',
-        status: 'running',
-        seq: 1,
-        dispatchCount: 0,
-        state: '{"v":1,"input":{"sender":"user","content":1},"fresh":true}',
-      },
-      'someone/1/x',
-      10_000,
-    );
-    if (!created.created) throw new Error('expected the conversation to be created');
-    await memory.release('c1', created.lease);
+    const state = '{"v":1,"input":{"sender":"user","content":1},"fresh":true}';
+    await createdAndReleased(memory, firstCheckpoint('c1', 'other', state), 'someone/1/x', 10_000);
     let releases = 0;
     const store = new Proxy(memory, {
       get(target, key, receiver) {
@@ -49,14 +36,11 @@ describe('resume() of another orchestrator’s conversation', () => {
         return typeof value === 'function' ? value.bind(target) : value;
       },
     }) as ConversationStore;
-    const mine = new ConversationOrchestrator<number, number>({
+    const mine = oneResponder(() => ({ sender: 'a', content: 1 }), {
       name: 'mine',
       store,
       storeTimeoutMs: 200,
-      responders: [{ name: 'a', respond: () => ({ sender: 'a', content: 1 }) }],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (total, m) => total + m.content },
-      termination: maxDispatches(2),
+      steps: 2,
     });
     const started = performance.now();
     const error = await mine.resume('c1').then(

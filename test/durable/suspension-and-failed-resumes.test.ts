@@ -16,6 +16,7 @@ import {
   suspend,
   type TerminationPolicy,
 } from '../../src/index.ts';
+import { createdAndReleased, firstCheckpoint } from '../helpers/first-checkpoint.ts';
 
 function counter(name: string, store: ConversationStore, payload: () => unknown) {
   return new ConversationOrchestrator<number[], unknown>({
@@ -232,20 +233,7 @@ describe('resume() of a checkpoint this version cannot read', () => {
   for (const [state, what, why] of cases) {
     it(`rejects a state ${what} with a CheckpointError naming the conversation, and releases it`, async () => {
       const store = createMemoryStore();
-      const created = await store.create(
-        {
-          conversationId: 'q7',
-          orchestrator: 'asks',
-          status: 'running',
-          seq: 1,
-          dispatchCount: 0,
-          state,
-        },
-        'writer/1/x',
-        1_000,
-      );
-      if (!created.created) throw new Error('not created');
-      await store.release('q7', created.lease);
+      await createdAndReleased(store, firstCheckpoint('q7', 'asks', state), 'writer/1/x', 1_000);
       let calls = 0;
       const o = counter('asks', store, () => {
         calls++;
@@ -304,14 +292,11 @@ describe('a store that answers something other than an outcome', () => {
   it('fails resume() with a CheckpointError naming the store and acquire()', async () => {
     const store = answering('acquire', { status: 'acquired' });
     await store.create(
-      {
-        conversationId: 'q10',
-        orchestrator: 'asks',
-        status: 'running',
-        seq: 1,
-        dispatchCount: 0,
-        state: JSON.stringify({ v: 1, input: { sender: 'user', content: 0 }, fresh: true }),
-      },
+      firstCheckpoint(
+        'q10',
+        'asks',
+        JSON.stringify({ v: 1, input: { sender: 'user', content: 0 }, fresh: true }),
+      ),
       'gone/1/x',
       60_000,
     );
