@@ -75,6 +75,29 @@ function roomViolations(): string[] {
   });
 }
 
+/**
+ * Runs `check` on `target` with the imports `added` put in (by file; a file not in it is added
+ * whole), then puts `target` back as it was.
+ */
+function withImports(
+  target: Map<string, string[]>,
+  added: Readonly<Record<string, readonly string[]>>,
+  check: () => void,
+): void {
+  const before = new Map(Object.keys(added).map((file) => [file, target.get(file)]));
+  for (const [file, imports] of Object.entries(added)) {
+    target.set(file, [...(target.get(file) ?? []), ...imports]);
+  }
+  try {
+    check();
+  } finally {
+    for (const [file, imports] of before) {
+      if (imports === undefined) target.delete(file);
+      else target.set(file, imports);
+    }
+  }
+}
+
 describe('layering of the demo service', () => {
   it('reads the imports it checks', () => {
     expect(graph.get('service/live/history.ts')).toContain('service/live/updates.ts');
@@ -115,42 +138,33 @@ describe('layering of the demo service', () => {
     expect(pageGraph.get('./state.js')).toEqual(['./constants.js']);
     expect(cyclesIn(pageGraph, (file) => pageGraph.has(file))).toEqual([]);
     // The check can fail: a circle put in is found.
-    const state = pageGraph.get('./state.js') ?? [];
-    pageGraph.set('./state.js', [...state, './updates.js']);
-    try {
+    withImports(pageGraph, { './state.js': ['./updates.js'] }, () => {
       expect(cyclesIn(pageGraph, (file) => pageGraph.has(file)).length).toBeGreaterThan(0);
-    } finally {
-      pageGraph.set('./state.js', state);
-    }
+    });
   });
 
   it('finds an import that goes up a room (the check can fail)', () => {
-    const server = graph.get('service/http/server.ts') ?? [];
-    graph.set('service/http/server.ts', [...server, 'service/live/live.ts', 'service/main.ts']);
-    graph.set('service/__x.ts', ['service/desks/market.ts']);
-    try {
+    const added = {
+      'service/http/server.ts': ['service/live/live.ts', 'service/main.ts'],
+      'service/__x.ts': ['service/desks/market.ts'],
+    };
+    withImports(graph, added, () => {
       expect(roomViolations()).toEqual([
         'service/http/server.ts -> service/live/live.ts',
         'service/http/server.ts -> service/main.ts',
         'service/__x.ts -> service/desks/market.ts',
       ]);
-    } finally {
-      graph.set('service/http/server.ts', server);
-      graph.delete('service/__x.ts');
-    }
+    });
+    expect(graph.has('service/__x.ts')).toBe(false);
   });
 
   it('finds a circle when there is one (the check can fail)', () => {
-    const updates = graph.get('service/live/updates.ts') ?? [];
-    graph.set('service/live/updates.ts', [...updates, 'service/live/history.ts']);
-    try {
+    withImports(graph, { 'service/live/updates.ts': ['service/live/history.ts'] }, () => {
       expect(cycles()).toContainEqual([
         'service/live/history.ts',
         'service/live/updates.ts',
         'service/live/history.ts',
       ]);
-    } finally {
-      graph.set('service/live/updates.ts', updates);
-    }
+    });
   });
 });
