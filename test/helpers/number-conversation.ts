@@ -4,6 +4,7 @@
  */
 import {
   ConversationOrchestrator,
+  type ConversationStart,
   type Message,
   type OrchestratorOptions,
   type Responder,
@@ -37,4 +38,18 @@ export function numberConversation(
     projection: { initial: () => 0, fold: (s) => s + 1 },
     ...rest,
   });
+}
+
+/**
+ * What the core hands an observer at the start of conversation `c` of `orchestrator` from
+ * message 0, its one responder `responder`: for an observer driven by hand.
+ */
+export function startOf(orchestrator: string, responder = 'a'): ConversationStart<number> {
+  return {
+    orchestrator,
+    conversationId: 'c',
+    input: { sender: 'user', content: 0 },
+    responders: [responder],
+    startTimeMs: Date.now(),
+  };
 }

@@ -1,19 +1,13 @@
 import { spawnSync } from 'node:child_process';
 import { trace } from '@opentelemetry/api';
-import { type OpenMetricsContentType, Registry } from 'prom-client';
+import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  ConversationOrchestrator,
-  type Message,
-  maxDispatches,
-  roundRobin,
-  stopWhen,
-  type TerminationPolicy,
-  tokenBudget,
-} from '../../src/index.ts';
+import { maxDispatches, stopWhen, type TerminationPolicy, tokenBudget } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
 import { metricsFor } from '../../src/observability/metric-sets.ts';
 import { OVERFLOW_LABEL_VALUE } from '../../src/observability/semconv.ts';
+import { counterOrchestrator } from '../helpers/desks.ts';
+import { numberConversation, startOf } from '../helpers/number-conversation.ts';
 import {
   dispatchCounts,
   memoryTracing,
@@ -22,31 +16,24 @@ import {
   spansNamed,
   warningsLogger,
 } from '../helpers/tracing.ts';
-import { deliveredTracing } from './delivered-tracing.ts';
+import { deliveredTracing, openMetricsRegistry } from './delivered-tracing.ts';
 
 afterEach(restoreTracing);
 
 type Telemetry = ReturnType<typeof createConversationTelemetry<number, number>>;
 
 const counter = (telemetry: Telemetry, n = 5, name = 'counter') =>
-  new ConversationOrchestrator<number, number>({
-    name,
-    responders: ['a', 'b', 'c'].map((r) => ({
-      name: r,
-      respond: (m: Message<number>) => ({ sender: r, content: m.content + 1 }),
-    })),
-    turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (s, m) => s + m.content },
-    termination: maxDispatches(n),
-    observers: [telemetry],
-  });
+  counterOrchestrator({ name, termination: maxDispatches(n), observers: [telemetry] });
 
-/** An OpenMetrics registry (set before any metric is created, as exemplars need). */
-function openMetricsRegistry(): Registry<OpenMetricsContentType> {
-  const registry = new Registry() as unknown as Registry<OpenMetricsContentType>;
-  registry.setContentType(Registry.OPENMETRICS_CONTENT_TYPE);
-  return registry;
-}
+/** Runs a counter of `n` dispatches from 0 under a telemetry of `options`. */
+const runCounter = (
+  options: Parameters<typeof createConversationTelemetry<number, number>>[0],
+  n?: number,
+) =>
+  counter(createConversationTelemetry<number, number>(options), n).run({
+    sender: 'user',
+    content: 0,
+  });
 
 /** `name{labels} value` lines of an exposition, as a map. */
 function samples(text: string): Map<string, number> {
@@ -59,6 +46,35 @@ function samples(text: string): Map<string, number> {
   return map;
 }
 
+/** Each series of `expected` has its value in `s` (undefined: no such series). */
+function expectSeries(s: Map<string, number>, expected: Record<string, number | undefined>): void {
+  for (const [series, value] of Object.entries(expected)) expect(s.get(series), series).toBe(value);
+}
+
+/**
+ * The counters of `orchestrator`'s conversations, every one ended max_dispatches: its dispatches
+ * per responder, `conversations` started and ended, none in progress.
+ */
+function expectCounted(
+  s: Map<string, number>,
+  orchestrator: string,
+  dispatches: Record<string, number>,
+  conversations: number,
+): void {
+  const of = `orchestrator="${orchestrator}"`;
+  expectSeries(s, {
+    ...Object.fromEntries(
+      Object.entries(dispatches).map(([responder, n]) => [
+        `orchestrator_dispatches_total{${of},responder="${responder}"}`,
+        n,
+      ]),
+    ),
+    [`orchestrator_conversations_started_total{${of}}`]: conversations,
+    [`orchestrator_conversations_ended_total{${of},reason="max_dispatches"}`]: conversations,
+    [`orchestrator_conversations_in_progress{${of}}`]: 0,
+  });
+}
+
 describe('metrics', () => {
   it('counts dispatches per responder and conversations per reason, exactly', async () => {
     const registry = new Registry();
@@ -67,58 +83,21 @@ describe('metrics', () => {
     await o.run({ sender: 'user', content: 0 });
     await o.run({ sender: 'user', content: 0 });
     const s = samples(await registry.metrics());
-    expect(s.get('orchestrator_dispatches_total{orchestrator="counter",responder="a"}')).toBe(4);
-    expect(s.get('orchestrator_dispatches_total{orchestrator="counter",responder="b"}')).toBe(4);
-    expect(s.get('orchestrator_dispatches_total{orchestrator="counter",responder="c"}')).toBe(2);
-    expect(s.get('orchestrator_conversations_started_total{orchestrator="counter"}')).toBe(2);
-    expect(
-      s.get(
-        'orchestrator_conversations_ended_total{orchestrator="counter",reason="max_dispatches"}',
-      ),
-    ).toBe(2);
-    expect(s.get('orchestrator_conversations_in_progress{orchestrator="counter"}')).toBe(0);
-    // Known label values start at 0, so rates and ratios see zeros instead of no data.
-    expect(
-      s.get('orchestrator_conversations_ended_total{orchestrator="counter",reason="error"}'),
-    ).toBe(0);
-    // Responder errors are not pre-created: one zero series per responder is not worth a scrape.
-    expect(
-      s.get('orchestrator_responder_errors_total{orchestrator="counter",responder="c"}'),
-    ).toBeUndefined();
-    expect(s.get('orchestrator_listener_errors_total{orchestrator="counter"}')).toBe(0);
-    expect(
-      s.get(
-        'orchestrator_conversation_dispatches_count{orchestrator="counter",reason="max_dispatches"}',
-      ),
-    ).toBe(2);
-    expect(
-      s.get(
-        'orchestrator_conversation_dispatches_sum{orchestrator="counter",reason="max_dispatches"}',
-      ),
-    ).toBe(10);
-    expect(
-      s.get(
-        'orchestrator_conversation_dispatches_bucket{le="2",orchestrator="counter",reason="max_dispatches"}',
-      ),
-    ).toBe(0);
-    expect(
-      s.get(
-        'orchestrator_conversation_dispatches_bucket{le="5",orchestrator="counter",reason="max_dispatches"}',
-      ),
-    ).toBe(2);
-    expect(
-      s.get('orchestrator_dispatch_duration_seconds_count{orchestrator="counter",responder="a"}'),
-    ).toBe(4);
-    expect(
-      s.get(
-        'orchestrator_dispatch_duration_seconds_bucket{le="+Inf",orchestrator="counter",responder="a"}',
-      ),
-    ).toBe(4);
-    expect(
-      s.get(
-        'orchestrator_conversation_duration_seconds_count{orchestrator="counter",reason="max_dispatches"}',
-      ),
-    ).toBe(2);
+    expectCounted(s, 'counter', { a: 4, b: 4, c: 2 }, 2);
+    expectSeries(s, {
+      // Known label values start at 0, so rates and ratios see zeros instead of no data.
+      'orchestrator_conversations_ended_total{orchestrator="counter",reason="error"}': 0,
+      // Responder errors are not pre-created: one zero series per responder is not worth a scrape.
+      'orchestrator_responder_errors_total{orchestrator="counter",responder="c"}': undefined,
+      'orchestrator_listener_errors_total{orchestrator="counter"}': 0,
+      'orchestrator_conversation_dispatches_count{orchestrator="counter",reason="max_dispatches"}': 2,
+      'orchestrator_conversation_dispatches_sum{orchestrator="counter",reason="max_dispatches"}': 10,
+      'orchestrator_conversation_dispatches_bucket{le="2",orchestrator="counter",reason="max_dispatches"}': 0,
+      'orchestrator_conversation_dispatches_bucket{le="5",orchestrator="counter",reason="max_dispatches"}': 2,
+      'orchestrator_dispatch_duration_seconds_count{orchestrator="counter",responder="a"}': 4,
+      'orchestrator_dispatch_duration_seconds_bucket{le="+Inf",orchestrator="counter",responder="a"}': 4,
+      'orchestrator_conversation_duration_seconds_count{orchestrator="counter",reason="max_dispatches"}': 2,
+    });
     // A second scrape adds nothing: counters are handed to prom-client exactly once.
     const again = samples(await registry.metrics());
     expect(again.get('orchestrator_dispatches_total{orchestrator="counter",responder="a"}')).toBe(
@@ -130,13 +109,10 @@ describe('metrics', () => {
     const registry = new Registry();
     const telemetry = createConversationTelemetry<number, number>({ registry });
     let release: () => void = () => {};
-    const o = new ConversationOrchestrator<number, number>({
-      name: 'waiting',
+    const o = numberConversation('waiting', {
       responders: [
         { name: 'a', respond: () => new Promise((r) => (release = () => r(undefined))) },
       ],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s },
       termination: maxDispatches(1),
       observers: [telemetry],
     });
@@ -160,11 +136,8 @@ describe('metrics', () => {
     const telemetry = createConversationTelemetry<number, number>({ registry });
     const rejections: (() => void)[] = [];
     const heard: string[] = [];
-    const o = new ConversationOrchestrator<number, number>({
-      name: 'late',
-      responders: [{ name: 'a', respond: (m) => ({ sender: 'a', content: m.content + 1 }) }],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s },
+    const o = numberConversation('late', {
+      responders: ['a'],
       termination: maxDispatches(3),
       // Each dispatch's promise rejects only when the test says so: after the run settled.
       listener: (_s, _d, n) =>
@@ -189,8 +162,7 @@ describe('metrics', () => {
   it('counts responder failures, listener errors and failed conversations', async () => {
     const registry = new Registry();
     const telemetry = createConversationTelemetry<number, number>({ registry });
-    const o = new ConversationOrchestrator<number, number>({
-      name: 'faulty',
+    const o = numberConversation('faulty', {
       responders: [
         {
           name: 'flaky',
@@ -200,8 +172,6 @@ describe('metrics', () => {
           },
         },
       ],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s },
       termination: maxDispatches(10),
       listener: () => {
         throw new Error('listener bug');
@@ -223,10 +193,7 @@ describe('metrics', () => {
 
   it('passes promtool check metrics without a word', async () => {
     const registry = new Registry();
-    await counter(createConversationTelemetry<number, number>({ registry })).run({
-      sender: 'user',
-      content: 0,
-    });
+    await runCounter({ registry });
     const result = spawnSync('promtool', ['check', 'metrics'], {
       input: await registry.metrics(),
       encoding: 'utf8',
@@ -267,10 +234,7 @@ describe('metrics', () => {
       ),
     ).toBe(1);
     registry.clear();
-    await counter(createConversationTelemetry<number, number>({ registry }), 3).run({
-      sender: 'user',
-      content: 0,
-    });
+    await runCounter({ registry }, 3);
     s = samples(await registry.metrics());
     expect(s.get('orchestrator_dispatches_total{orchestrator="counter",responder="a"}')).toBe(1);
     expect(s.get('orchestrator_conversations_started_total{orchestrator="counter"}')).toBe(1);
@@ -278,10 +242,7 @@ describe('metrics', () => {
 
   it('never uses the global default registry unless given it', async () => {
     const { register } = await import('prom-client');
-    await counter(createConversationTelemetry<number, number>({ registry: new Registry() })).run({
-      sender: 'user',
-      content: 0,
-    });
+    await runCounter({ registry: new Registry() });
     expect(register.getSingleMetric('orchestrator_dispatches_total')).toBeUndefined();
   });
 
@@ -289,8 +250,7 @@ describe('metrics', () => {
     const registry = new Registry();
     const telemetry = createConversationTelemetry<number, number>({ registry, maxReasons: 1 });
     const run = (termination: TerminationPolicy<number, number>) =>
-      new ConversationOrchestrator<number, number>({
-        name: 'budgets',
+      numberConversation('budgets', {
         responders: [
           {
             name: 'a',
@@ -300,8 +260,6 @@ describe('metrics', () => {
             },
           },
         ],
-        turnPolicy: roundRobin(),
-        projection: { initial: () => 0, fold: (s) => s },
         termination,
         observers: [telemetry],
       }).run({ sender: 'user', content: 0 });
@@ -321,11 +279,8 @@ describe('metrics', () => {
     const registry = new Registry();
     const telemetry = createConversationTelemetry<number, number>({ registry, maxReasons: 2 });
     for (const reason of ['alpha', 'beta', 'gamma', 'delta']) {
-      await new ConversationOrchestrator<number, number>({
-        name: 'reasons',
+      await numberConversation('reasons', {
         responders: [{ name: 'a', respond: () => ({ sender: 'a', content: 1 }) }],
-        turnPolicy: roundRobin(),
-        projection: { initial: () => 0, fold: (s) => s },
         termination: stopWhen(() => true, reason),
         observers: [telemetry],
       }).run({ sender: 'user', content: 0 });
@@ -369,10 +324,7 @@ describe('metrics', () => {
   it('attaches the trace id as an exemplar on an OpenMetrics registry, once the trace is delivered', async () => {
     const registry = openMetricsRegistry();
     const { exporter, tracer, provider } = deliveredTracing(registry);
-    await counter(createConversationTelemetry<number, number>({ registry, tracer })).run({
-      sender: 'user',
-      content: 0,
-    });
+    await runCounter({ registry, tracer });
     // Not before its export is heard: the in-memory exporter answers on a timer.
     expect(await registry.metrics()).not.toContain('# {trace_id=');
     await provider.forceFlush();
@@ -420,10 +372,7 @@ describe('metrics', () => {
   it('records conversation histograms on an OpenMetrics registry when no trace is sampled', async () => {
     trace.disable();
     const registry = openMetricsRegistry();
-    await counter(createConversationTelemetry<number, number>({ registry })).run({
-      sender: 'user',
-      content: 0,
-    });
+    await runCounter({ registry });
     const text = await registry.metrics();
     expect(text).toContain(
       'orchestrator_conversation_dispatches_count{orchestrator="counter",reason="max_dispatches"} 1',
@@ -440,43 +389,25 @@ describe('metrics', () => {
   it('works as a plain listener (the seed SPI)', async () => {
     const registry = new Registry();
     const telemetry = createConversationTelemetry<number, number>({ registry });
-    const o = new ConversationOrchestrator<number, number>({
-      name: 'seed',
-      responders: ['a', 'b'].map((r) => ({
-        name: r,
-        respond: (m: Message<number>) => ({ sender: r, content: m.content + 1 }),
-      })),
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s },
+    const o = numberConversation('seed', {
+      responders: ['a', 'b'],
       termination: maxDispatches(3),
       listener: telemetry.listener('seed'),
     });
     await o.run({ sender: 'user', content: 0 });
     const s = samples(await registry.metrics());
-    expect(s.get('orchestrator_dispatches_total{orchestrator="seed",responder="a"}')).toBe(2);
-    expect(s.get('orchestrator_dispatches_total{orchestrator="seed",responder="b"}')).toBe(1);
-    expect(
-      s.get('orchestrator_conversations_ended_total{orchestrator="seed",reason="max_dispatches"}'),
-    ).toBe(1);
-    expect(s.get('orchestrator_conversations_started_total{orchestrator="seed"}')).toBe(1);
+    // A listener sees no starts or failures, so it leaves the in-progress gauge alone (at 0).
+    expectCounted(s, 'seed', { a: 2, b: 1 }, 1);
     expect(
       s.get(
         'orchestrator_conversation_dispatches_sum{orchestrator="seed",reason="max_dispatches"}',
       ),
     ).toBe(3);
-    // A listener sees no starts or failures, so it leaves the in-progress gauge alone.
-    expect(s.get('orchestrator_conversations_in_progress{orchestrator="seed"}')).toBe(0);
   });
 });
 
 describe('metrics stay exact and bounded on hostile input', () => {
-  const start = {
-    orchestrator: 'hostile',
-    conversationId: 'c',
-    input: { sender: 'user', content: 0 },
-    responders: ['a'],
-    startTimeMs: Date.now(),
-  };
+  const start = startOf('hostile');
   const info = (durationMs: number, dispatchCount: number) => ({
     state: {} as never,
     decision: { terminate: false, reason: 'continue' },
@@ -590,11 +521,8 @@ describe('metrics stay exact and bounded on hostile input', () => {
 
 describe('the plain listener (the seed SPI)', () => {
   const orchestrator = (listener: ReturnType<Telemetry['listener']>, n: number) =>
-    new ConversationOrchestrator<number, number>({
-      name: 'seed',
-      responders: [{ name: 'a', respond: (m) => ({ sender: 'a', content: m.content + 1 }) }],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s },
+    numberConversation('seed', {
+      responders: ['a'],
       termination: maxDispatches(n),
       listener,
     });
@@ -636,11 +564,8 @@ describe('the plain listener (the seed SPI)', () => {
     const { exporter, tracer } = memoryTracing();
     const telemetry = createConversationTelemetry<number, number>({ registry, tracer });
     const huge = 'x'.repeat(1_000_000);
-    const o = new ConversationOrchestrator<number, number>({
-      name: 'seed',
+    const o = numberConversation('seed', {
       responders: [{ name: 'a', respond: (m) => ({ sender: huge, content: m.content + 1 }) }],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (s) => s },
       termination: maxDispatches(3),
       listener: telemetry.listener('seed'),
     });
@@ -670,10 +595,7 @@ describe('the dispatch-duration exposition', () => {
   async function both(openMetrics: boolean) {
     const registry = openMetrics ? openMetricsRegistry() : new Registry();
     const { tracer, provider } = openMetrics ? deliveredTracing(registry) : memoryTracing();
-    await counter(createConversationTelemetry<number, number>({ registry, tracer }), 30).run({
-      sender: 'u',
-      content: 0,
-    });
+    await runCounter({ registry, tracer }, 30);
     await provider.forceFlush();
     const metric = registry.getSingleMetric(
       'orchestrator_dispatch_duration_seconds',
@@ -704,10 +626,7 @@ describe('the dispatch-duration exposition', () => {
   it('falls back to prom-client when the registry has default labels', async () => {
     const registry = new Registry();
     registry.setDefaultLabels({ service: 'desks' });
-    await counter(createConversationTelemetry<number, number>({ registry })).run({
-      sender: 'u',
-      content: 0,
-    });
+    await runCounter({ registry });
     const text = await registry.metrics();
     expect(text).toContain(
       'orchestrator_dispatch_duration_seconds_count{service="desks",orchestrator="counter",responder="a"} 2',

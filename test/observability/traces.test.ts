@@ -1,14 +1,16 @@
-import { SpanKind, SpanStatusCode, trace } from '@opentelemetry/api';
+import { SpanKind, SpanStatusCode, type Tracer, trace } from '@opentelemetry/api';
 import { Registry } from 'prom-client';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import {
   ConversationOrchestrator,
   type Message,
   maxDispatches,
+  type OrchestratorOptions,
   roundRobin,
 } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
-import { desksOrchestrator, spread } from '../helpers/desks.ts';
+import { counterOrchestrator, desksOrchestrator, spread } from '../helpers/desks.ts';
+import { startOf } from '../helpers/number-conversation.ts';
 import {
   captureDiag,
   memoryTracing,
@@ -19,19 +21,27 @@ import {
 
 const counter = (
   telemetry: ReturnType<typeof createConversationTelemetry<number, number>>,
-  extra: Partial<ConstructorParameters<typeof ConversationOrchestrator<number, number>>[0]> = {},
+  extra: Partial<OrchestratorOptions<number, number>> = {},
+) => counterOrchestrator({ termination: maxDispatches(5), observers: [telemetry], ...extra });
+
+/**
+ * A conversation of strings `name` whose `bot` answers `answer(m)`, `dispatches` times, traced
+ * by `tracer` with its content captured up to `maxContentLength`.
+ */
+const capturedChat = (
+  name: string,
+  tracer: Tracer,
+  answer: (m: Message<string>) => string,
+  dispatches: number,
+  maxContentLength: number,
 ) =>
-  new ConversationOrchestrator<number, number>({
-    name: 'counter',
-    responders: ['a', 'b', 'c'].map((name) => ({
-      name,
-      respond: (m: Message<number>) => ({ sender: name, content: m.content + 1 }),
-    })),
+  new ConversationOrchestrator<string, string>({
+    name,
+    responders: [{ name: 'bot', respond: (m) => ({ sender: 'bot', content: answer(m) }) }],
     turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (s, m) => s + m.content },
-    termination: maxDispatches(5),
-    observers: [telemetry],
-    ...extra,
+    projection: { initial: () => '', fold: (_s, m) => m.content },
+    termination: maxDispatches(dispatches),
+    observers: [createConversationTelemetry({ tracer, captureContent: true, maxContentLength })],
   });
 
 afterEach(() => {
@@ -438,16 +448,7 @@ describe('concurrency', () => {
 describe('message content', () => {
   it('is cut without splitting a surrogate pair, and stays valid UTF-8', async () => {
     const { exporter, tracer } = memoryTracing();
-    const o = new ConversationOrchestrator<string, string>({
-      name: 'emoji',
-      responders: [{ name: 'bot', respond: () => ({ sender: 'bot', content: '\ud800 lone' }) }],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => '', fold: (_s, m) => m.content },
-      termination: maxDispatches(1),
-      observers: [
-        createConversationTelemetry({ tracer, captureContent: true, maxContentLength: 4 }),
-      ],
-    });
+    const o = capturedChat('emoji', tracer, () => '\ud800 lone', 1, 4);
     // Three emoji are six UTF-16 units; four units would end inside the second one.
     await o.run({ sender: 'user', content: '😀😀😀' });
     const [span] = spansNamed(exporter, 'invoke_workflow emoji');
@@ -534,18 +535,7 @@ describe('message content', () => {
 
   it('is recorded, truncated, when the user opts in', async () => {
     const { exporter, tracer } = memoryTracing();
-    const o = new ConversationOrchestrator<string, string>({
-      name: 'chat',
-      responders: [
-        { name: 'bot', respond: (m) => ({ sender: 'bot', content: `${m.content}!`.repeat(3) }) },
-      ],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => '', fold: (_s, m) => m.content },
-      termination: maxDispatches(2),
-      observers: [
-        createConversationTelemetry({ tracer, captureContent: true, maxContentLength: 8 }),
-      ],
-    });
+    const o = capturedChat('chat', tracer, (m) => `${m.content}!`.repeat(3), 2, 8);
     await o.run({ sender: 'user', content: 'hi' });
     const [span] = spansNamed(exporter, 'invoke_workflow chat');
     expect(span?.attributes['conversation.input.content']).toBe('hi');
@@ -567,13 +557,7 @@ describe('message content', () => {
 });
 
 describe('without a tracer provider', () => {
-  const start = {
-    orchestrator: 'counter',
-    conversationId: 'c',
-    input: { sender: 'user', content: 0 },
-    responders: ['a'],
-    startTimeMs: Date.now(),
-  };
+  const start = startOf('counter');
 
   it('takes no per-dispatch hook at all when there is nothing to record', async () => {
     trace.disable();
