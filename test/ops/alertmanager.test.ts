@@ -142,6 +142,14 @@ describe('the inhibition, in a real Alertmanager', () => {
     );
   }
 
+  /** Waits (10 s at most) for `check` to pass: Alertmanager applies what it is posted in its own time. */
+  const eventually = (check: () => Promise<void>) =>
+    vi.waitFor(check, { timeout: 10_000, interval: 100 });
+
+  /** Waits until the alerts' states, by `states()`'s keys, are `expected`. */
+  const statesBecome = (expected: Record<string, string>) =>
+    eventually(async () => expect(await states()).toEqual(expected));
+
   const burn = (
     job: string,
     severity: 'critical' | 'warning',
@@ -170,28 +178,20 @@ describe('the inhibition, in a real Alertmanager', () => {
       errors('agents'),
       errors('batch'),
     ]);
-    await vi.waitFor(
-      async () =>
-        expect(await states()).toEqual({
-          'OrchestratorTargetDown agents agents-1:9464': 'active',
-          'OrchestratorConvergenceSLOBurn agents fx_desks': 'active',
-          'OrchestratorConvergenceSLOBurn batch fx_desks': 'active',
-        }),
-      { timeout: 10_000, interval: 100 },
-    );
+    await statesBecome({
+      'OrchestratorTargetDown agents agents-1:9464': 'active',
+      'OrchestratorConvergenceSLOBurn agents fx_desks': 'active',
+      'OrchestratorConvergenceSLOBurn batch fx_desks': 'active',
+    });
 
     // Now every replica of `agents` is gone: its alerts are echoes, `batch` still pages.
     await post([{ alertname: 'OrchestratorJobDown', severity: 'critical', job: 'agents' }]);
-    await vi.waitFor(
-      async () =>
-        expect(await states()).toEqual({
-          'OrchestratorJobDown agents ': 'active',
-          'OrchestratorTargetDown agents agents-1:9464': 'suppressed',
-          'OrchestratorConvergenceSLOBurn agents fx_desks': 'suppressed',
-          'OrchestratorConvergenceSLOBurn batch fx_desks': 'active',
-        }),
-      { timeout: 10_000, interval: 100 },
-    );
+    await statesBecome({
+      'OrchestratorJobDown agents ': 'active',
+      'OrchestratorTargetDown agents agents-1:9464': 'suppressed',
+      'OrchestratorConvergenceSLOBurn agents fx_desks': 'suppressed',
+      'OrchestratorConvergenceSLOBurn batch fx_desks': 'active',
+    });
   });
   it("holds back an SLO's ticket while its page fires, for that SLO and orchestrator only", async () => {
     const key = (a: Record<string, string>) =>
@@ -211,44 +211,39 @@ describe('the inhibition, in a real Alertmanager', () => {
             { state: a.status.state, inhibitedBy: a.status.inhibitedBy },
           ]),
       );
-    await vi.waitFor(
-      async () =>
-        expect(Object.values(await stateOf()).map((s) => s.state)).toEqual([
-          'active',
-          'active',
-          'active',
-        ]),
-      { timeout: 10_000, interval: 100 },
+    await eventually(async () =>
+      expect(Object.values(await stateOf()).map((s) => s.state)).toEqual([
+        'active',
+        'active',
+        'active',
+      ]),
     );
     // fx_desks' convergence pages: its convergence ticket is an echo, the latency ticket and
     // rates_desks' ticket are not.
     await post([burn('slo', 'critical')]);
-    await vi.waitFor(
-      async () => {
-        const states = await stateOf();
-        const page = (await alertmanager.alerts()).find(
-          (a) => a.labels.job === 'slo' && a.labels.severity === 'critical',
-        );
-        expect(states).toEqual({
-          'OrchestratorConvergenceSLOBurn critical slo fx_desks': {
-            state: 'active',
-            inhibitedBy: [],
-          },
-          'OrchestratorConvergenceSLOBurn warning slo fx_desks': {
-            state: 'suppressed',
-            inhibitedBy: [page?.fingerprint],
-          },
-          'OrchestratorConvergenceLatencySLOBurn warning slo fx_desks': {
-            state: 'active',
-            inhibitedBy: [],
-          },
-          'OrchestratorConvergenceSLOBurn warning slo rates_desks': {
-            state: 'active',
-            inhibitedBy: [],
-          },
-        });
-      },
-      { timeout: 10_000, interval: 100 },
-    );
+    await eventually(async () => {
+      const states = await stateOf();
+      const page = (await alertmanager.alerts()).find(
+        (a) => a.labels.job === 'slo' && a.labels.severity === 'critical',
+      );
+      expect(states).toEqual({
+        'OrchestratorConvergenceSLOBurn critical slo fx_desks': {
+          state: 'active',
+          inhibitedBy: [],
+        },
+        'OrchestratorConvergenceSLOBurn warning slo fx_desks': {
+          state: 'suppressed',
+          inhibitedBy: [page?.fingerprint],
+        },
+        'OrchestratorConvergenceLatencySLOBurn warning slo fx_desks': {
+          state: 'active',
+          inhibitedBy: [],
+        },
+        'OrchestratorConvergenceSLOBurn warning slo rates_desks': {
+          state: 'active',
+          inhibitedBy: [],
+        },
+      });
+    });
   });
 });

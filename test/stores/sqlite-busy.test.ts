@@ -70,20 +70,29 @@ const checkpoint = (id: string, seq: number): Checkpoint => ({
   state: '{}',
 });
 
+/**
+ * A store on `name`.db that waits up to `busyTimeoutMs` for the lock, holding conversation `id` at
+ * seq 1; its commit of seq 2 is timed while another process holds the write lock for `holdMs`.
+ */
+async function commitWhileLocked(name: string, id: string, busyTimeoutMs: number, holdMs: number) {
+  const path = join(dir, `${name}.db`);
+  const store = createSqliteStore({ path, busyTimeoutMs });
+  const created = await store.create(checkpoint(id, 1), 'host/1/token', 60_000);
+  if (!created.created) throw new Error('not created');
+  await holdLock(path, holdMs);
+  const started = performance.now();
+  const { gap, value } = await largestTimerGap(() =>
+    store.commit(checkpoint(id, 2), created.lease, 60_000),
+  );
+  return { store, gap, value, waited: performance.now() - started };
+}
+
 describe('the SQLite store while another process holds the write lock', () => {
   it('waits for the lock on timers (the event loop runs on), and commits once it is free', async () => {
-    const path = join(dir, 'wait.db');
-    const store = createSqliteStore({ path, busyTimeoutMs: 5_000 });
-    const created = await store.create(checkpoint('c', 1), 'host/1/token', 60_000);
-    if (!created.created) throw new Error('not created');
-    await holdLock(path, 1_500);
-    const started = performance.now();
-    const { gap, value } = await largestTimerGap(() =>
-      store.commit(checkpoint('c', 2), created.lease, 60_000),
-    );
+    const { store, gap, value, waited } = await commitWhileLocked('wait', 'c', 5_000, 1_500);
     expect(value).toMatchObject({ ok: true });
     // It did wait for the other process (about 1.5 s), and no tick of the timer waited with it.
-    expect(performance.now() - started).toBeGreaterThan(1_000);
+    expect(waited).toBeGreaterThan(1_000);
     expect(gap).toBeLessThan(100);
     expect((await store.get('c'))?.seq).toBe(2);
     await store.close();
@@ -101,16 +110,7 @@ describe('the SQLite store while another process holds the write lock', () => {
   });
 
   it('fails with SQLITE_BUSY named once busyTimeoutMs has passed, still without stalling the loop', async () => {
-    const path = join(dir, 'timeout.db');
-    const store = createSqliteStore({ path, busyTimeoutMs: 400 });
-    const created = await store.create(checkpoint('t', 1), 'host/1/token', 60_000);
-    if (!created.created) throw new Error('not created');
-    await holdLock(path, 3_000);
-    const started = performance.now();
-    const { gap, value } = await largestTimerGap(() =>
-      store.commit(checkpoint('t', 2), created.lease, 60_000),
-    );
-    const waited = performance.now() - started;
+    const { store, gap, value, waited } = await commitWhileLocked('timeout', 't', 400, 3_000);
     expect(value).toBeInstanceOf(Error);
     expect((value as Error).message).toMatch(
       /^sqlite store: commit \(conversations t\) failed on .*timeout\.db: .* \[SQLITE_BUSY: another process held the write lock longer than busyTimeoutMs\]$/,

@@ -9,10 +9,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { afterAll, expect, it } from 'vitest';
 import { readCrashState } from '../helpers/crash-state.ts';
 import { runAndKill } from '../helpers/network-store-crash.ts';
+import { checkedRows } from '../helpers/sqlite-rows.ts';
 
 const KILLS = 20;
 const CONVERSATIONS = 8;
@@ -28,30 +28,20 @@ it(`keeps whole checkpoints and every commit it confirmed across ${KILLS} SIGKIL
       ['sqlite', path, String(CONVERSATIONS)],
       Math.floor(Math.random() * 150),
     );
-    const raw = new Database(path);
-    try {
-      expect(raw.pragma('integrity_check', { simple: true })).toBe('ok');
-      const rows = raw.prepare('SELECT id, seq, state FROM conversations ORDER BY id').all() as {
-        id: string;
-        seq: number;
-        state: string;
-      }[];
-      expect(rows.map((r) => r.id)).toEqual(
-        Array.from({ length: CONVERSATIONS }, (_, i) => `c${i}`).sort(),
-      );
-      let progress = 0;
-      for (const row of rows) {
-        expect(readCrashState(row.state)).toEqual({ id: row.id, seq: row.seq, whole: true });
-        // Nothing the writer saw committed is lost; the chain never goes back.
-        expect(row.seq).toBeGreaterThanOrEqual(seen.get(row.id) ?? 0);
-        expect(row.seq).toBeGreaterThanOrEqual(stored.get(row.id) ?? 1);
-        progress += row.seq - (stored.get(row.id) ?? 1);
-        stored.set(row.id, row.seq);
-      }
-      advanced.push(progress);
-    } finally {
-      raw.close();
+    const rows = checkedRows(path);
+    expect(rows.map((r) => r.id)).toEqual(
+      Array.from({ length: CONVERSATIONS }, (_, i) => `c${i}`).sort(),
+    );
+    let progress = 0;
+    for (const row of rows) {
+      expect(readCrashState(row.state)).toEqual({ id: row.id, seq: row.seq, whole: true });
+      // Nothing the writer saw committed is lost; the chain never goes back.
+      expect(row.seq).toBeGreaterThanOrEqual(seen.get(row.id) ?? 0);
+      expect(row.seq).toBeGreaterThanOrEqual(stored.get(row.id) ?? 1);
+      progress += row.seq - (stored.get(row.id) ?? 1);
+      stored.set(row.id, row.seq);
     }
+    advanced.push(progress);
   }
   // Each run resumed the conversations from their stored seqs (the killed writer's leases taken
   // at once, or it would have failed) and committed at least once before its kill.

@@ -7,10 +7,10 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import Database from 'better-sqlite3';
 import { describe, expect, it } from 'vitest';
 import type { Checkpoint, Lease } from '../../src/core/spi/store.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+import { checkedRows } from '../helpers/sqlite-rows.ts';
 
 const ROOT = process.getuid?.() === 0;
 
@@ -87,21 +87,11 @@ describe.skipIf(!ROOT)('the SQLite store on a failing file system', () => {
       expect(await store.delete([...leases.keys()][0] as string)).toBe(true);
       await store.close();
 
-      const raw = new Database(path, { readonly: true });
-      try {
-        expect(raw.pragma('integrity_check', { simple: true })).toBe('ok');
-        const rows = raw.prepare('SELECT id, seq, state FROM conversations').all() as {
-          id: string;
-          seq: number;
-          state: string;
-        }[];
-        expect(rows.length).toBe(leases.size - 1);
-        expect(rows.find((r) => r.id === id)?.seq).toBe(2);
-        for (const row of rows) {
-          expect(JSON.parse(row.state)).toMatchObject({ id: row.id, seq: row.seq });
-        }
-      } finally {
-        raw.close();
+      const rows = checkedRows(path, { readonly: true });
+      expect(rows.length).toBe(leases.size - 1);
+      expect(rows.find((r) => r.id === id)?.seq).toBe(2);
+      for (const row of rows) {
+        expect(JSON.parse(row.state)).toMatchObject({ id: row.id, seq: row.seq });
       }
     });
   });
