@@ -53,6 +53,17 @@ async function eventually(check: () => Promise<boolean>, ms: number): Promise<bo
   return check();
 }
 
+/** A worker of `queueName` on this file's Redis, running `app` on `store`, its events ignored. */
+function quietWorker(queueName: string, store: ConversationStore, app: ReturnType<typeof desks>) {
+  return createConversationWorker({
+    connection: redis.url,
+    queueName,
+    store,
+    orchestrators: [app],
+    onEvent: () => undefined,
+  });
+}
+
 describe('review 4: the fleet', () => {
   // Was a defect: the segment mark holds the job id, not the run's own token. A worker paused past its
   // job lock and its store lease (a zombie) comes back, is fenced, and its `finally` drops the mark
@@ -189,13 +200,7 @@ describe('review 4: the fleet', () => {
       expect(await exited).toBe('SIGKILL');
       expect((await store.get('k-1'))?.status).toBe('suspended');
       // A healthy worker with the documented defaults takes over the fleet.
-      healthy = createConversationWorker({
-        connection: redis.url,
-        queueName,
-        store,
-        orchestrators: [approval({ store, responderMs: 20 })],
-        onEvent: () => undefined,
-      });
+      healthy = quietWorker(queueName, store, approval({ store, responderMs: 20 }));
       await healthy.ready();
       // Without the store, a producer says nothing is waiting (the marker was never recorded):
       // what docs/fleet.md says of store-less producers.
@@ -284,13 +289,7 @@ describe('review 4: the fleet', () => {
   it('fails a job in our format whose input is not a message once, as refused', async () => {
     const queueName = 'r4-bad-input';
     const store = createMemoryStore();
-    const worker = createConversationWorker({
-      connection: redis.url,
-      queueName,
-      store,
-      orchestrators: [desks({ store, responderMs: 0 })],
-      onEvent: () => undefined,
-    });
+    const worker = quietWorker(queueName, store, desks({ store, responderMs: 0 }));
     const bull = new Queue(queueName, { connection: { url: redis.url } });
     try {
       await worker.ready();
@@ -331,13 +330,7 @@ describe('review 4: the fleet', () => {
         return inner.acquire(...args);
       },
     });
-    const worker = createConversationWorker({
-      connection: redis.url,
-      queueName,
-      store,
-      orchestrators: [approval({ store, responderMs: 0 })],
-      onEvent: () => undefined,
-    });
+    const worker = quietWorker(queueName, store, approval({ store, responderMs: 0 }));
     const producer = createConversationQueue({ connection: redis.url, queueName });
     try {
       await worker.ready();

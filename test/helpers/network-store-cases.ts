@@ -43,6 +43,13 @@ export function storeCases(label: string, open: () => ConversationStore): void {
       await Promise.all(stores.map((s) => s.close()));
     });
     const id = () => `c-${randomUUID()}`;
+    /** A fresh store with a new conversation (seq 1) created by `owner` for `leaseMs`: its id and lease. */
+    const begun = async (owner = remoteOwner(), leaseMs = LONG) => {
+      const s = store();
+      const cid = id();
+      const { lease } = (await s.create(checkpoint(cid, 1), owner, leaseMs)) as { lease: Lease };
+      return { s, cid, owner, lease };
+    };
 
     it('keeps every field of a created checkpoint and answers get() with them', async () => {
       const s = store();
@@ -97,10 +104,7 @@ export function storeCases(label: string, open: () => ConversationStore): void {
     });
 
     it('round-trips a suspended and an ended checkpoint through commit, get and acquire', async () => {
-      const s = store();
-      const cid = id();
-      const owner = remoteOwner();
-      const { lease } = (await s.create(checkpoint(cid, 1), owner, LONG)) as { lease: Lease };
+      const { s, cid, lease } = await begun();
       const suspended = checkpoint(cid, 2, { status: 'suspended', suspendedAt: 1_700_000_000_123 });
       const c1 = await s.commit(suspended, lease, LONG);
       expect(c1.ok).toBe(true);
@@ -130,21 +134,14 @@ export function storeCases(label: string, open: () => ConversationStore): void {
     });
 
     it('refuses a commit whose seq is not the stored one plus 1, and one with no such conversation', async () => {
-      const s = store();
-      const cid = id();
-      const { lease } = (await s.create(checkpoint(cid, 1), remoteOwner(), LONG)) as {
-        lease: Lease;
-      };
-      expect(await s.commit(checkpoint(cid, 3), lease, LONG)).toEqual({
-        ok: false,
-        reason: 'sequence',
-        storedSeq: 1,
-      });
-      expect(await s.commit(checkpoint(cid, 1), lease, LONG)).toEqual({
-        ok: false,
-        reason: 'sequence',
-        storedSeq: 1,
-      });
+      const { s, cid, lease } = await begun();
+      for (const seq of [3, 1]) {
+        expect(await s.commit(checkpoint(cid, seq), lease, LONG)).toEqual({
+          ok: false,
+          reason: 'sequence',
+          storedSeq: 1,
+        });
+      }
       const ok = await s.commit(checkpoint(cid, 2), lease, LONG);
       expect(ok.ok).toBe(true);
       expect(await s.commit(checkpoint(id(), 2), lease, LONG)).toEqual({
@@ -155,10 +152,7 @@ export function storeCases(label: string, open: () => ConversationStore): void {
     });
 
     it('gives the lease to exactly one of ten racing acquires, and refuses a live holder', async () => {
-      const s = store();
-      const cid = id();
-      const first = remoteOwner();
-      const { lease } = (await s.create(checkpoint(cid, 1), first, LONG)) as { lease: Lease };
+      const { s, cid, owner: first, lease } = await begun();
       expect(await s.acquire(cid, remoteOwner(), LONG)).toEqual({
         status: 'held',
         owner: first,
@@ -179,10 +173,7 @@ export function storeCases(label: string, open: () => ConversationStore): void {
     });
 
     it('lets another owner take an expired lease (takenOver), and fences the old holder', async () => {
-      const s = store();
-      const cid = id();
-      const stale = ((await s.create(checkpoint(cid, 1), remoteOwner(), 1)) as { lease: Lease })
-        .lease;
+      const { s, cid, lease: stale } = await begun(remoteOwner(), 1);
       await new Promise((r) => setTimeout(r, 20));
       // An expired lease nobody took still commits: the epoch fences, not the clock.
       const own = await s.commit(checkpoint(cid, 2), stale, 1);
@@ -236,11 +227,7 @@ export function storeCases(label: string, open: () => ConversationStore): void {
     });
 
     it('renews a held lease from now and answers undefined once it is not the caller’s', async () => {
-      const s = store();
-      const cid = id();
-      const { lease } = (await s.create(checkpoint(cid, 1), remoteOwner(), 1_000)) as {
-        lease: Lease;
-      };
+      const { s, cid, lease } = await begun(remoteOwner(), 1_000);
       const renewed = await s.renew(cid, lease, LONG);
       expect(renewed?.owner).toBe(lease.owner);
       expect(renewed?.epoch).toBe(1);
@@ -318,12 +305,8 @@ export function storeCases(label: string, open: () => ConversationStore): void {
     });
 
     it('purges ended conversations past the retention and nothing else', async () => {
-      const s = store();
-      const cid = id();
+      const { s, cid, lease } = await begun();
       const runningId = id();
-      const { lease } = (await s.create(checkpoint(cid, 1), remoteOwner(), LONG)) as {
-        lease: Lease;
-      };
       await s.create(checkpoint(runningId, 1), remoteOwner(), LONG);
       await s.commit(checkpoint(cid, 2, { status: 'ended', result: '{}' }), lease, LONG);
       // This store's retention is long: the ended conversation stays.

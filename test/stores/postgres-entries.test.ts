@@ -7,20 +7,14 @@
 import { randomUUID } from 'node:crypto';
 import pg from 'pg';
 import { describe, expect, it } from 'vitest';
-import type { CheckpointEntry, Lease } from '../../src/core/spi/store.ts';
+import type { Lease } from '../../src/core/spi/store.ts';
 import { createPostgresStore, SCHEMA_VERSION } from '../../src/stores/postgres/index.ts';
 import { checkpoint, remoteOwner } from '../helpers/network-store-cases.ts';
 import { hasPostgres } from '../helpers/postgres.ts';
-import { groupWrites, postgresPerSuite } from '../helpers/postgres-suite.ts';
+import { checkGroupWrites, entry } from '../helpers/postgres-group-writes.ts';
+import { postgresPerSuite } from '../helpers/postgres-suite.ts';
 
 const LONG = 60_000;
-
-const entry = (conversationId: string, seq: number): CheckpointEntry => ({
-  conversationId,
-  seq,
-  dispatchCount: seq - 1,
-  entry: JSON.stringify({ seq }),
-});
 
 /** Version 1's table as deployed (schema.ts's first migration). */
 const VERSION_1 = (t: string) => `
@@ -79,18 +73,8 @@ describe.runIf(hasPostgres())('PostgreSQL store: incremental checkpoints', () =>
   });
 
   it('appends 300 conversations that append in one tick in fewer statements, each fenced on its own', async () => {
-    const group = await groupWrites(
-      server().connectionString,
-      'group_append',
-      (text) => text.includes('INSERT INTO') && text.includes('_entries"'),
-      (store, cid, seq, lease) => store.append(entry(cid, seq), lease, LONG),
-    );
-    const { store, pool, ids, leases, outcomes } = group;
-    try {
-      expect(group.statements).toBeLessThanOrEqual(3);
-      expect(outcomes.filter((o) => o.ok)).toHaveLength(298);
-      expect(outcomes[5]).toEqual({ ok: false, reason: 'sequence', storedSeq: 1 });
-      expect(outcomes[7]).toEqual({ ok: false, reason: 'fenced', storedSeq: 1 });
+    await checkGroupWrites(server().connectionString, 'append', async (group) => {
+      const { store, pool, ids, leases } = group;
       const { rows } = await pool.query('SELECT count(*)::int AS n FROM "group_append_entries"');
       expect(rows).toEqual([{ n: 298 }]);
       // A second append of one conversation in the same tick waits for the first.
@@ -105,9 +89,7 @@ describe.runIf(hasPostgres())('PostgreSQL store: incremental checkpoints', () =>
         '{"seq":3}',
         '{"seq":4}',
       ]);
-    } finally {
-      await group.close();
-    }
+    });
   });
 
   it('an append whose entry the database refuses changes neither the row nor the log', async () => {

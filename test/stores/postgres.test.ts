@@ -10,7 +10,8 @@ import type { Lease } from '../../src/core/spi/store.ts';
 import { createPostgresStore, SCHEMA_VERSION } from '../../src/stores/postgres/index.ts';
 import { checkpoint, remoteOwner, storeCases } from '../helpers/network-store-cases.ts';
 import { hasPostgres, startPostgres } from '../helpers/postgres.ts';
-import { groupWrites, postgresPerSuite } from '../helpers/postgres-suite.ts';
+import { checkGroupWrites } from '../helpers/postgres-group-writes.ts';
+import { postgresPerSuite } from '../helpers/postgres-suite.ts';
 import { freePort } from '../helpers/prometheus.ts';
 import { silentServer } from '../helpers/silent-server.ts';
 
@@ -78,18 +79,8 @@ describe.runIf(hasPostgres())('PostgreSQL store', () => {
 
   describe('group commit', () => {
     it('commits 300 conversations that commit in one tick in fewer statements, each fenced on its own', async () => {
-      const group = await groupWrites(
-        server().connectionString,
-        'group_commit',
-        (text) => text.includes('UPDATE') && text.includes('seq - 1'),
-        (store, cid, seq, lease) => store.commit(checkpoint(cid, seq), lease, LONG),
-      );
-      const { store, ids, outcomes } = group;
-      try {
-        expect(group.statements).toBeLessThanOrEqual(3);
-        expect(outcomes.filter((o) => o.ok)).toHaveLength(298);
-        expect(outcomes[5]).toEqual({ ok: false, reason: 'sequence', storedSeq: 1 });
-        expect(outcomes[7]).toEqual({ ok: false, reason: 'fenced', storedSeq: 1 });
+      await checkGroupWrites(server().connectionString, 'commit', async (group) => {
+        const { store, ids } = group;
         const seqs = await Promise.all(ids.map(async (cid) => (await store.get(cid))?.seq));
         expect(seqs.filter((s) => s === 2)).toHaveLength(298);
         // A second commit of one conversation in the same tick waits for the first.
@@ -97,9 +88,7 @@ describe.runIf(hasPostgres())('PostgreSQL store', () => {
         const [third, fourth] = await group.twoAtOnce();
         expect([third.ok, fourth.ok]).toEqual([true, true]);
         expect((await store.get(cid))?.seq).toBe(4);
-      } finally {
-        await group.close();
-      }
+      });
     });
   });
 
