@@ -5,13 +5,11 @@
  * beside those since the page opened, and an ending opens its trace. Then a lying service: what
  * it says cannot make a bad link or hang the tab.
  */
-import { createServer, type Server } from 'node:http';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { WebSocketServer } from 'ws';
 import { launchChromium } from '../../service/chromium.ts';
-import { Page as LivePage } from '../../service/live/page.ts';
 import { watchedPage } from '../helpers/browser-page.ts';
+import { startFakeLiveService } from '../helpers/fake-live-service.ts';
 import { attrs, type OtlpSpan, startOtlpReceiver } from '../helpers/otlp-receiver.ts';
 import {
   type RunningService,
@@ -45,21 +43,11 @@ async function service(args: string[], env: NodeJS.ProcessEnv = {}) {
   return s;
 }
 
-/**
- * Listens on a free loopback port (answered); closes `server` and `wss`, its clients terminated,
- * after the test.
- */
-async function listen(server: Server, wss: WebSocketServer): Promise<number> {
-  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  cleanups.push(
-    () =>
-      new Promise<void>((resolve) => {
-        for (const ws of wss.clients) ws.terminate();
-        wss.close();
-        server.close(() => resolve());
-      }),
-  );
-  return (server.address() as { port: number }).port;
+/** A service that says what `greet` sends each client, serving the real page; closed after the test. */
+async function fakeService(greet: (send: (m: object) => void) => void): Promise<string> {
+  const fake = await startFakeLiveService(greet);
+  cleanups.push(fake.close);
+  return fake.url;
 }
 
 /** The trace id of the conversation span of `conversationId` the receiver got, if it got it. */
@@ -497,16 +485,9 @@ describe('the live page, read by a first-time viewer', () => {
 
 describe('the live page and a lying service', () => {
   it('makes no link of a bad template or trace id, bounds a hostile history, and keeps answering', async () => {
-    const files = new LivePage();
-    const server: Server = createServer((req, res) => {
-      if (!files.serve(new URL(req.url ?? '/', 'http://x').pathname, req, res))
-        res.writeHead(404).end();
-    });
-    const wss = new WebSocketServer({ server, path: '/ws' });
     let template = 'javascript:alert(1)//{traceId}';
     const good = 'abcdef0123456789abcdef0123456789';
-    wss.on('connection', (ws) => {
-      const send = (m: object) => ws.send(JSON.stringify(m));
+    const url = await fakeService((send) => {
       send({
         type: 'hello',
         subscribed: '*',
@@ -550,8 +531,7 @@ describe('the live page and a lying service', () => {
           traceId,
         });
     });
-    const port = await listen(server, wss);
-    const { page, errors } = await open(`http://127.0.0.1:${port}/`);
+    const { page, errors } = await open(url);
     await expect.poll(() => page.locator('#recent li[data-conversation-id]').count(), WAIT).toBe(5);
     // A javascript: template is no template: no link anywhere, no hint.
     expect(await page.locator('#recent a').count()).toBe(0);
@@ -584,18 +564,6 @@ describe('the live page and a lying service', () => {
     expect(errors).toEqual([]);
   });
 });
-
-/** A service that says what `greet` sends each client, serving the real page. */
-async function fakeService(greet: (send: (m: object) => void) => void): Promise<string> {
-  const files = new LivePage();
-  const server: Server = createServer((req, res) => {
-    if (!files.serve(new URL(req.url ?? '/', 'http://x').pathname, req, res))
-      res.writeHead(404).end();
-  });
-  const wss = new WebSocketServer({ server, path: '/ws' });
-  wss.on('connection', (ws) => greet((m) => ws.send(JSON.stringify(m))));
-  return `http://127.0.0.1:${await listen(server, wss)}/`;
-}
 
 describe('the live page’s share converged', () => {
   it('is the convergence SLO’s: aborted conversations count neither way, and the column says so', async () => {

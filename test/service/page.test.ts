@@ -4,13 +4,13 @@
  * Every wait is on a condition; the bounds are generous for a loaded 2-core machine.
  */
 import { readdirSync, readFileSync } from 'node:fs';
-import { createServer, type Server } from 'node:http';
 import type { Browser, Page } from 'playwright-core';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { WebSocket, WebSocketServer } from 'ws';
+import { WebSocket } from 'ws';
 import { launchChromium } from '../../service/chromium.ts';
-import { CONTENT_SECURITY_POLICY, Page as LivePage } from '../../service/live/page.ts';
+import { CONTENT_SECURITY_POLICY } from '../../service/live/page.ts';
 import { watchedPage } from '../helpers/browser-page.ts';
+import { startFakeLiveService } from '../helpers/fake-live-service.ts';
 import {
   type RunningService,
   sampleValue,
@@ -203,15 +203,8 @@ describe('the live page at /', () => {
 
   it('takes any orchestrator name and stays bounded on hostile messages (a service that lies)', async () => {
     // The page's own files, and a /ws that says what no honest service would.
-    const files = new LivePage();
-    const server: Server = createServer((req, res) => {
-      if (!files.serve(new URL(req.url ?? '/', 'http://x').pathname, req, res))
-        res.writeHead(404).end();
-    });
-    const wss = new WebSocketServer({ server, path: '/ws' });
     const names = ['fx-desks', 'a.b:c', 'x"] y', 'rates_desks'];
-    wss.on('connection', (ws) => {
-      const send = (m: object) => ws.send(JSON.stringify(m));
+    const fake = await startFakeLiveService((send) => {
       send({
         type: 'hello',
         subscribed: '*',
@@ -266,11 +259,9 @@ describe('the live page at /', () => {
         spread: 1,
       });
     });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const { port } = server.address() as { port: number };
     const { page, errors } = await watchedPage(browser as Browser);
     try {
-      await page.goto(`http://127.0.0.1:${port}/`);
+      await page.goto(fake.url);
       await page.locator('#connection[data-state="live"]').waitFor(WAIT);
       expect(await page.locator('#filter option').allTextContents()).toEqual(['all', ...names]);
       // Every name is counted (5 converged for fx-desks, 5 max_dispatches for a.b:c, and the
@@ -304,9 +295,7 @@ describe('the live page at /', () => {
       expect(errors).toEqual([]);
     } finally {
       await page.close();
-      for (const ws of wss.clients) ws.terminate();
-      wss.close();
-      await new Promise<void>((resolve) => server.close(() => resolve()));
+      await fake.close();
     }
   });
 
