@@ -3,21 +3,15 @@
 // dispatches the result reports, nothing after the end, and the promise settles once.
 import { describe, expect, it } from 'vitest';
 import type { ConversationObservation, ConversationObserver } from '../../src/core/spi/observer.ts';
-import {
-  ConversationOrchestrator,
-  maxDispatches,
-  type Responder,
-  roundRobin,
-} from '../../src/index.ts';
+import { maxDispatches, type OrchestratorOptions, type Responder } from '../../src/index.ts';
+import { counterOrchestrator } from '../helpers/desks.ts';
 
-type Opts = Partial<ConstructorParameters<typeof ConversationOrchestrator<number, number>>[0]>;
+type Opts = Partial<OrchestratorOptions<number, number>>;
 
 function make(responders: Responder<number, number>[], extra: Opts = {}) {
-  return new ConversationOrchestrator<number, number>({
+  return counterOrchestrator({
     name: 'settle',
     responders,
-    turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (s, m) => s + m.content },
     termination: maxDispatches(5),
     ...extra,
   });

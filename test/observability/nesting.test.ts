@@ -1,29 +1,20 @@
-import {
-  context,
-  createContextKey,
-  propagation,
-  ROOT_CONTEXT,
-  type Span,
-  trace,
-} from '@opentelemetry/api';
+import { context, propagation, type Span, trace } from '@opentelemetry/api';
 import {
   CompositePropagator,
-  isTracingSuppressed,
-  suppressTracing,
   W3CBaggagePropagator,
   W3CTraceContextPropagator,
 } from '@opentelemetry/core';
 import type { ReadableSpan } from '@opentelemetry/sdk-trace';
 import { afterEach, describe, expect, it } from 'vitest';
 import {
-  ConversationOrchestrator,
-  type Message,
+  type ConversationState,
   maxDispatches,
+  type OrchestratorOptions,
   type Responder,
-  roundRobin,
 } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
-import { contextWithSpan, LEAN_SPAN_CONTEXT } from '../../src/observability/span-context.ts';
+import { counterOrchestrator } from '../helpers/desks.ts';
+import { startOf } from '../helpers/number-conversation.ts';
 import { captureDiag, memoryTracing, restoreTracing, spansNamed } from '../helpers/tracing.ts';
 
 afterEach(restoreTracing);
@@ -45,17 +36,40 @@ async function instrumentedAsyncCall(name: string): Promise<void> {
 function orchestrator(
   responders: Responder<number, number>[],
   telemetry: ReturnType<typeof createConversationTelemetry<number, number>>,
-  extra: Partial<ConstructorParameters<typeof ConversationOrchestrator<number, number>>[0]> = {},
+  extra: Partial<OrchestratorOptions<number, number>> = {},
 ) {
-  return new ConversationOrchestrator<number, number>({
+  return counterOrchestrator({
     name: 'nest',
     responders,
-    turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (s, m) => s + m.content },
     termination: maxDispatches(4),
     observers: [telemetry],
     ...extra,
   });
+}
+
+/** Responder `name`, synchronous: it makes `call` (an instrumented call), then answers n + 1. */
+function syncCaller(name: string, call: () => void): Responder<number, number> {
+  return {
+    name,
+    respond: (m) => {
+      call();
+      return { sender: name, content: m.content + 1 };
+    },
+  };
+}
+
+/** Responder `name`, asynchronous: it awaits `call`, then answers the number plus one. */
+function asyncCaller(
+  name: string,
+  call: (state: ConversationState<number, number>) => Promise<void>,
+): Responder<number, number> {
+  return {
+    name,
+    respond: async (m, state) => {
+      await call(state);
+      return { sender: name, content: m.content + 1 };
+    },
+  };
 }
 
 const parentOf = (span: ReadableSpan | undefined) => span?.parentSpanContext?.spanId;
@@ -65,15 +79,7 @@ describe('spans a conversation starts nest under its conversation span (default 
   it('for sync responders, the turn policy and the listener', async () => {
     const { exporter } = memoryTracing();
     const o = orchestrator(
-      [
-        {
-          name: 'sync',
-          respond: (m) => {
-            instrumentedCall('model call');
-            return { sender: 'sync', content: m.content + 1 };
-          },
-        },
-      ],
+      [syncCaller('sync', () => instrumentedCall('model call'))],
       createConversationTelemetry<number, number>(),
       {
         turnPolicy: (_message, _state, responders) => {
@@ -98,14 +104,12 @@ describe('spans a conversation starts nest under its conversation span (default 
   it('for async responders, across awaits and timers, with their own active spans nested in turn', async () => {
     const { exporter } = memoryTracing();
     const o = orchestrator(
-      ['a', 'b'].map((name) => ({
-        name,
-        respond: async (m: Message<number>) => {
+      ['a', 'b'].map((name) =>
+        asyncCaller(name, async () => {
           await new Promise((r) => setTimeout(r, 1));
           await instrumentedAsyncCall(`call by ${name}`);
-          return { sender: name, content: m.content + 1 };
-        },
-      })),
+        }),
+      ),
       createConversationTelemetry<number, number>(),
     );
     await o.run({ sender: 'user', content: 0 });
@@ -124,14 +128,10 @@ describe('spans a conversation starts nest under its conversation span (default 
     const { exporter } = memoryTracing();
     const telemetry = createConversationTelemetry<number, number>();
     const responders = [
-      {
-        name: 'r',
-        respond: async (m: Message<number>, state: { conversationId: string }) => {
-          await new Promise((r) => setTimeout(r, Math.random() * 3));
-          instrumentedCall(`call in ${state.conversationId}`);
-          return { sender: 'r', content: m.content + 1 };
-        },
-      },
+      asyncCaller('r', async (state) => {
+        await new Promise((r) => setTimeout(r, Math.random() * 3));
+        instrumentedCall(`call in ${state.conversationId}`);
+      }),
     ];
     await Promise.all(
       Array.from({ length: 20 }, (_, i) =>
@@ -169,13 +169,7 @@ describe('spans a conversation starts nest under its conversation span (default 
   it('enters no context when there is no tracer provider', async () => {
     trace.disable();
     const telemetry = createConversationTelemetry<number, number>();
-    const observation = telemetry.startConversation({
-      orchestrator: 'nest',
-      conversationId: 'c',
-      input: { sender: 'user', content: 0 },
-      responders: ['r'],
-      startTimeMs: Date.now(),
-    });
+    const observation = telemetry.startConversation(startOf('nest', 'r'));
     expect(observation.runConversation).toBeUndefined();
   });
 });
@@ -186,20 +180,8 @@ describe('with responderSpans: true', () => {
     const { exporter } = memoryTracing();
     const o = orchestrator(
       [
-        {
-          name: 'sync',
-          respond: (m) => {
-            instrumentedCall('sync call');
-            return { sender: 'sync', content: m.content + 1 };
-          },
-        },
-        {
-          name: 'async',
-          respond: async (m) => {
-            await instrumentedAsyncCall('async call');
-            return { sender: 'async', content: m.content + 1 };
-          },
-        },
+        syncCaller('sync', () => instrumentedCall('sync call')),
+        asyncCaller('async', () => instrumentedAsyncCall('async call')),
       ],
       createConversationTelemetry<number, number>({ responderSpans: true }),
     );
@@ -217,35 +199,6 @@ describe('with responderSpans: true', () => {
 });
 
 describe('the context a conversation runs in', () => {
-  it('answers its span and the caller’s values, and builds the API’s context on the first write', () => {
-    expect(LEAN_SPAN_CONTEXT).toBe(true);
-    const { tracer } = memoryTracing();
-    const key = createContextKey('caller value');
-    const parent = ROOT_CONTEXT.setValue(key, 'kept');
-    const span = tracer.startSpan('conversation');
-    const ctx = contextWithSpan(parent, span);
-    expect(trace.getSpan(ctx)).toBe(span);
-    expect(ctx.getValue(key)).toBe('kept');
-    // Writes answer new contexts and leave this one as it was (contexts are immutable).
-    const other = createContextKey('other');
-    const written = ctx.setValue(other, 1);
-    expect(written.getValue(other)).toBe(1);
-    expect(trace.getSpan(written)).toBe(span);
-    expect(written.getValue(key)).toBe('kept');
-    expect(ctx.getValue(other)).toBeUndefined();
-    const child = tracer.startSpan('child');
-    const nested = trace.setSpan(ctx, child);
-    expect(trace.getSpan(nested)).toBe(child);
-    expect(trace.getSpan(ctx)).toBe(span);
-    expect(trace.getSpan(trace.deleteSpan(ctx))).toBeUndefined();
-    expect(ctx.deleteValue(key).getValue(key)).toBeUndefined();
-    expect(ctx.getValue(key)).toBe('kept');
-    expect(isTracingSuppressed(suppressTracing(ctx))).toBe(true);
-    expect(isTracingSuppressed(ctx)).toBe(false);
-    child.end();
-    span.end();
-  });
-
   it('carries W3C trace context and the caller’s baggage into what a responder sends out', async () => {
     const { exporter } = memoryTracing();
     propagation.setGlobalPropagator(
@@ -256,16 +209,12 @@ describe('the context a conversation runs in', () => {
     const sent: Record<string, string>[] = [];
     const o = orchestrator(
       [
-        {
-          name: 'r',
-          respond: async (m) => {
-            await new Promise((r) => setTimeout(r, 1));
-            const headers: Record<string, string> = {};
-            propagation.inject(context.active(), headers);
-            sent.push(headers);
-            return { sender: 'r', content: m.content + 1 };
-          },
-        },
+        asyncCaller('r', async () => {
+          await new Promise((r) => setTimeout(r, 1));
+          const headers: Record<string, string> = {};
+          propagation.inject(context.active(), headers);
+          sent.push(headers);
+        }),
       ],
       createConversationTelemetry<number, number>(),
       { termination: maxDispatches(2) },

@@ -13,14 +13,10 @@ import {
 import { AsyncLocalStorageContextManager } from '@opentelemetry/context-async-hooks';
 import { isTracingSuppressed, suppressTracing } from '@opentelemetry/core';
 import { afterEach, describe, expect, it } from 'vitest';
-import {
-  ConversationOrchestrator,
-  maxDispatches,
-  type Responder,
-  roundRobin,
-} from '../../src/index.ts';
+import { maxDispatches, type Responder } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
-import { contextWithSpan } from '../../src/observability/span-context.ts';
+import { contextWithSpan, LEAN_SPAN_CONTEXT } from '../../src/observability/span-context.ts';
+import { counterOrchestrator } from '../helpers/desks.ts';
 import { memoryTracing, restoreTracing, spansNamed } from '../helpers/tracing.ts';
 
 afterEach(restoreTracing);
@@ -33,11 +29,39 @@ function both() {
   const parent = ROOT_CONTEXT.setValue(KEY, 'kept');
   const span = tracer.startSpan('conversation');
   return {
+    tracer,
     span,
     api: trace.setSpan(parent, span),
     lean: contextWithSpan(parent, span),
   };
 }
+
+describe('the context a conversation runs in', () => {
+  it('answers its span and the caller’s values, and builds the API’s context on the first write', () => {
+    expect(LEAN_SPAN_CONTEXT).toBe(true);
+    const { lean: ctx, span, tracer } = both();
+    expect(trace.getSpan(ctx)).toBe(span);
+    expect(ctx.getValue(KEY)).toBe('kept');
+    // Writes answer new contexts and leave this one as it was (contexts are immutable).
+    const other = createContextKey('other');
+    const written = ctx.setValue(other, 1);
+    expect(written.getValue(other)).toBe(1);
+    expect(trace.getSpan(written)).toBe(span);
+    expect(written.getValue(KEY)).toBe('kept');
+    expect(ctx.getValue(other)).toBeUndefined();
+    const child = tracer.startSpan('child');
+    const nested = trace.setSpan(ctx, child);
+    expect(trace.getSpan(nested)).toBe(child);
+    expect(trace.getSpan(ctx)).toBe(span);
+    expect(trace.getSpan(trace.deleteSpan(ctx))).toBeUndefined();
+    expect(ctx.deleteValue(KEY).getValue(KEY)).toBeUndefined();
+    expect(ctx.getValue(KEY)).toBe('kept');
+    expect(isTracingSuppressed(suppressTracing(ctx))).toBe(true);
+    expect(isTracingSuppressed(ctx)).toBe(false);
+    child.end();
+    span.end();
+  });
+});
 
 describe('the lean context behaves as the API’s BaseContext', () => {
   // BaseContext's getValue/setValue/deleteValue are per-instance closures that ignore `this`;
@@ -142,7 +166,7 @@ describe('API semantics through the lean context (expected to hold)', () => {
       context.setGlobalContextManager(make().enable());
       const activeInPolicy: (Span | undefined)[] = [];
       const activeInListener: (Span | undefined)[] = [];
-      const o = new ConversationOrchestrator<number, number>({
+      const o = counterOrchestrator({
         name: 'nest',
         responders: [
           {
@@ -161,7 +185,6 @@ describe('API semantics through the lean context (expected to hold)', () => {
           activeInPolicy.push(trace.getActiveSpan());
           return responders;
         },
-        projection: { initial: () => 0, fold: (s, m) => s + m.content },
         termination: maxDispatches(3),
         listener: () => {
           activeInListener.push(trace.getActiveSpan());
@@ -208,11 +231,9 @@ function orchestratorWith(
   responders: Responder<number, number>[],
   telemetryOptions: Parameters<typeof createConversationTelemetry<number, number>>[0] = {},
 ) {
-  return new ConversationOrchestrator<number, number>({
+  return counterOrchestrator({
     name: 'nest',
     responders,
-    turnPolicy: roundRobin(),
-    projection: { initial: () => 0, fold: (s, m) => s + m.content },
     termination: maxDispatches(2),
     observers: [createConversationTelemetry<number, number>(telemetryOptions)],
   });
