@@ -4,12 +4,11 @@
  * and responders, each answer a line of about 1 KB naming its dispatch, on the stores both run on.
  */
 import {
-  type CheckpointOptions,
-  type ConversationObserver,
   ConversationOrchestrator,
   type ConversationStore,
   createMemoryStore,
   maxDispatches,
+  type OrchestratorOptions,
   roundRobin,
 } from '../../src/index.ts';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
@@ -24,16 +23,17 @@ export const TRANSCRIPT_STORES: [string, () => ConversationStore][] = [
   ['sqlite', () => createSqliteStore({ path: ':memory:', synchronous: 'NORMAL' })],
 ];
 
-export interface TranscriptOrchestratorOptions {
-  readonly name: string;
-  readonly store: ConversationStore;
+type Options = OrchestratorOptions<Transcript, string>;
+
+/**
+ * The orchestrator's options it passes on (name, store and checkpoints; observers, by default
+ * none, and historySize, by default 0), and the transcript's own.
+ */
+export interface TranscriptOrchestratorOptions
+  extends Required<Pick<Options, 'name' | 'store' | 'checkpoints'>>,
+    Pick<Options, 'observers' | 'historySize'> {
   /** Dispatches in all. */
   readonly dispatches: number;
-  readonly checkpoints: CheckpointOptions;
-  /** @default [] */
-  readonly observers?: ConversationObserver<Transcript, string>[];
-  /** @default 0 */
-  readonly historySize?: number;
   /** Whether each answer is a promise, so that an abort lands while a call is open. @default false */
   readonly answersLater?: boolean;
   /** Aborts `controller` with `'drain'` once dispatch `at` is heard. */
