@@ -21,6 +21,17 @@ function replay(recording: string, policy: string, ...more: string[]): Promise<C
   });
 }
 
+/**
+ * plain.ndjson replayed against `policy` with `option` set to `value`: the command exits 2,
+ * saying exactly `stderr` and printing nothing.
+ */
+async function exitsTwo(policy: string, option: string, value: string, stderr: string) {
+  const run = await replay('plain.ndjson', policy, option, value);
+  expect(run.stdout).toBe('');
+  expect(run.stderr).toBe(stderr);
+  expect(run.code).toBe(2);
+}
+
 function conversation(id: string, orchestrator: string, dispatches: number): RecordedConversation {
   return {
     version: 1,
@@ -137,45 +148,32 @@ describe('a line past --max-line-bytes', () => {
   });
 
   it('refuses a --max-line-bytes that is not a positive integer', async () => {
-    const { code, stderr } = await replay(
-      'plain.ndjson',
+    await exitsTwo(
       'stop-at-2.mjs#early',
       '--max-line-bytes',
       '1e3',
-    );
-    expect(stderr).toBe(
       'conversation-orchestrator: --max-line-bytes: expected a positive integer, got `1e3`\n',
     );
-    expect(code).toBe(2);
   });
 });
 
 describe('a candidate that never returns, or never loads', () => {
   it('stops a check that never returns after --decision-timeout-ms and exits 2 naming the module, export, conversation and dispatch', async () => {
-    const { code, stdout, stderr } = await replay(
-      'plain.ndjson',
+    await exitsTwo(
       'spins.mjs#spins',
       '--decision-timeout-ms',
       '300',
-    );
-    expect(stdout).toBe('');
-    expect(stderr).toBe(
       `conversation-orchestrator: --policy spins.mjs#spins: export \`spins\` of ${join(DIR, 'spins.mjs')}: the check at dispatch 2 of conversation second (the 2nd read) did not return within 300 ms (--decision-timeout-ms): a loop that never ends?\n`,
     );
-    expect(code).toBe(2);
   });
 
   it('stops a start() that never returns', async () => {
-    const { code, stderr } = await replay(
-      'plain.ndjson',
+    await exitsTwo(
       'spins.mjs#spinsAtStart',
       '--decision-timeout-ms',
       '300',
-    );
-    expect(stderr).toBe(
       `conversation-orchestrator: --policy spins.mjs#spinsAtStart: export \`spinsAtStart\` of ${join(DIR, 'spins.mjs')}: start() of conversation 1 (in the order read) did not return within 300 ms (--decision-timeout-ms): a loop that never ends?\n`,
     );
-    expect(code).toBe(2);
   });
 
   for (const [module, exportName, shown] of [
@@ -184,16 +182,12 @@ describe('a candidate that never returns, or never loads', () => {
     ['waits-an-hour.mjs', '', 'its default export (or only termination policy)'],
   ] as const) {
     it(`exits 2 after --load-timeout-ms when ${module} never finishes loading, naming the module and export`, async () => {
-      const { code, stderr } = await replay(
-        'plain.ndjson',
+      await exitsTwo(
         `${module}${exportName}`,
         '--load-timeout-ms',
         '500',
-      );
-      expect(stderr).toBe(
         `conversation-orchestrator: --policy ${module}${exportName}: loading ${join(DIR, module)} for ${shown} did not finish within 500 ms (--load-timeout-ms): a top-level await that never settles, or a loop at the module's top?\n`,
       );
-      expect(code).toBe(2);
     });
   }
 });

@@ -17,6 +17,14 @@ function cli(args: string[], cwd = DIR, nodeFlags: string[] = []): Promise<CliRu
   return runCli(args, { cwd, nodeFlags });
 }
 
+/** The two recordings most tests replay: a.ndjson and b.ndjson, three conversations. */
+const BOTH = ['a.ndjson', 'b.ndjson'];
+
+/** `replay` of `recordings` against `policy`, `more` arguments after, in DIR. */
+function replay(recordings: readonly string[], policy: string, ...more: string[]): Promise<CliRun> {
+  return cli(['replay', ...recordings, '--policy', policy, ...more]);
+}
+
 function conversation(id: string, spreads: number[], reason = 'converged'): RecordedConversation {
   return {
     version: 1,
@@ -71,13 +79,7 @@ afterAll(() => rmSync(DIR, { recursive: true, force: true }));
 
 describe('conversation-orchestrator replay', () => {
   it('prints the summary table for several files against a .mjs policy', async () => {
-    const { code, stdout, stderr } = await cli([
-      'replay',
-      'a.ndjson',
-      'b.ndjson',
-      '--policy',
-      './candidate.mjs',
-    ]);
+    const { code, stdout, stderr } = await replay(BOTH, './candidate.mjs');
     expect(stderr).toBe('');
     expect(code).toBe(0);
     expect(stdout).toBe(
@@ -104,15 +106,7 @@ describe('conversation-orchestrator replay', () => {
   });
 
   it('loads a .ts policy by its export name (through tsx) and writes the JSON report', async () => {
-    const { code, stdout } = await cli([
-      'replay',
-      'a.ndjson',
-      'b.ndjson',
-      '--policy',
-      'candidate.ts#looser',
-      '--json',
-      'out.json',
-    ]);
+    const { code, stdout } = await replay(BOTH, 'candidate.ts#looser', '--json', 'out.json');
     expect(code).toBe(0);
     expect(stdout).toContain('replayed 3 conversations against converged');
     const report = JSON.parse(readFileSync(join(DIR, 'out.json'), 'utf8')) as ReplayReport;
@@ -121,15 +115,7 @@ describe('conversation-orchestrator replay', () => {
   });
 
   it('writes a self-contained HTML page', async () => {
-    const { code } = await cli([
-      'replay',
-      'a.ndjson',
-      'b.ndjson',
-      '--policy',
-      'candidate.mjs',
-      '--html',
-      'out.html',
-    ]);
+    const { code } = await replay(BOTH, 'candidate.mjs', '--html', 'out.html');
     expect(code).toBe(0);
     const html = readFileSync(join(DIR, 'out.html'), 'utf8');
     expect(html).toMatch(/^<!doctype html>/);
@@ -171,32 +157,31 @@ describe('conversation-orchestrator replay', () => {
   });
 
   it('counts and skips bad lines with --skip-bad', async () => {
-    const { code, stdout, stderr } = await cli([
-      'replay',
-      'cut.ndjson',
-      '--policy',
-      'candidate.mjs',
-      '--skip-bad',
-    ]);
+    const { code, stdout, stderr } = await replay(['cut.ndjson'], 'candidate.mjs', '--skip-bad');
     expect(code).toBe(0);
     expect(stderr).toMatch(/^skipped .*cut\.ndjson:3: not JSON/);
     expect(stdout).toContain('replayed 2 conversations');
     expect(stdout).toContain('note: 1 bad lines skipped');
   });
 
-  const tsPolicy = (outside: string) => {
-    writeFileSync(join(outside, 'a.ndjson'), `${LINES[0]}\n`);
-    writeFileSync(
-      join(outside, 'p.ts'),
-      'export default { name: "p", start: () => () => ({ terminate: false, reason: "continue" }) };\n',
-    );
+  /** Runs `check` in a folder outside the project (no tsx there) holding a.ndjson and p.ts. */
+  const outsideTheProject = async (check: (outside: string) => Promise<void>) => {
+    const outside = mkdtempSync(join(tmpdir(), 'replay-no-tsx-'));
+    try {
+      writeFileSync(join(outside, 'a.ndjson'), `${LINES[0]}\n`);
+      writeFileSync(
+        join(outside, 'p.ts'),
+        'export default { name: "p", start: () => () => ({ terminate: false, reason: "continue" }) };\n',
+      );
+      await check(outside);
+    } finally {
+      rmSync(outside, { recursive: true, force: true });
+    }
   };
 
   it('loads a .ts policy where Node strips types itself (22.18+, 24), with no tsx in the project', async () => {
     expect((process.features as { typescript?: unknown }).typescript).toBeTruthy();
-    const outside = mkdtempSync(join(tmpdir(), 'replay-no-tsx-'));
-    try {
-      tsPolicy(outside);
+    await outsideTheProject(async (outside) => {
       const { code, stdout, stderr } = await cli(
         ['replay', 'a.ndjson', '--policy', 'p.ts'],
         outside,
@@ -204,15 +189,11 @@ describe('conversation-orchestrator replay', () => {
       expect(stderr).toBe('');
       expect(stdout).toMatch(/^replayed 1 conversation against p\n/);
       expect(code).toBe(0);
-    } finally {
-      rmSync(outside, { recursive: true, force: true });
-    }
+    });
   });
 
   it('says what to install when a .ts policy cannot load (a Node that does not strip types, no tsx)', async () => {
-    const outside = mkdtempSync(join(tmpdir(), 'replay-no-tsx-'));
-    try {
-      tsPolicy(outside);
+    await outsideTheProject(async (outside) => {
       // A Node without type stripping, as Node 22 before 22.18 is.
       const { code, stderr } = await cli(['replay', 'a.ndjson', '--policy', 'p.ts'], outside, [
         '--no-experimental-strip-types',
@@ -221,8 +202,6 @@ describe('conversation-orchestrator replay', () => {
         /p\.ts is TypeScript, and this Node \(v[\d.]+\) does not strip types: install tsx in your project \(npm install --save-dev tsx\)/,
       );
       expect(code).toBe(2);
-    } finally {
-      rmSync(outside, { recursive: true, force: true });
-    }
+    });
   });
 });
