@@ -106,17 +106,35 @@ describe.skipIf(!hasRedisServer())('store metrics while Redis is down', () => {
     );
   };
 
-  it('killed: scrapes answer in time with no stale series, up 0 (reason error), nothing queued; fresh after a restart', async () => {
-    open({ maxRetriesPerRequest: 1 });
+  /**
+   * Opens the store (its client's `maxRetriesPerRequest` as given), reads it up with the 2 seeded,
+   * takes Redis `down`, then scrapes while down; answers the most reads queued at once.
+   */
+  const queuedWhileDown = async (
+    maxRetriesPerRequest: number | null,
+    down: () => unknown,
+    times: number,
+    gapMs: number,
+  ) => {
+    open({ maxRetriesPerRequest });
     await expectUp(2);
-    await redis.kill('SIGKILL');
-    const queues = await scrapeWhileDown(12, 100);
-    // The read of the first scrape may still wait in the offline queue; none after it.
-    expect(Math.max(...queues)).toBeLessThanOrEqual(1);
+    await down();
+    return Math.max(...(await scrapeWhileDown(times, gapMs)));
+  };
+
+  /** A scrape counts failed reads of `reason`. */
+  const expectFailedReads = async (reason: 'error' | 'timeout') => {
     const { text } = await scrape();
     expect(
-      value(text, 'orchestrator_store_read_failures_total{store="redis",reason="error"}'),
+      value(text, `orchestrator_store_read_failures_total{store="redis",reason="${reason}"}`),
     ).toBeGreaterThan(0);
+  };
+
+  it('killed: scrapes answer in time with no stale series, up 0 (reason error), nothing queued; fresh after a restart', async () => {
+    const mostQueued = await queuedWhileDown(1, () => redis.kill('SIGKILL'), 12, 100);
+    // The read of the first scrape may still wait in the offline queue; none after it.
+    expect(mostQueued).toBeLessThanOrEqual(1);
+    await expectFailedReads('error');
     expect(String(metrics.lastFailure?.error)).toMatch(/Redis is unreachable/);
     await redis.restart();
     await seed(redis.url, ['s3']);
@@ -125,29 +143,20 @@ describe.skipIf(!hasRedisServer())('store metrics while Redis is down', () => {
   });
 
   it('killed, with a client that waits for Redis forever (maxRetriesPerRequest null): its offline queue stays bounded', async () => {
-    open({ maxRetriesPerRequest: null });
-    await expectUp(2);
-    await redis.kill('SIGKILL');
     // Past the store's commandTimeoutMs (1 s): a read that timed out is not sent again and again.
-    const queues = await scrapeWhileDown(12, 250);
-    expect(Math.max(...queues)).toBeLessThanOrEqual(1);
+    const mostQueued = await queuedWhileDown(null, () => redis.kill('SIGKILL'), 12, 250);
+    expect(mostQueued).toBeLessThanOrEqual(1);
     await redis.restart();
     await waitReady(client);
     await expectUp(2);
   });
 
   it('stopped (SIGSTOP): scrapes answer in time, up 0 (reason timeout), one read unanswered at most; fresh after SIGCONT', async () => {
-    open({ maxRetriesPerRequest: 1 });
-    await expectUp(2);
-    redis.pause();
     // Past the client's commandTimeout (1 s), when ioredis rejects the read but keeps the command
     // queued until Redis answers it.
-    const queues = await scrapeWhileDown(14, 150);
-    expect(Math.max(...queues)).toBe(1);
-    const { text } = await scrape();
-    expect(
-      value(text, 'orchestrator_store_read_failures_total{store="redis",reason="timeout"}'),
-    ).toBeGreaterThan(0);
+    const mostQueued = await queuedWhileDown(1, () => redis.pause(), 14, 150);
+    expect(mostQueued).toBe(1);
+    await expectFailedReads('timeout');
     redis.resume();
     // Redis answers what it owes; the next scrape reads again.
     await waitFor(() => queued() === 0);
