@@ -61,16 +61,41 @@ type Spread = { spread: number };
 const within = (tolerance: number, consecutive = 1): TerminationPolicy<Spread, undefined> =>
   converged<Spread, undefined>({ measure: (s) => s.projection.spread, tolerance, consecutive });
 
+/** A policy that never stops, handing each state and elapsed time it is shown to `seen`. */
+function spy(
+  seen: (state: ReplayedState, elapsedMs: number) => void,
+): TerminationPolicy<unknown, undefined> {
+  return {
+    name: 'spy',
+    start: () => (state, elapsedMs) => {
+      seen(state as ReplayedState, elapsedMs);
+      return { terminate: false, reason: 'continue' };
+    },
+  };
+}
+
+/** The state replayConversation shows at dispatch `dispatchCount` of conversation c1 (no history). */
+function shownState(
+  dispatchCount: number,
+  spread: number,
+  sender: string,
+  queueDepth: number,
+  usage: ReplayedState['usage'],
+): ReplayedState<unknown> {
+  return {
+    conversationId: 'c1',
+    projection: { spread },
+    lastMessage: { sender, content: undefined },
+    queueDepth,
+    dispatchCount,
+    history: [],
+    usage,
+  };
+}
+
 describe('replayConversation', () => {
   it('rebuilds the state each dispatch would have shown the policy, as documented', () => {
     const seen: { state: ReplayedState<unknown>; elapsedMs: number }[] = [];
-    const spy: TerminationPolicy<unknown, undefined> = {
-      name: 'spy',
-      start: () => (state, elapsedMs) => {
-        seen.push({ state: state as ReplayedState<unknown>, elapsedMs });
-        return { terminate: false, reason: 'continue' };
-      },
-    };
     const r = recording('c1', [5, 3]);
     const line: RecordedConversation = {
       ...r,
@@ -83,49 +108,36 @@ describe('replayConversation', () => {
         },
       ],
     };
-    replayConversation(line, spy);
+    replayConversation(
+      line,
+      spy((state, elapsedMs) => seen.push({ state, elapsedMs })),
+    );
     expect(seen).toEqual([
       {
         elapsedMs: 10,
-        state: {
-          conversationId: 'c1',
-          projection: { spread: 5 },
-          lastMessage: { sender: 'desk_a', content: undefined },
-          queueDepth: 1,
-          dispatchCount: 1,
-          history: [],
-          usage: { inputTokens: 100, outputTokens: 10 },
-        },
+        state: shownState(1, 5, 'desk_a', 1, { inputTokens: 100, outputTokens: 10 }),
       },
       {
         elapsedMs: 20,
-        state: {
-          conversationId: 'c1',
-          projection: { spread: 3 },
-          lastMessage: { sender: 'b', content: undefined },
-          queueDepth: 4,
-          dispatchCount: 2,
-          history: [],
-          usage: { inputTokens: 107, outputTokens: 11, cacheReadInputTokens: 3 },
-        },
+        state: shownState(2, 3, 'b', 4, {
+          inputTokens: 107,
+          outputTokens: 11,
+          cacheReadInputTokens: 3,
+        }),
       },
     ]);
   });
 
   it('takes a dispatch’s recorded usage totals over the running sum (tokens reported in between)', () => {
     const totals: unknown[] = [];
-    const spy: TerminationPolicy<unknown, undefined> = {
-      name: 'spy',
-      start: () => (state) => {
-        totals.push((state as ReplayedState).usage);
-        return { terminate: false, reason: 'continue' };
-      },
-    };
     const r = recording('c', [1, 1, 1]);
     const dispatches = r.dispatches.map((d, i) =>
       i === 1 ? { ...d, usage: { inputTokens: 500, outputTokens: 50 } } : d,
     );
-    replayConversation({ ...r, dispatches }, spy);
+    replayConversation(
+      { ...r, dispatches },
+      spy((state) => totals.push(state.usage)),
+    );
     expect(totals).toEqual([
       { inputTokens: 100, outputTokens: 10 },
       { inputTokens: 500, outputTokens: 50 },
