@@ -4,6 +4,7 @@ import {
   type ConversationError,
   type ConversationObserver,
   ConversationOrchestrator,
+  type ConversationUsage,
   DispatchDeadlineError,
   type Message,
   maxDispatches,
@@ -67,6 +68,27 @@ function orchestrator(
 
 const input: Message<number> = { sender: 'user', content: 0 };
 
+/** What the recorder saw of dispatch `n`: its [input, output] tokens, the state's after it. */
+const dispatched = (
+  n: number,
+  [inputTokens, outputTokens]: readonly [number, number],
+  [stateInput, stateOutput]: readonly [number, number],
+) => ({
+  n,
+  usage: { inputTokens, outputTokens },
+  state: { inputTokens: stateInput, outputTokens: stateOutput },
+});
+
+/** `usage` is `totals` split `byResponder`, and the state the run reached carries `totals`. */
+function expectTotals(
+  { usage, state }: { usage: ConversationUsage; state: { usage?: UsageTotals } },
+  totals: UsageTotals,
+  byResponder: Record<string, UsageTotals>,
+): void {
+  expect(usage).toEqual({ ...totals, byResponder });
+  expect(state.usage).toEqual(totals);
+}
+
 describe('usage reported by responders', () => {
   it('sums several reports per dispatch into state.usage, result.usage and each dispatch', async () => {
     const { o, seen } = orchestrator([
@@ -79,36 +101,16 @@ describe('usage reported by responders', () => {
       reporting('b', [[{ outputTokens: 7 }]], true),
     ]);
     const result = await o.run(input);
-    expect(result.usage).toEqual({
-      inputTokens: 30,
-      outputTokens: 18,
-      byResponder: {
-        a: { inputTokens: 30, outputTokens: 4 },
-        b: { inputTokens: 0, outputTokens: 14 },
-      },
-    });
-    expect(result.state.usage).toEqual({ inputTokens: 30, outputTokens: 18 });
+    expectTotals(
+      result,
+      { inputTokens: 30, outputTokens: 18 },
+      { a: { inputTokens: 30, outputTokens: 4 }, b: { inputTokens: 0, outputTokens: 14 } },
+    );
     expect(seen.dispatches).toEqual([
-      {
-        n: 1,
-        usage: { inputTokens: 15, outputTokens: 2 },
-        state: { inputTokens: 15, outputTokens: 2 },
-      },
-      {
-        n: 2,
-        usage: { inputTokens: 0, outputTokens: 7 },
-        state: { inputTokens: 15, outputTokens: 9 },
-      },
-      {
-        n: 3,
-        usage: { inputTokens: 15, outputTokens: 2 },
-        state: { inputTokens: 30, outputTokens: 11 },
-      },
-      {
-        n: 4,
-        usage: { inputTokens: 0, outputTokens: 7 },
-        state: { inputTokens: 30, outputTokens: 18 },
-      },
+      dispatched(1, [15, 2], [15, 2]),
+      dispatched(2, [0, 7], [15, 9]),
+      dispatched(3, [15, 2], [30, 11]),
+      dispatched(4, [0, 7], [30, 18]),
     ]);
     expect(seen.usages.map((u) => [u.index, u.dispatchNumber, u.usage])).toEqual([
       [0, 1, { inputTokens: 10, outputTokens: 2 }],
@@ -142,9 +144,8 @@ describe('usage reported by responders', () => {
   it('is zeros with no responder entry and no turnPolicy when nothing reports', async () => {
     const { o, seen } = orchestrator([reporting('a', [[]]), reporting('b', [[]])]);
     const result = await o.run(input);
-    expect(result.usage).toEqual({ inputTokens: 0, outputTokens: 0, byResponder: {} });
+    expectTotals(result, { inputTokens: 0, outputTokens: 0 }, {});
     expect('turnPolicy' in result.usage).toBe(false);
-    expect(result.state.usage).toEqual({ inputTokens: 0, outputTokens: 0 });
     expect(seen.dispatches.map((d) => d.usage)).toEqual([
       undefined,
       undefined,
@@ -165,15 +166,11 @@ describe('usage reported by responders', () => {
     const { o, seen } = orchestrator([reporting('a', [[{ inputTokens: 3 }]]), failing]);
     const error = (await o.run(input).catch((e) => e)) as ResponderError<number>;
     expect(error).toBeInstanceOf(ResponderError);
-    expect(error.usage).toEqual({
-      inputTokens: 103,
-      outputTokens: 1,
-      byResponder: {
-        a: { inputTokens: 3, outputTokens: 0 },
-        b: { inputTokens: 100, outputTokens: 1 },
-      },
-    });
-    expect(error.state.usage).toEqual({ inputTokens: 103, outputTokens: 1 });
+    expectTotals(
+      error,
+      { inputTokens: 103, outputTokens: 1 },
+      { a: { inputTokens: 3, outputTokens: 0 }, b: { inputTokens: 100, outputTokens: 1 } },
+    );
     expect(seen.usages.map((u) => [u.index, u.dispatchNumber])).toEqual([
       [0, 1],
       [1, 2],
@@ -248,13 +245,7 @@ describe('usage reported by responders', () => {
       outputTokens: 9,
       byResponder: { a: { inputTokens: 0, outputTokens: 9 } },
     });
-    expect(seen.dispatches).toEqual([
-      {
-        n: 1,
-        usage: { inputTokens: 0, outputTokens: 9 },
-        state: { inputTokens: 0, outputTokens: 9 },
-      },
-    ]);
+    expect(seen.dispatches).toEqual([dispatched(1, [0, 9], [0, 9])]);
   });
 
   it('ignores a report made after the run settled: no hook, no total changes, no throw', async () => {
@@ -542,11 +533,6 @@ describe('every ConversationError carries the usage', () => {
       return respond(m, s, context);
     },
   });
-  const expected = {
-    inputTokens: 7,
-    outputTokens: 1,
-    byResponder: { a: { inputTokens: 7, outputTokens: 1 } },
-  };
 
   it.each<[string, () => Promise<ConversationError<number>>, new (...args: never[]) => Error]>([
     [
@@ -607,7 +593,10 @@ describe('every ConversationError carries the usage', () => {
   ])('%s', async (_label, run, type) => {
     const error = await run();
     expect(error).toBeInstanceOf(type);
-    expect(error.usage).toEqual(expected);
-    expect(error.state.usage).toEqual({ inputTokens: 7, outputTokens: 1 });
+    expectTotals(
+      error,
+      { inputTokens: 7, outputTokens: 1 },
+      { a: { inputTokens: 7, outputTokens: 1 } },
+    );
   });
 });
