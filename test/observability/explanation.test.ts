@@ -51,6 +51,25 @@ function orchestrator(
   });
 }
 
+/** The conversation span of a traced run of `orchestrator` ended by `termination`. */
+async function explainedSpan(termination: TerminationPolicy<number, number>) {
+  const { exporter, tracer } = memoryTracing();
+  await orchestrator(createConversationTelemetry({ tracer }), termination).run({
+    sender: 'user',
+    content: 0,
+  });
+  const [span] = spansNamed(exporter, 'invoke_workflow explained');
+  return span;
+}
+
+/** The end attributes of a conversation span ended `reason` by `policy`. */
+const endedBy = (reason: string, policy: string, observed: number, limit: number) => ({
+  'conversation.end.reason': reason,
+  'conversation.end.policy': policy,
+  'conversation.end.observed': observed,
+  'conversation.end.limit': limit,
+});
+
 const explanations = (span: ReadableSpan | undefined) =>
   (span?.events ?? [])
     .filter((e) => e.name === 'conversation.dispatch')
@@ -61,52 +80,27 @@ const explanations = (span: ReadableSpan | undefined) =>
 
 describe('decisions explain themselves on the trace', () => {
   it('gives each dispatch event the decision’s observed and limit: the convergence curve', async () => {
-    const { exporter, tracer } = memoryTracing();
-    await orchestrator(createConversationTelemetry({ tracer }), spreadBelow).run({
-      sender: 'user',
-      content: 0,
-    });
-    const [span] = spansNamed(exporter, 'invoke_workflow explained');
+    const span = await explainedSpan(spreadBelow);
     expect(explanations(span)).toEqual([
       [4, 1],
       [2, 1],
       [1, 1],
     ]);
-    expect(span?.attributes).toMatchObject({
-      'conversation.end.reason': 'converged',
-      'conversation.end.policy': 'spread_below',
-      'conversation.end.observed': 1,
-      'conversation.end.limit': 1,
-    });
+    expect(span?.attributes).toMatchObject(endedBy('converged', 'spread_below', 1, 1));
   });
 
   it('ends a token budget’s conversation with the policy, the tokens used and the limit', async () => {
-    const { exporter, tracer } = memoryTracing();
-    await orchestrator(createConversationTelemetry({ tracer }), tokenBudget({ total: 300 })).run({
-      sender: 'user',
-      content: 0,
-    });
-    const [span] = spansNamed(exporter, 'invoke_workflow explained');
-    expect(span?.attributes).toMatchObject({
-      'conversation.end.reason': 'token_budget',
-      'conversation.end.policy': 'token_budget',
-      'conversation.end.observed': 330,
-      'conversation.end.limit': 300,
-    });
+    const span = await explainedSpan(tokenBudget({ total: 300 }));
+    expect(span?.attributes).toMatchObject(endedBy('token_budget', 'token_budget', 330, 300));
   });
 
   it('adds nothing where the decision says nothing (and no policy to an ending without one)', async () => {
-    const { exporter, tracer } = memoryTracing();
     let n = 0;
     const silent: TerminationPolicy<number, number> = {
       name: 'silent',
       start: () => () => ({ terminate: ++n === 2, reason: n === 2 ? 'done' : 'continue' }),
     };
-    await orchestrator(createConversationTelemetry({ tracer }), silent).run({
-      sender: 'user',
-      content: 0,
-    });
-    const [span] = spansNamed(exporter, 'invoke_workflow explained');
+    const span = await explainedSpan(silent);
     expect(explanations(span)).toEqual([
       [undefined, undefined],
       [undefined, undefined],
@@ -117,7 +111,6 @@ describe('decisions explain themselves on the trace', () => {
   });
 
   it('keeps the events of a decision whose observed getter throws', async () => {
-    const { exporter, tracer } = memoryTracing();
     let n = 0;
     const hostile: TerminationPolicy<number, number> = {
       name: 'hostile',
@@ -134,11 +127,7 @@ describe('decisions explain themselves on the trace', () => {
         });
       },
     };
-    await orchestrator(createConversationTelemetry({ tracer }), hostile).run({
-      sender: 'user',
-      content: 0,
-    });
-    const [span] = spansNamed(exporter, 'invoke_workflow explained');
+    const span = await explainedSpan(hostile);
     expect(span?.attributes['conversation.end.reason']).toBe('stop_here');
     expect(explanations(span)).toHaveLength(3);
   });
