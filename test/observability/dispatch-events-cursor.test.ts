@@ -3,15 +3,9 @@
 import { describe, expect, it } from 'vitest';
 import { CONTINUE } from '../../src/index.ts';
 import { DispatchEvents, StoragePool } from '../../src/observability/dispatch-events.ts';
+import { continuedDispatch } from '../helpers/dispatch-info.ts';
 
-const info = (n: number) => ({
-  state: {} as never,
-  decision: CONTINUE,
-  dispatchCount: n,
-  elapsedMs: n * 10,
-  responderIndex: n % 3,
-  durationMs: n / 7,
-});
+const info = (n: number) => continuedDispatch(n, n / 7);
 
 /** What should be kept of dispatches 1..total: the first head, the last (capacity - head). */
 function model(capacity: number, total: number, limit: number): number[] {

@@ -1,15 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { CONTINUE } from '../../src/index.ts';
 import { DispatchEvents, StoragePool } from '../../src/observability/dispatch-events.ts';
+import { continuedDispatch } from '../helpers/dispatch-info.ts';
 
-const info = (n: number) => ({
-  state: {} as never,
-  decision: CONTINUE,
-  dispatchCount: n,
-  elapsedMs: n * 10,
-  responderIndex: n % 3,
-  durationMs: 1,
-});
+const info = (n: number) => continuedDispatch(n, 1);
 
 function keep(capacity: number, total: number): number[] {
   const events = new DispatchEvents(capacity, false);
