@@ -15,6 +15,7 @@ import {
   replay,
 } from '../../src/replay/index.ts';
 import { schemaErrors } from '../helpers/recording-schema.ts';
+import { setField, variant, withFields } from '../helpers/recording-variants.ts';
 import { tempDirForFile } from '../helpers/temp-dir.ts';
 
 const dir = tempDirForFile('replay-format-');
@@ -54,14 +55,8 @@ const good: RecordedConversation = {
   ],
 };
 
-/** A copy of `good` with `change` applied to it. */
-// biome-ignore lint/suspicious/noExplicitAny: a test changes a line's fields freely
-type Loose = Record<string, any>;
-function variant(change: (r: Loose) => void): unknown {
-  const copy = structuredClone(good) as Loose;
-  change(copy);
-  return copy;
-}
+/** A copy of `good` with the fields at the dotted paths given set (`undefined` removes one). */
+const changed = (fields: Readonly<Record<string, unknown>>) => withFields(good, fields);
 
 /** Whether the reader accepts one line, strictly. */
 async function readerAccepts(line: unknown): Promise<boolean> {
@@ -82,144 +77,54 @@ async function readerAccepts(line: unknown): Promise<boolean> {
  * The corpus: each line with whether the schema accepts it and whether the reader does. They
  * differ only where the schema's description says the reader checks more (order and count).
  */
+/** Accepted by both, refused by both, and accepted by the schema only (order and count). */
+const BOTH = { schema: true, reader: true };
+const NEITHER = { schema: false, reader: false };
+const SCHEMA_ONLY = { schema: true, reader: false };
+
 const corpus: [string, unknown, { schema: boolean; reader: boolean }][] = [
-  ['a recorded conversation', good, { schema: true, reader: true }],
+  ['a recorded conversation', good, BOTH],
   [
     'a truncated one with fewer dispatches',
-    variant((r) => {
-      r.truncated = true;
-      r.ending.dispatchCount = 9;
-    }),
-    { schema: true, reader: true },
+    changed({ truncated: true, 'ending.dispatchCount': 9 }),
+    BOTH,
   ],
   [
     'an error ending',
-    variant((r) => {
-      r.ending = { reason: 'error', dispatchCount: 2, elapsedMs: 8, error: 'ResponderError' };
+    changed({
+      ending: { reason: 'error', dispatchCount: 2, elapsedMs: 8, error: 'ResponderError' },
     }),
-    { schema: true, reader: true },
+    BOTH,
   ],
-  [
-    'equal elapsed times',
-    variant((r) => {
-      r.dispatches[1].elapsedMs = 3.25;
-    }),
-    { schema: true, reader: true },
-  ],
-  [
-    'a negative dispatch elapsedMs',
-    variant((r) => {
-      r.dispatches[0].elapsedMs = -1;
-    }),
-    { schema: false, reader: false },
-  ],
-  [
-    'a negative ending elapsedMs',
-    variant((r) => {
-      r.ending.elapsedMs = -1;
-    }),
-    { schema: false, reader: false },
-  ],
-  [
-    'version 2',
-    variant((r) => {
-      r.version = 2;
-    }),
-    { schema: false, reader: false },
-  ],
-  [
-    'a field the format does not have',
-    variant((r) => {
-      r.extra = 1;
-    }),
-    { schema: false, reader: false },
-  ],
-  [
-    'a dispatch field the format does not have',
-    variant((r) => {
-      r.dispatches[0].content = 'hi';
-    }),
-    { schema: false, reader: false },
-  ],
-  [
-    'a missing conversationId',
-    variant((r) => {
-      delete r.conversationId;
-    }),
-    { schema: false, reader: false },
-  ],
-  [
-    'a fractional queueDepth',
-    variant((r) => {
-      r.dispatches[0].queueDepth = 1.5;
-    }),
-    { schema: false, reader: false },
-  ],
-  [
-    'negative tokens',
-    variant((r) => {
-      r.usage.inputTokens = -3;
-    }),
-    { schema: false, reader: false },
-  ],
-  [
-    'truncated: false',
-    variant((r) => {
-      r.truncated = false;
-    }),
-    { schema: false, reader: false },
-  ],
-  [
-    'n = 0',
-    variant((r) => {
-      r.dispatches[0].n = 0;
-    }),
-    { schema: false, reader: false },
-  ],
-  [
-    'a string startTimeMs',
-    variant((r) => {
-      r.startTimeMs = '0';
-    }),
-    { schema: false, reader: false },
-  ],
-  [
-    'a null ending',
-    variant((r) => {
-      r.ending = null;
-    }),
-    { schema: false, reader: false },
-  ],
-  ['an array', [good], { schema: false, reader: false }],
+  ['equal elapsed times', changed({ 'dispatches.1.elapsedMs': 3.25 }), BOTH],
+  ['a negative dispatch elapsedMs', changed({ 'dispatches.0.elapsedMs': -1 }), NEITHER],
+  ['a negative ending elapsedMs', changed({ 'ending.elapsedMs': -1 }), NEITHER],
+  ['version 2', changed({ version: 2 }), NEITHER],
+  ['a field the format does not have', changed({ extra: 1 }), NEITHER],
+  ['a dispatch field the format does not have', changed({ 'dispatches.0.content': 'hi' }), NEITHER],
+  ['a missing conversationId', changed({ conversationId: undefined }), NEITHER],
+  ['a fractional queueDepth', changed({ 'dispatches.0.queueDepth': 1.5 }), NEITHER],
+  ['negative tokens', changed({ 'usage.inputTokens': -3 }), NEITHER],
+  ['truncated: false', changed({ truncated: false }), NEITHER],
+  ['n = 0', changed({ 'dispatches.0.n': 0 }), NEITHER],
+  ['a string startTimeMs', changed({ startTimeMs: '0' }), NEITHER],
+  ['a null ending', changed({ ending: null }), NEITHER],
+  ['an array', [good], NEITHER],
   [
     'dispatches out of order (n)',
-    variant((r) => {
-      r.dispatches[0].n = 2;
-      r.dispatches[1].n = 1;
-    }),
-    { schema: true, reader: false },
+    changed({ 'dispatches.0.n': 2, 'dispatches.1.n': 1 }),
+    SCHEMA_ONLY,
   ],
-  [
-    'elapsedMs decreasing across dispatches',
-    variant((r) => {
-      r.dispatches[1].elapsedMs = 1;
-    }),
-    { schema: true, reader: false },
-  ],
+  ['elapsedMs decreasing across dispatches', changed({ 'dispatches.1.elapsedMs': 1 }), SCHEMA_ONLY],
   [
     'fewer dispatches than counted, not truncated',
-    variant((r) => {
-      r.ending.dispatchCount = 3;
-    }),
-    { schema: true, reader: false },
+    changed({ 'ending.dispatchCount': 3 }),
+    SCHEMA_ONLY,
   ],
   [
     'more dispatches than counted',
-    variant((r) => {
-      r.ending.dispatchCount = 1;
-      r.truncated = true;
-    }),
-    { schema: true, reader: false },
+    changed({ 'ending.dispatchCount': 1, truncated: true }),
+    SCHEMA_ONLY,
   ],
 ];
 
@@ -295,14 +200,8 @@ describe('the reader and the JSON Schema agree', () => {
           maxLength: 3,
         }),
         async (changes) => {
-          const line = variant((r) => {
-            for (const [path, value] of changes) {
-              let holder = r;
-              for (const key of path.slice(0, -1)) holder = holder[key];
-              const last = path[path.length - 1] as string;
-              if (value === undefined) delete holder[last];
-              else holder[last] = structuredClone(value);
-            }
+          const line = variant(good, (r) => {
+            for (const [path, value] of changes) setField(r, path, value);
           }) as RecordedConversation;
           // What only the reader checks, said independently: order, and the count against the ending's.
           const schemaOk = schemaErrors(line).length === 0;

@@ -19,6 +19,7 @@ import { type RecordedConversation, replay } from '../../src/replay/index.ts';
 import { LINE_RULES, lineRuleProblem, lineRulesSentence } from '../../src/replay/line-rules.ts';
 import { recordingProblem } from '../../src/replay/read.ts';
 import { schemaErrors } from '../helpers/recording-schema.ts';
+import { variant, withFields } from '../helpers/recording-variants.ts';
 
 const ROOT = resolve(import.meta.dirname, '../..');
 const SCHEMA_PATH = join(ROOT, 'schemas/recording.schema.json');
@@ -79,168 +80,44 @@ const good: RecordedConversation = {
   ],
 };
 
-// biome-ignore lint/suspicious/noExplicitAny: a test changes a line's fields freely
-type Loose = Record<string, any>;
-function variant(change: (r: Loose) => void): unknown {
-  const copy = structuredClone(good) as Loose;
-  change(copy);
-  return copy;
-}
+/** A copy of `good` with the fields at the dotted paths given set (`undefined` removes one). */
+const changed = (fields: Readonly<Record<string, unknown>>) => withFields(good, fields);
 
 /** Hostile lines, each by what is wrong with it. */
 const hostile: [string, unknown][] = [
   ['nothing', good],
-  [
-    'elapsedMs decreasing from dispatch 1 to 2',
-    variant((r) => {
-      r.dispatches[1].elapsedMs = 1;
-    }),
-  ],
-  [
-    'elapsedMs decreasing at the last dispatch',
-    variant((r) => {
-      r.dispatches[2].elapsedMs = 5.4;
-    }),
-  ],
-  [
-    'elapsedMs decreasing by a hair',
-    variant((r) => {
-      r.dispatches[1].elapsedMs = 1.9999999999;
-    }),
-  ],
+  ['elapsedMs decreasing from dispatch 1 to 2', changed({ 'dispatches.1.elapsedMs': 1 })],
+  ['elapsedMs decreasing at the last dispatch', changed({ 'dispatches.2.elapsedMs': 5.4 })],
+  ['elapsedMs decreasing by a hair', changed({ 'dispatches.1.elapsedMs': 1.9999999999 })],
   [
     'elapsedMs all equal',
-    variant((r) => {
+    variant(good, (r) => {
       for (const d of r.dispatches) d.elapsedMs = 2;
     }),
   ],
-  [
-    'elapsedMs negative',
-    variant((r) => {
-      r.dispatches[0].elapsedMs = -1;
-    }),
-  ],
-  [
-    'elapsedMs a string',
-    variant((r) => {
-      r.dispatches[1].elapsedMs = '5';
-    }),
-  ],
-  [
-    'elapsedMs missing',
-    variant((r) => {
-      delete r.dispatches[1].elapsedMs;
-    }),
-  ],
-  [
-    'n out of order',
-    variant((r) => {
-      r.dispatches[0].n = 2;
-      r.dispatches[1].n = 1;
-    }),
-  ],
-  [
-    'n with a gap',
-    variant((r) => {
-      r.dispatches[2].n = 4;
-    }),
-  ],
-  [
-    'n repeated',
-    variant((r) => {
-      r.dispatches[1].n = 1;
-    }),
-  ],
-  [
-    'n = 0',
-    variant((r) => {
-      r.dispatches[0].n = 0;
-    }),
-  ],
-  [
-    'more dispatches than counted',
-    variant((r) => {
-      r.ending.dispatchCount = 2;
-    }),
-  ],
-  [
-    'fewer, not truncated',
-    variant((r) => {
-      r.ending.dispatchCount = 4;
-    }),
-  ],
-  [
-    'fewer, truncated',
-    variant((r) => {
-      r.ending.dispatchCount = 40;
-      r.truncated = true;
-    }),
-  ],
-  [
-    'more, truncated',
-    variant((r) => {
-      r.ending.dispatchCount = 1;
-      r.truncated = true;
-    }),
-  ],
-  [
-    'no dispatches, counted 0',
-    variant((r) => {
-      r.dispatches = [];
-      r.ending.dispatchCount = 0;
-    }),
-  ],
-  [
-    'truncated: false',
-    variant((r) => {
-      r.truncated = false;
-    }),
-  ],
-  [
-    'a field the format does not have',
-    variant((r) => {
-      r.dispatches[0].content = 'hi';
-    }),
-  ],
-  [
-    'another version',
-    variant((r) => {
-      r.version = 2;
-    }),
-  ],
-  [
-    'a null dispatch',
-    variant((r) => {
-      r.dispatches[1] = null;
-    }),
-  ],
-  [
-    'dispatches an object',
-    variant((r) => {
-      r.dispatches = { 0: r.dispatches[0] };
-    }),
-  ],
-  [
-    'decreasing and misnumbered',
-    variant((r) => {
-      r.dispatches[1].elapsedMs = 1;
-      r.dispatches[2].n = 7;
-    }),
-  ],
+  ['elapsedMs negative', changed({ 'dispatches.0.elapsedMs': -1 })],
+  ['elapsedMs a string', changed({ 'dispatches.1.elapsedMs': '5' })],
+  ['elapsedMs missing', changed({ 'dispatches.1.elapsedMs': undefined })],
+  ['n out of order', changed({ 'dispatches.0.n': 2, 'dispatches.1.n': 1 })],
+  ['n with a gap', changed({ 'dispatches.2.n': 4 })],
+  ['n repeated', changed({ 'dispatches.1.n': 1 })],
+  ['n = 0', changed({ 'dispatches.0.n': 0 })],
+  ['more dispatches than counted', changed({ 'ending.dispatchCount': 2 })],
+  ['fewer, not truncated', changed({ 'ending.dispatchCount': 4 })],
+  ['fewer, truncated', changed({ 'ending.dispatchCount': 40, truncated: true })],
+  ['more, truncated', changed({ 'ending.dispatchCount': 1, truncated: true })],
+  ['no dispatches, counted 0', changed({ dispatches: [], 'ending.dispatchCount': 0 })],
+  ['truncated: false', changed({ truncated: false })],
+  ['a field the format does not have', changed({ 'dispatches.0.content': 'hi' })],
+  ['another version', changed({ version: 2 })],
+  ['a null dispatch', changed({ 'dispatches.1': null })],
+  ['dispatches an object', changed({ dispatches: { 0: good.dispatches[0] } })],
+  ['decreasing and misnumbered', changed({ 'dispatches.1.elapsedMs': 1, 'dispatches.2.n': 7 })],
   [
     'decreasing and miscounted',
-    variant((r) => {
-      r.dispatches[1].elapsedMs = 1;
-      r.ending.dispatchCount = 5;
-    }),
+    changed({ 'dispatches.1.elapsedMs': 1, 'ending.dispatchCount': 5 }),
   ],
-  [
-    'decreasing and a bad field',
-    variant((r) => {
-      r.dispatches[1].elapsedMs = 1;
-      r.extra = 1;
-    }),
-  ],
+  ['decreasing and a bad field', changed({ 'dispatches.1.elapsedMs': 1, extra: 1 })],
   ['not an object', 'a line'],
   ['null', null],
 ];
@@ -339,7 +216,7 @@ describe('one source for the recording format', () => {
         fc.integer({ min: 0, max: 5 }),
         fc.boolean(),
         async (changes, count, truncated) => {
-          const line = variant((r) => {
+          const line = variant(good, (r) => {
             for (const [i, ms, n] of changes) {
               r.dispatches[i].elapsedMs = ms;
               r.dispatches[i].n = n;
