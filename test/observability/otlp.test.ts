@@ -12,16 +12,28 @@ import { restoreTracing } from '../helpers/tracing.ts';
 
 afterEach(restoreTracing);
 
+/** A real OTLP/HTTP receiver and a tracer provider batching to it. */
+async function batchedToReceiver() {
+  const receiver = await startOtlpReceiver();
+  const provider = new TracerProvider({
+    spanProcessors: [
+      new BatchSpanProcessor({
+        exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
+      }),
+    ],
+  });
+  /** Flushes and shuts the provider down, then closes the receiver: it holds all it gets. */
+  const deliver = async () => {
+    await provider.forceFlush();
+    await provider.shutdown();
+    await receiver.close();
+  };
+  return { receiver, provider, deliver };
+}
+
 describe('OTLP/HTTP export, end to end', () => {
   it('delivers the conversation span and its dispatch events to a real HTTP receiver', async () => {
-    const receiver = await startOtlpReceiver();
-    const provider = new TracerProvider({
-      spanProcessors: [
-        new BatchSpanProcessor({
-          exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
-        }),
-      ],
-    });
+    const { receiver, provider, deliver } = await batchedToReceiver();
     const telemetry = createConversationTelemetry({
       tracer: provider.getTracer('e2e'),
       stateAttributes: (s) => ({ 'desks.spread': spread(s.projection as never) }),
@@ -30,9 +42,7 @@ describe('OTLP/HTTP export, end to end', () => {
       { sender: 'user', content: 0 },
       { conversationId: 'otlp-1' },
     );
-    await provider.forceFlush();
-    await provider.shutdown();
-    await receiver.close();
+    await deliver();
 
     const span = receiver.spans.find((s) => s.name === 'invoke_workflow desks');
     expect(span).toBeDefined();
@@ -58,14 +68,7 @@ describe('OTLP/HTTP export, end to end', () => {
   });
 
   it('delivers the tokens: GenAI usage on invoke_agent spans, per dispatch and in total on the conversation', async () => {
-    const receiver = await startOtlpReceiver();
-    const provider = new TracerProvider({
-      spanProcessors: [
-        new BatchSpanProcessor({
-          exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
-        }),
-      ],
-    });
+    const { receiver, provider, deliver } = await batchedToReceiver();
     const telemetry = createConversationTelemetry<number, number>({
       tracer: provider.getTracer('e2e'),
       responderSpans: true,
@@ -92,9 +95,7 @@ describe('OTLP/HTTP export, end to end', () => {
       responders: [model('writer', 'openai'), model('critic')],
       termination: maxDispatches(2),
     }).run({ sender: 'user', content: 0 });
-    await provider.forceFlush();
-    await provider.shutdown();
-    await receiver.close();
+    await deliver();
 
     const writer = receiver.spans.find((s) => s.name === 'invoke_agent writer');
     expect(attrs(writer?.attributes)).toMatchObject({
@@ -126,14 +127,7 @@ describe('OTLP/HTTP export, end to end', () => {
   });
 
   it('delivers a responder’s own spans as descendants of the conversation span (one trace in Jaeger)', async () => {
-    const receiver = await startOtlpReceiver();
-    const provider = new TracerProvider({
-      spanProcessors: [
-        new BatchSpanProcessor({
-          exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
-        }),
-      ],
-    });
+    const { receiver, provider, deliver } = await batchedToReceiver();
     // As NodeSDK sets things up: a global provider and the AsyncLocalStorage context manager.
     trace.setGlobalTracerProvider(provider);
     context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
@@ -153,9 +147,7 @@ describe('OTLP/HTTP export, end to end', () => {
       ],
     });
     await o.run({ sender: 'user', content: 0 });
-    await provider.forceFlush();
-    await provider.shutdown();
-    await receiver.close();
+    await deliver();
     const conversation = receiver.spans.find((s) => s.name === 'invoke_workflow counter');
     const calls = receiver.spans.filter((s) => s.name === 'chat gpt');
     expect(calls).toHaveLength(2);
