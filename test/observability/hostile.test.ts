@@ -316,15 +316,20 @@ describe('stateAttributes never take the place of the plugin’s own event attri
     'gen_ai.agent.name': 'mallory',
     'desks.spread': 0.5,
   });
-
-  it('keeps the plugin’s values when stateAttributes returns its names, and reports each clash once', async () => {
+  /** A traced telemetry whose stateAttributes are `forged`, its logger's warnings collected. */
+  const forgingTelemetry = <C>() => {
     const { exporter, tracer } = memoryTracing();
     const { logger, warnings } = warningsLogger();
-    const telemetry = createConversationTelemetry<number, unknown>({
+    const telemetry = createConversationTelemetry<number, C>({
       tracer,
       logger,
       stateAttributes: forged,
     });
+    return { exporter, tracer, warnings, telemetry };
+  };
+
+  it('keeps the plugin’s values when stateAttributes returns its names, and reports each clash once', async () => {
+    const { exporter, warnings, telemetry } = forgingTelemetry<unknown>();
     await hostileContent(telemetry, (n) => n).run({ sender: 'user', content: 0 });
     const events = dispatchEvents(spansNamed(exporter, 'invoke_workflow counter')[0]);
     expect(
@@ -352,13 +357,7 @@ describe('stateAttributes never take the place of the plugin’s own event attri
   });
 
   it('keeps them on the events of telemetry.listener() too', async () => {
-    const { exporter, tracer } = memoryTracing();
-    const { logger, warnings } = warningsLogger();
-    const telemetry = createConversationTelemetry<number, number>({
-      tracer,
-      logger,
-      stateAttributes: forged,
-    });
+    const { exporter, tracer, warnings, telemetry } = forgingTelemetry<number>();
     const orchestrator = counterOrchestrator({ listener: telemetry.listener('counter') });
     await tracer.startActiveSpan('around', async (span) => {
       await orchestrator.run({ sender: 'user', content: 0 });
