@@ -4,9 +4,14 @@ import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
 import {
   ConversationOrchestrator,
+  type ConversationState,
+  type ConversationStore,
   createMemoryStore,
   type Message,
   maxDispatches,
+  type OrchestratorOptions,
+  type Responder,
+  type ResponderContext,
   roundRobin,
   suspend,
 } from '../../src/index.ts';
@@ -34,20 +39,64 @@ function lines(): {
   };
 }
 
-function counter(observers: unknown[], n = 4, respond?: (m: Message<number>) => unknown) {
+/**
+ * `counter`: alice and bob in turn answer the number plus one (or as `respond` says), the state
+ * is the sum, `n` dispatches; `extra` overrides any of that.
+ */
+function counter(
+  observers: unknown[],
+  n = 4,
+  respond: (
+    m: Message<number>,
+    state: ConversationState<number, number>,
+    context: ResponderContext,
+    name: string,
+  ) => Message<number> = (m, _s, _c, name) => ({ sender: name, content: m.content + 1 }),
+  extra: Partial<OrchestratorOptions<number, number>> = {},
+) {
   return new ConversationOrchestrator<number, number>({
     name: 'counter',
     responders: ['alice', 'bob'].map((name) => ({
       name,
-      respond: (respond ??
-        ((m: Message<number>) => ({ sender: name, content: m.content + 1 }))) as (
-        m: Message<number>,
-      ) => Message<number>,
+      respond: (m: Message<number>, state, context) => respond(m, state, context, name),
     })),
     turnPolicy: roundRobin(),
     projection: { initial: () => 0, fold: (total, m) => total + m.content },
     termination: maxDispatches(n),
     observers: observers as never,
+    ...extra,
+  });
+}
+
+type OneResponse = Responder<number, number>['respond'];
+
+/** `a` answering its dispatch count. */
+const countsDispatches: OneResponse = (_m, s) => ({ sender: 'a', content: s.dispatchCount });
+
+/** `a` asking (suspending) at dispatch `at` unless answering the person, else counting. */
+const asksAt =
+  (at: number): OneResponse =>
+  (m, s, context) =>
+    s.dispatchCount === at && m.sender !== 'person'
+      ? suspend({ question: 'go on?' })
+      : countsDispatches(m, s, context);
+
+/** A durable conversation `name` on `store`: one responder `a`, `steps` dispatches counted. */
+function durableOne(
+  name: string,
+  store: ConversationStore,
+  observers: unknown[],
+  steps: number,
+  respond: OneResponse = countsDispatches,
+) {
+  return new ConversationOrchestrator<number, number>({
+    name,
+    store,
+    observers: observers as never,
+    responders: [{ name: 'a', respond }],
+    turnPolicy: roundRobin(),
+    projection: { initial: () => 0, fold: (n) => n + 1 },
+    termination: maxDispatches(steps),
   });
 }
 
@@ -99,24 +148,7 @@ describe('createConversationRecorder', () => {
 
   it('writes only whole conversations of a durable orchestrator: a suspension resumed elsewhere is not written, one resumed here is one line', async () => {
     const store = createMemoryStore();
-    const make = (recorder: unknown) =>
-      new ConversationOrchestrator<number, number>({
-        name: 'asks',
-        store,
-        observers: [recorder as never],
-        responders: [
-          {
-            name: 'a',
-            respond: (m, s) =>
-              s.dispatchCount === 1 && m.sender !== 'person'
-                ? suspend({ question: 'go on?' })
-                : { sender: 'a', content: s.dispatchCount },
-          },
-        ],
-        turnPolicy: roundRobin(),
-        projection: { initial: () => 0, fold: (n) => n + 1 },
-        termination: maxDispatches(4),
-      });
+    const make = (recorder: unknown) => durableOne('asks', store, [recorder], 4, asksAt(1));
     // Suspended under one recorder, resumed under another (as in another process): neither
     // holds the whole conversation, so neither writes it.
     const here = lines();
@@ -130,15 +162,7 @@ describe('createConversationRecorder', () => {
     await asks.run({ sender: 'user', content: 0 }, { conversationId: 'whole' });
     await asks.resume('whole', { input: { sender: 'person', content: 1 } });
     // A conversation that never suspends is written whole.
-    const plain = new ConversationOrchestrator<number, number>({
-      name: 'plain',
-      store,
-      observers: [recorder],
-      responders: [{ name: 'a', respond: (_m, s) => ({ sender: 'a', content: s.dispatchCount }) }],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (n) => n + 1 },
-      termination: maxDispatches(3),
-    });
+    const plain = durableOne('plain', store, [recorder], 3);
     await plain.run({ sender: 'user', content: 0 }, { conversationId: 'one-segment' });
     await recorder.close();
     await other.close();
@@ -165,26 +189,15 @@ describe('createConversationRecorder', () => {
     const third = new Promise<void>((r) => {
       entered = r;
     });
-    const orchestrator = new ConversationOrchestrator<number, number>({
-      name: 'left',
-      store,
-      observers: [recorder],
-      responders: [
-        {
-          name: 'a',
-          respond: (_m, s, { signal }) => {
-            if (++calls < 3) return { sender: 'a', content: s.dispatchCount };
-            entered();
-            // The third call waits until the run is aborted (the trader leaves).
-            return new Promise((_, reject) =>
-              signal.addEventListener('abort', () => reject(signal.reason), { once: true }),
-            );
-          },
-        },
-      ],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (n) => n + 1 },
-      termination: maxDispatches(10),
+    const orchestrator = durableOne('left', store, [recorder], 10, (m, s, context) => {
+      if (++calls < 3) return countsDispatches(m, s, context);
+      entered();
+      // The third call waits until the run is aborted (the trader leaves).
+      return new Promise((_, reject) =>
+        context.signal.addEventListener('abort', () => reject(context.signal.reason), {
+          once: true,
+        }),
+      );
     });
     const trader = new AbortController();
     const run = orchestrator.run(
@@ -217,23 +230,7 @@ describe('createConversationRecorder', () => {
     const out = lines();
     const recorder = createConversationRecorder({ sink: out.sink, maxHeldChars: 300 });
     const store = createMemoryStore();
-    const asks = new ConversationOrchestrator<number, number>({
-      name: 'asks',
-      store,
-      observers: [recorder],
-      responders: [
-        {
-          name: 'a',
-          respond: (m, s) =>
-            s.dispatchCount === 2 && m.sender !== 'person'
-              ? suspend({ question: 'go on?' })
-              : { sender: 'a', content: s.dispatchCount },
-        },
-      ],
-      turnPolicy: roundRobin(),
-      projection: { initial: () => 0, fold: (n) => n + 1 },
-      termination: maxDispatches(4),
-    });
+    const asks = durableOne('asks', store, [recorder], 4, asksAt(2));
     // Each suspended conversation holds three fragments (~210 characters): the second lets go
     // of the first.
     await asks.run({ sender: 'user', content: 0 }, { conversationId: 'first' });
@@ -567,23 +564,18 @@ describe('the recorder and token usage', () => {
     const out = lines();
     const recorder = createConversationRecorder({ sink: out.sink });
     let invocation = 0;
-    const orchestrator = new ConversationOrchestrator<number, number>({
-      name: 'usage',
-      responders: ['alice', 'bob'].map((name) => ({
-        name,
-        respond: (m: Message<number>, _s, context) => {
-          invocation++;
-          context.reportUsage({ inputTokens: 100 * invocation, outputTokens: invocation });
-          if (invocation === 2) throw new Error('skipped');
-          return { sender: name, content: m.content + 1 };
-        },
-      })),
-      turnPolicy: (_m, _s, responders) => responders,
-      projection: { initial: () => 0, fold: (t, m) => t + m.content },
-      termination: maxDispatches(3),
-      onResponderError: 'skip',
-      observers: [recorder],
-    });
+    // Both answer every message; the second invocation reports its tokens, then fails, skipped.
+    const orchestrator = counter(
+      [recorder],
+      3,
+      (m, _s, context, name) => {
+        invocation++;
+        context.reportUsage({ inputTokens: 100 * invocation, outputTokens: invocation });
+        if (invocation === 2) throw new Error('skipped');
+        return { sender: name, content: m.content + 1 };
+      },
+      { name: 'usage', turnPolicy: (_m, _s, responders) => responders, onResponderError: 'skip' },
+    );
     const result = await orchestrator.run({ sender: 'user', content: 0 });
     const [line] = out.read();
     expect(line?.dispatches.map(({ n, tokens, usage }) => ({ n, tokens, usage }))).toEqual([
