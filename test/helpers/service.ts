@@ -3,6 +3,7 @@ import { mkdtempSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { WebSocket } from 'ws';
+import { outputOf } from './child-output.ts';
 
 export interface RunningService {
   readonly child: ChildProcessWithoutNullStreams;
@@ -56,16 +57,9 @@ export function spawnService(
     ],
     { env: { ...process.env, ...env }, stdio: 'pipe' },
   );
-  let out = '';
-  let err = '';
-  child.stdout.on('data', (c: Buffer) => {
-    out += c.toString();
-  });
-  child.stderr.on('data', (c: Buffer) => {
-    err += c.toString();
-  });
+  const output = outputOf(child);
   const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-  return { child, stdout: () => out, stderr: () => err, exited };
+  return { child, stdout: () => output.out, stderr: () => output.err, exited };
 }
 
 /** Starts the demo service as a user would (`npm start` runs this same command), on a free port. */

@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createSqliteStore } from '../../src/stores/sqlite/index.ts';
+import { outputOf } from '../helpers/child-output.ts';
 import { attrs, type OtlpSpan, startOtlpReceiver } from '../helpers/otlp-receiver.ts';
 
 const child = join(import.meta.dirname, '../fixtures', 'segments-child.ts');
@@ -32,19 +33,12 @@ function run(
       stdio: ['ignore', 'pipe', 'pipe'],
       env: { ...process.env, ...env },
     });
-    let out = '';
-    let err = '';
-    proc.stdout.on('data', (c: Buffer) => {
-      out += c.toString();
-    });
-    proc.stderr.on('data', (c: Buffer) => {
-      err += c.toString();
-    });
+    const output = outputOf(proc);
     const timer = setTimeout(() => proc.kill('SIGKILL'), 60_000);
     proc.on('exit', (status, signal) => {
       clearTimeout(timer);
-      if (status !== 0 && signal === null) process.stderr.write(err);
-      resolve({ status, signal, out });
+      if (status !== 0 && signal === null) process.stderr.write(output.err);
+      resolve({ status, signal, out: output.out });
     });
   });
 }
