@@ -17,6 +17,7 @@ import {
   roundRobin,
 } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
+import { expectLines } from '../helpers/exposition.ts';
 import { memoryTracing, restoreTracing, spansNamed } from '../helpers/tracing.ts';
 import { wrap } from '../helpers/wrapped-store.ts';
 
@@ -220,16 +221,11 @@ describe('deadlines per responder in the metrics', () => {
         .catch(() => {}),
     );
     await Promise.all(runs);
-    const exposition = await registry.metrics();
-    expect(exposition).toContain(
+    expectLines(await registry.metrics(), [
       'orchestrator_responder_deadlines_total{orchestrator="clock",responder="b"} 2',
-    );
-    expect(exposition).toContain(
       'orchestrator_responder_deadlines_total{orchestrator="clock",responder="a"} 1',
-    );
-    expect(exposition).toContain(
       'orchestrator_conversations_ended_total{orchestrator="clock",reason="deadline"} 3',
-    );
+    ]);
   });
 
   it('creates no deadline series for a responder that never hit the deadline', async () => {

@@ -9,6 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { ConversationOrchestrator, createMemoryStore } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
 import { counter, plusOne } from '../helpers/counter.ts';
+import { expectLines } from '../helpers/exposition.ts';
 
 /**
  * Eight dispatches around a suspension: with `reports`, `a` reports 10 in and 5 out tokens at its
@@ -42,13 +43,10 @@ describe('tokens of a durable conversation across segments', () => {
     const done = await o.resume('t1', { input: { sender: 'person', content: 3 } });
     expect(done.usage.inputTokens).toBe(10);
     expect(done.usage.outputTokens).toBe(5);
-    const text = await registry.metrics();
-    expect(text).toContain(
+    expectLines(await registry.metrics(), [
       'orchestrator_conversation_tokens_count{orchestrator="tokens",reason="max_dispatches"} 1',
-    );
-    expect(text).toContain(
       'orchestrator_conversation_tokens_sum{orchestrator="tokens",reason="max_dispatches"} 15',
-    );
+    ]);
   });
 
   it('observe no orchestrator_conversation_tokens when no segment reported', async () => {
