@@ -91,6 +91,16 @@ function observableOf(
     : meter.createObservableCounter(definition.otel, options);
 }
 
+/** An observable of each definition, by the same keys (made in their order). */
+function observablesOf<K extends string>(
+  meter: Meter,
+  definitions: Readonly<Record<K, MetricDefinition | GenAiMetricDefinition>>,
+): Readonly<Record<K, Observed>> {
+  const observables = {} as Record<K, Observed>;
+  for (const key in definitions) observables[key] = observableOf(meter, definitions[key]);
+  return observables;
+}
+
 /** The instruments of one metric set on one meter provider. */
 export class OtelMetrics {
   readonly meterProvider: MeterProvider;
@@ -143,27 +153,29 @@ export class OtelMetrics {
 
   #observeOrchestrators(genAi: boolean): void {
     const M = ORCHESTRATOR_METRICS;
-    const o = (d: MetricDefinition) => observableOf(this.#meter, d);
-    const started = o(M.conversationsStarted);
-    const ended = o(M.conversationsEnded);
-    const inProgress = o(M.conversationsInProgress);
-    const dispatches = o(M.dispatches);
-    const errors = o(M.responderErrors);
-    const deadlines = o(M.responderDeadlines);
-    const listenerErrors = o(M.listenerErrors);
-    const tokens = o(M.tokens);
+    const own = observablesOf(this.#meter, {
+      started: M.conversationsStarted,
+      ended: M.conversationsEnded,
+      inProgress: M.conversationsInProgress,
+      dispatches: M.dispatches,
+      errors: M.responderErrors,
+      deadlines: M.responderDeadlines,
+      listenerErrors: M.listenerErrors,
+      tokens: M.tokens,
+    });
+    const { started, ended, inProgress, dispatches, errors, deadlines, listenerErrors, tokens } =
+      own;
     const G = GEN_AI_METRICS;
     const usage = genAi
-      ? {
-          input: observableOf(this.#meter, G.usageInputTokens),
-          output: observableOf(this.#meter, G.usageOutputTokens),
-          cacheRead: observableOf(this.#meter, G.usageCacheReadInputTokens),
-          reasoning: observableOf(this.#meter, G.usageReasoningOutputTokens),
-        }
+      ? observablesOf(this.#meter, {
+          input: G.usageInputTokens,
+          output: G.usageOutputTokens,
+          cacheRead: G.usageCacheReadInputTokens,
+          reasoning: G.usageReasoningOutputTokens,
+        })
       : undefined;
-    const observables = [started, ended, inProgress, dispatches, errors, deadlines];
-    observables.push(listenerErrors, tokens);
-    if (usage !== undefined) observables.push(...Object.values(usage));
+    const observables = Object.values<Observed>(own);
+    if (usage !== undefined) observables.push(...Object.values<Observed>(usage));
     const orchestrators = this.#orchestrators;
     const series = (result: BatchObservableResult, into: Observed, s: Series | undefined) => {
       if (s !== undefined) result.observe(into, s.count, s.labels);
@@ -205,30 +217,29 @@ export class OtelMetrics {
     );
     this.checkpointSize = histogramOf(this.#meter, D.checkpointSize, this.#buckets.checkpointSize);
     this.snapshotDuration = histogramOf(this.#meter, D.snapshotDuration, this.#buckets.checkpoint);
-    const o = (d: MetricDefinition) => observableOf(this.#meter, d);
-    const reinvocations = o(D.responderReinvocations);
-    const resumed = o(D.conversationsResumed);
-    const failures = o(D.checkpointFailures);
-    const snapshotFailures = o(D.snapshotFailures);
-    const conflicts = o(D.leaseConflicts);
+    const own = observablesOf(this.#meter, {
+      reinvocations: D.responderReinvocations,
+      resumed: D.conversationsResumed,
+      failures: D.checkpointFailures,
+      snapshotFailures: D.snapshotFailures,
+      conflicts: D.leaseConflicts,
+    });
+    const { reinvocations, resumed, failures, snapshotFailures, conflicts } = own;
     const orchestrators = this.#orchestrators;
-    this.#meter.addBatchObservableCallback(
-      (result) => {
-        const series = (into: Observed, s: Series | undefined) => {
-          if (s !== undefined) result.observe(into, s.count, s.labels);
-        };
-        for (const record of orchestrators.values()) {
-          for (const r of record.responders.values()) series(reinvocations, r.reinvocations);
-          for (const s of record.resumed.values()) series(resumed, s);
-          for (const c of record.checkpoints.values()) {
-            series(failures, c.failures);
-            series(snapshotFailures, c.snapshotFailures);
-          }
-          series(conflicts, record.leaseConflicts);
+    this.#meter.addBatchObservableCallback((result) => {
+      const series = (into: Observed, s: Series | undefined) => {
+        if (s !== undefined) result.observe(into, s.count, s.labels);
+      };
+      for (const record of orchestrators.values()) {
+        for (const r of record.responders.values()) series(reinvocations, r.reinvocations);
+        for (const s of record.resumed.values()) series(resumed, s);
+        for (const c of record.checkpoints.values()) {
+          series(failures, c.failures);
+          series(snapshotFailures, c.snapshotFailures);
         }
-      },
-      [reinvocations, resumed, failures, snapshotFailures, conflicts],
-    );
+        series(conflicts, record.leaseConflicts);
+      }
+    }, Object.values<Observed>(own));
   }
 
   /** `error.type` as the GenAI metrics carry it: past `MAX_ERROR_TYPES` values, `_OTHER`. */
