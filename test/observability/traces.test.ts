@@ -5,7 +5,6 @@ import {
   ConversationOrchestrator,
   type Message,
   maxDispatches,
-  type OrchestratorOptions,
   roundRobin,
 } from '../../src/index.ts';
 import { createConversationTelemetry } from '../../src/observability/index.ts';
@@ -21,7 +20,7 @@ import {
 
 const counter = (
   telemetry: ReturnType<typeof createConversationTelemetry<number, number>>,
-  extra: Partial<OrchestratorOptions<number, number>> = {},
+  extra: Parameters<typeof counterOrchestrator>[0] = {},
 ) => counterOrchestrator({ termination: maxDispatches(5), observers: [telemetry], ...extra });
 
 /**
