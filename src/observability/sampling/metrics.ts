@@ -13,34 +13,12 @@ import {
   METRIC_SAMPLER_DECISIONS,
   METRIC_SAMPLER_PENDING_TRACES,
   METRIC_SAMPLER_SPANS_LOST,
-  SAMPLER_DECISION_DROP,
-  SAMPLER_DECISION_KEEP,
   SAMPLER_LIMIT_TOTAL,
   SAMPLER_LIMIT_TRACE,
-  SAMPLER_RULE_FAILED,
-  SAMPLER_RULE_FORCE_FLUSH,
-  SAMPLER_RULE_LONG,
-  SAMPLER_RULE_MAX_AGE,
-  SAMPLER_RULE_RATIO,
-  SAMPLER_RULE_REASON,
-  SAMPLER_RULE_SHUTDOWN,
-  SAMPLER_RULE_SLOW,
-  SAMPLER_RULE_UNCLASSIFIED,
 } from '../semconv.ts';
 
-/** Every (decision, rule) the sampler makes; each series starts at 0. */
-const DECISIONS: readonly (readonly [string, string])[] = [
-  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_FAILED],
-  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_REASON],
-  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_SLOW],
-  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_LONG],
-  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_RATIO],
-  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_UNCLASSIFIED],
-  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_MAX_AGE],
-  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_FORCE_FLUSH],
-  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_SHUTDOWN],
-  [SAMPLER_DECISION_DROP, SAMPLER_RULE_RATIO],
-];
+/** The (decision, rule) pairs whose series start at 0: the sampler's table of what it decides. */
+export type SamplerDecisions = readonly (readonly [decision: string, rule: string])[];
 
 const NAMES = [
   METRIC_SAMPLER_DECISIONS,
@@ -61,8 +39,8 @@ export class SamplerMetrics {
   readonly #samplers = new Set<SamplerLoad>();
   readonly #first: CollectedCounter;
 
-  constructor(registry: PrometheusRegistry) {
-    for (const [decision, rule] of DECISIONS) {
+  constructor(registry: PrometheusRegistry, decisions: SamplerDecisions) {
+    for (const [decision, rule] of decisions) {
       this.#decisions.set(`${decision} ${rule}`, {
         labels: { [LABEL_DECISION]: decision, [LABEL_RULE]: rule },
         count: 0,
@@ -130,11 +108,17 @@ export class SamplerMetrics {
 
 const byRegistry = new WeakMap<PrometheusRegistry, SamplerMetrics>();
 
-/** The sampler metrics of `registry`, registered at the first sampler given it. */
-export function samplerMetricsFor(registry: PrometheusRegistry): SamplerMetrics {
+/**
+ * The sampler metrics of `registry`, registered at the first sampler given it, with a series at 0
+ * for each of its `decisions`.
+ */
+export function samplerMetricsFor(
+  registry: PrometheusRegistry,
+  decisions: SamplerDecisions,
+): SamplerMetrics {
   const existing = byRegistry.get(registry);
   if (existing?.isRegisteredOn(registry)) return existing;
-  const metrics = new SamplerMetrics(registry);
+  const metrics = new SamplerMetrics(registry, decisions);
   byRegistry.set(registry, metrics);
   return metrics;
 }

@@ -46,7 +46,7 @@ import {
 } from '../semconv.ts';
 import { optionsObject, withMethods } from '../shape.ts';
 import { sampledBy } from './kept-spans.ts';
-import { type SamplerMetrics, samplerMetricsFor } from './metrics.ts';
+import { type SamplerDecisions, type SamplerMetrics, samplerMetricsFor } from './metrics.ts';
 import { traceIdRatio } from './trace-ratio.ts';
 import type {
   ConversationSamplerOptions,
@@ -59,6 +59,20 @@ import type {
 const FAILED_REASONS: ReadonlySet<string> = new Set(endReasons((r) => r.failed));
 /** What `keepReasons` leaves out by default: the endings of a conversation that went well. */
 const UNREMARKABLE_REASONS: ReadonlySet<string> = new Set(endReasons((r) => r.unremarkable));
+
+/** Every (decision, rule) the sampler counts; each series starts at 0. */
+const DECISIONS: SamplerDecisions = [
+  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_FAILED],
+  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_REASON],
+  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_SLOW],
+  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_LONG],
+  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_RATIO],
+  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_UNCLASSIFIED],
+  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_MAX_AGE],
+  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_FORCE_FLUSH],
+  [SAMPLER_DECISION_KEEP, SAMPLER_RULE_SHUTDOWN],
+  [SAMPLER_DECISION_DROP, SAMPLER_RULE_RATIO],
+];
 
 /** One trace whose conversation has not ended yet. */
 interface PendingTrace {
@@ -175,7 +189,7 @@ export class ConversationSampler implements SpanProcessorLike {
       'conversation-orchestrator: the sampler’s next span processor threw; the span is lost',
     );
     if (registry !== undefined) {
-      this.#metrics = samplerMetricsFor(registry);
+      this.#metrics = samplerMetricsFor(registry, DECISIONS);
       const self = this;
       this.#metrics.watch({
         get bufferedSpans() {
