@@ -11,7 +11,6 @@
  * and the schemas), built into a folder of this file's own: the repository's dist/ is rebuilt by
  * other files running beside this one.
  */
-import { execFile } from 'node:child_process';
 import {
   copyFileSync,
   cpSync,
@@ -22,24 +21,14 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { freshApp, NPM_FLAGS, npm, pack, ROOT, run, TSC } from '../helpers/package-install.ts';
 import { readmeCodeBlocks } from '../helpers/readme.ts';
 
-const run = promisify(execFile);
-const ROOT = resolve(import.meta.dirname, '../..');
-const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
 const PAGES = ['docs/replay.md', 'examples/record-replay/README.md'];
 /** docs/replay.md's walkthrough, run by test/docs/replay-walkthrough.test.ts. */
 const WALKTHROUGH = '## Recording the demo and replaying it';
-const NPM_FLAGS = [
-  '--prefer-offline',
-  '--no-audit',
-  '--no-fund',
-  '--ignore-scripts',
-  '--loglevel=error',
-];
 
 type Place = 'clone' | 'installed';
 
@@ -123,30 +112,11 @@ beforeAll(async () => {
   });
   copyFileSync(join(ROOT, 'package.json'), join(pkg, 'package.json'));
   cpSync(join(ROOT, 'schemas'), join(pkg, 'schemas'), { recursive: true });
-  const packed = JSON.parse(
-    (
-      await run('npm', ['pack', '--json', '--ignore-scripts', '--pack-destination', work], {
-        cwd: pkg,
-      })
-    ).stdout,
-  ) as { filename: string }[];
-  app = join(work, 'app');
-  mkdirSync(join(app, 'recordings'), { recursive: true });
-  writeFileSync(
-    join(app, 'package.json'),
-    JSON.stringify({ name: 'app', private: true, type: 'module' }),
-  );
+  const tarball = await pack(pkg, work, ['--ignore-scripts']);
+  app = freshApp(join(work, 'app'), 'app');
+  mkdirSync(join(app, 'recordings'));
   const stripsTypes = Boolean((process.features as { typescript?: unknown }).typescript);
-  await run(
-    'npm',
-    [
-      'install',
-      ...NPM_FLAGS,
-      join(work, packed[0]?.filename as string),
-      ...(stripsTypes ? [] : ['tsx']),
-    ],
-    { cwd: app },
-  );
+  await npm(app, ['install', ...NPM_FLAGS, tarball, ...(stripsTypes ? [] : ['tsx'])]);
   const recording = join(app, 'desks.ndjson');
   await run(
     process.execPath,

@@ -12,17 +12,22 @@
  * `.ci/run` passes their folders in CO_NODE22_HOME and CO_NODE24_HOME. Native addons are built
  * against the cell's own Node headers (npm_config_nodedir).
  */
-import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
-import { promisify } from 'node:util';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { attrs, startOtlpReceiver } from '../helpers/otlp-receiver.ts';
+import {
+  run as exec,
+  freshApp,
+  npm,
+  pack,
+  ROOT,
+  USER_INSTALL_FLAGS,
+} from '../helpers/package-install.ts';
 import { readmeCodeBlocks } from '../helpers/readme.ts';
 
-const exec = promisify(execFile);
-const ROOT = resolve(import.meta.dirname, '../..');
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
   name: string;
   peerDependencies: Record<string, string>;
@@ -87,12 +92,7 @@ const key = (line: string, peers: Peers) => `node ${line}, ${peers} peers`;
 
 async function installCell(line: string, peers: Peers, tarball: string): Promise<Cell> {
   const home = await nodeHome(line);
-  const dir = join(work, `node${line}-${peers}`);
-  mkdirSync(dir);
-  writeFileSync(
-    join(dir, 'package.json'),
-    JSON.stringify({ name: `app-node${line}-${peers}`, private: true, type: 'module' }),
-  );
+  const dir = freshApp(join(work, `node${line}-${peers}`), `app-node${line}-${peers}`);
   const env = {
     ...process.env,
     PATH: `${home}/bin:${process.env.PATH}`,
@@ -108,20 +108,18 @@ async function installCell(line: string, peers: Peers, tarball: string): Promise
           `ts-newest@npm:typescript@${TYPESCRIPT.newest}`,
         ]
       : [];
-  const { stdout, stderr } = await exec(
-    'npm',
+  const { stdout, stderr } = await npm(
+    dir,
     [
       'install',
-      '--prefer-offline',
-      '--no-audit',
-      '--no-fund',
+      ...USER_INSTALL_FLAGS,
       tarball,
       ...peerSpecs(peers),
       `@opentelemetry/sdk-node@${sdk}`,
       `@opentelemetry/exporter-trace-otlp-http@${sdk}`,
       ...typescript,
     ],
-    { cwd: dir, env, maxBuffer: 16 * 1024 * 1024 },
+    env,
   );
   writeFileSync(
     join(dir, 'sqlite-crash.mjs'),
@@ -145,15 +143,7 @@ async function installCell(line: string, peers: Peers, tarball: string): Promise
 
 beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'orchestrator-matrix-'));
-  const packed = JSON.parse(
-    (
-      await exec('npm', ['pack', '--json', '--pack-destination', work], {
-        cwd: ROOT,
-        maxBuffer: 16 * 1024 * 1024,
-      })
-    ).stdout,
-  ) as { filename: string }[];
-  const tarball = join(work, packed[0]?.filename as string);
+  const tarball = await pack(ROOT, work);
   for (const line of LINES) {
     for (const peers of ['oldest', 'newest'] as const) {
       const cell = installCell(line, peers, tarball);

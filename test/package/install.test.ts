@@ -6,7 +6,7 @@
  * Installs prefer the npm cache (--prefer-offline) and run side by side; the registry is asked
  * only for what the cache lacks.
  */
-import { execFile, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
 import {
   existsSync,
   mkdirSync,
@@ -17,16 +17,22 @@ import {
   writeFileSync,
 } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
-import { promisify } from 'node:util';
+import { dirname, join } from 'node:path';
 import { Ajv2020 } from 'ajv/dist/2020.js';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { withDistLock } from '../helpers/dist-lock.ts';
+import {
+  freshApp,
+  NPM_FLAGS,
+  npm,
+  pack,
+  ROOT,
+  run,
+  TSC,
+  USER_INSTALL_FLAGS,
+} from '../helpers/package-install.ts';
 
-const run = promisify(execFile);
-const ROOT = resolve(import.meta.dirname, '../..');
 const FIXTURES = join(ROOT, 'test/fixtures/install');
-const TSC = join(ROOT, 'node_modules/typescript/bin/tsc');
 /** TypeScript 6, the last with the old `node10` resolution (TypeScript 7 removed it). */
 const TSC6 = join(ROOT, 'node_modules/@typescript/typescript6/bin/tsc6');
 const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as {
@@ -52,23 +58,10 @@ function lowest(range: string): string {
   return m[1] as string;
 }
 
-const NPM_FLAGS = [
-  '--prefer-offline',
-  '--no-audit',
-  '--no-fund',
-  '--ignore-scripts',
-  '--loglevel=error',
-];
-
-async function npm(cwd: string, args: string[]): Promise<string> {
-  const { stdout } = await run('npm', [...args], { cwd, maxBuffer: 16 * 1024 * 1024 });
-  return stdout;
-}
-
 /** The newest published version within `range`, as npm resolves it. */
 async function newest(name: string, range: string, cwd: string): Promise<string> {
   const out = JSON.parse(
-    await npm(cwd, ['view', `${name}@${range}`, 'version', '--json', '--prefer-offline']),
+    (await npm(cwd, ['view', `${name}@${range}`, 'version', '--json', '--prefer-offline'])).stdout,
   ) as string | string[];
   return Array.isArray(out) ? (out.at(-1) as string) : out;
 }
@@ -98,12 +91,7 @@ const apps = new Map<string, App>();
  * may lag the newest api, which is the SDK's business, not this package's.
  */
 async function installApp(name: string, peers: string[]): Promise<App> {
-  const dir = join(work, name);
-  mkdirSync(dir);
-  writeFileSync(
-    join(dir, 'package.json'),
-    JSON.stringify({ name: `app-${name}`, private: true, type: 'module' }),
-  );
+  const dir = freshApp(join(work, name), `app-${name}`);
   await npm(dir, ['install', ...NPM_FLAGS, tarball, ...peers]);
   await npm(dir, ['install', ...NPM_FLAGS, '--no-save', '--legacy-peer-deps', SDK]);
   for (const file of ['app.mjs', 'require.cjs']) {
@@ -120,14 +108,11 @@ beforeAll(async () => {
   work = mkdtempSync(join(tmpdir(), 'orchestrator-install-'));
   // A build output whose source is gone, as a renamed file leaves behind: `npm pack` builds
   // (prepack), and the build must empty dist/ first.
-  const packed = await withDistLock(async () => {
+  tarball = await withDistLock(async () => {
     mkdirSync(join(ROOT, 'dist'), { recursive: true });
     writeFileSync(join(ROOT, 'dist', 'stale-before-pack.js'), 'export {};\n');
-    return JSON.parse(await npm(ROOT, ['pack', '--json', '--pack-destination', work])) as {
-      filename: string;
-    }[];
+    return pack(ROOT, work);
   });
-  tarball = join(work, packed[0]?.filename as string);
   const apiRange = pkg.peerDependencies[API] as string;
   const promRange = pkg.peerDependencies[PROM] as string;
   const cases: [string, string[]][] = [
@@ -264,24 +249,9 @@ describe('the packed tarball', () => {
         scripts: { prepare: 'node -e 0' },
       }),
     );
-    const [packedControl] = JSON.parse(
-      await npm(control, ['pack', '--json', '--ignore-scripts', '--pack-destination', work]),
-    ) as { filename: string }[];
-    const dir = join(work, 'install-scripts');
-    mkdirSync(dir);
-    writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'app', private: true }));
-    const { stderr } = await run(
-      'npm',
-      [
-        'install',
-        '--prefer-offline',
-        '--no-audit',
-        '--no-fund',
-        tarball,
-        join(work, packedControl?.filename as string),
-      ],
-      { cwd: dir, maxBuffer: 16 * 1024 * 1024 },
-    );
+    const controlTarball = await pack(control, work, ['--ignore-scripts']);
+    const dir = freshApp(join(work, 'install-scripts'), 'app', false);
+    const { stderr } = await npm(dir, ['install', ...USER_INSTALL_FLAGS, tarball, controlTarball]);
     expect(stderr).toContain('install-scripts-control@1.0.0 (prepare');
     expect(stderr).not.toContain(`${pkg.name}@`);
   }, 120_000);
