@@ -42,6 +42,41 @@ async function fullThenRefused(url: string, n: number) {
   return admitted;
 }
 
+/**
+ * Once `s` has started more than `started` fx_desks conversations (waited up to `timeoutMs`), its
+ * resident memory then, and a sampler of its peak every `everyMs` (stopped after the test at
+ * the latest); stopping it gives the peak's growth past that baseline.
+ */
+async function rssGrowthAfter(
+  s: RunningService,
+  started: number,
+  everyMs: number,
+  timeoutMs?: number,
+): Promise<{ stop(): number }> {
+  await vi.waitFor(
+    async () =>
+      expect(
+        sampleValue(
+          await scrape(s),
+          'orchestrator_conversations_started_total{orchestrator="fx_desks"}',
+        ),
+      ).toBeGreaterThan(started),
+    timeoutMs === undefined ? undefined : { timeout: timeoutMs },
+  );
+  const before = rssBytes(s.child.pid as number);
+  let peak = before;
+  const sample = setInterval(() => {
+    peak = Math.max(peak, rssBytes(s.child.pid as number));
+  }, everyMs);
+  cleanup(() => clearInterval(sample));
+  return {
+    stop: () => {
+      clearInterval(sample);
+      return peak - before;
+    },
+  };
+}
+
 /** A TCP server that accepts connections and never answers (an OTLP endpoint that hangs). */
 async function blackHole(): Promise<{ url: string; accepted: () => number }> {
   const sockets: Socket[] = [];
@@ -369,22 +404,7 @@ describe('the demo service under hostile input', () => {
 
   it('cuts a connection that pipelines thousands of scrapes without reading, keeping RSS and /healthz fine', async () => {
     const s = await service();
-    await vi.waitFor(
-      async () =>
-        expect(
-          sampleValue(
-            await scrape(s),
-            'orchestrator_conversations_started_total{orchestrator="fx_desks"}',
-          ),
-        ).toBeGreaterThan(20),
-      { timeout: 15_000 },
-    );
-    const before = rssBytes(s.child.pid as number);
-    let peak = before;
-    const sample = setInterval(() => {
-      peak = Math.max(peak, rssBytes(s.child.pid as number));
-    }, 20);
-    cleanup(() => clearInterval(sample));
+    const rss = await rssGrowthAfter(s, 20, 20, 15_000);
     // Four clients, each 20,000 GET /metrics in one write, none reading (the reviewer's
     // 1.6 GB); a fifth pipelines 20 and reads every answer.
     const one = 'GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n';
@@ -406,9 +426,9 @@ describe('the demo service under hostile input', () => {
     for (const c of hostile) c.socket.resume();
     await Promise.all(hostile.map((c) => c.closed));
     for (const c of hostile) expect(c.closedAfterMs()).toBeLessThan(20_000);
-    clearInterval(sample);
+    const grew = rss.stop();
     expect(polite.received().match(/^HTTP\/1\.1 200 OK\r\n/gm)?.length).toBe(20);
-    expect(peak - before).toBeLessThan(60 * 1024 * 1024);
+    expect(grew).toBeLessThan(60 * 1024 * 1024);
     // The event loop was never stalled for long (one rendering, not 80,000).
     const stall = sampleValue(await scrape(s), 'demo_event_loop_delay_max_seconds') as number;
     expect(stall).toBeGreaterThan(0);
@@ -437,20 +457,7 @@ describe('the demo service under hostile input', () => {
       ],
       { NODE_OPTIONS: `${process.env.NODE_OPTIONS ?? ''} --max-semi-space-size=16`.trim() },
     );
-    await vi.waitFor(async () =>
-      expect(
-        sampleValue(
-          await scrape(s),
-          'orchestrator_conversations_started_total{orchestrator="fx_desks"}',
-        ),
-      ).toBeGreaterThan(50),
-    );
-    const before = rssBytes(s.child.pid as number);
-    let peak = before;
-    const sample = setInterval(() => {
-      peak = Math.max(peak, rssBytes(s.child.pid as number));
-    }, 50);
-    cleanup(() => clearInterval(sample));
+    const rss = await rssGrowthAfter(s, 50, 50);
 
     // 40 clients that never read (their updates pile up), 8 sending 90 MB frames, 20 chatty.
     const readers = await Promise.all(
@@ -482,13 +489,13 @@ describe('the demo service under hostile input', () => {
         expect(sampleValue(await scrape(s), 'demo_live_updates_dropped_total')).toBeGreaterThan(0),
       { timeout: 60_000, interval: 500 },
     );
-    clearInterval(sample);
+    const grew = rss.stop();
 
     const text = await scrape(s);
     expect(refused(text, 'client_sent_data')).toBe(28);
     expect(sampleValue(text, 'demo_websocket_clients')).toBe(40);
     // The flood took 153 MB to 680 MB before frames were capped; now it barely shows.
-    expect(peak - before).toBeLessThan(100 * 1024 * 1024);
+    expect(grew).toBeLessThan(100 * 1024 * 1024);
     expect((await fetch(`${s.url}/healthz`)).status).toBe(200);
   });
 });
