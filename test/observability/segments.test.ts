@@ -56,7 +56,12 @@ function orchestrator(
   );
 }
 
-function tracing(sampler?: { ratio: number; maxDecisionDelayMs?: number; keepReasons?: string[] }) {
+function tracing(sampler?: {
+  ratio: number;
+  maxDecisionDelayMs?: number;
+  keepReasons?: string[];
+  registry?: Registry;
+}) {
   const exporter = new SimpleSpanProcessor({
     exporter: new OTLPTraceExporter({ url: `${receiver.url}/v1/traces` }),
   });
@@ -129,6 +134,7 @@ async function abortedRun(
 async function acrossTwoProcesses(
   id: string,
   firstSampler: { ratio: number; maxDecisionDelayMs?: number },
+  secondRegistry?: Registry,
 ): Promise<OtlpSpan[]> {
   const store = createMemoryStore();
   const first = tracing(firstSampler);
@@ -137,7 +143,11 @@ async function acrossTwoProcesses(
   });
   await o1.run({ sender: 'user', content: 0 }, { conversationId: id });
   await first.forceFlush();
-  const second = tracing({ ratio: 0, keepReasons: [] });
+  const second = tracing({
+    ratio: 0,
+    keepReasons: [],
+    ...(secondRegistry ? { registry: secondRegistry } : {}),
+  });
   const o2 = orchestrator(store, [createConversationTelemetry({ tracerProvider: second })]);
   await o2.resume(id, { input: { sender: 'person', content: 2 } });
   const segments = await flushedSegments(second, id);
@@ -311,12 +321,17 @@ describe('the sampler across segments', () => {
     // Process 1: segment 1 runs past maxDecisionDelayMs, so it is kept early (max_age), and its
     // suspension checkpoint says so. Process 2: a sampler that drops by ratio, ends with a
     // reason it does not keep.
-    const segments = await acrossTwoProcesses('k1', { ratio: 0, maxDecisionDelayMs: 1 });
+    const registry = new Registry();
+    const segments = await acrossTwoProcesses('k1', { ratio: 0, maxDecisionDelayMs: 1 }, registry);
     expect(segments.map((x) => attrs(x.attributes)['conversation.sampler.rule'])).toEqual([
       'max_age',
       'segment',
     ]);
     expect(segments[1]?.traceId).toBe(segments[0]?.traceId);
+    // Counted as docs/sampling.md says: decision keep, rule segment (it was not counted at all).
+    expect(await registry.metrics()).toMatch(
+      /^orchestrator_sampler_decisions_total\{decision="keep",rule="segment"\} 1$/m,
+    );
   });
 
   it('without the carried keep, the same later segment is dropped (the control)', async () => {
