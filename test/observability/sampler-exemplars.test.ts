@@ -228,11 +228,12 @@ describe('exemplars with the conversation sampler', () => {
     }
     expect(stored.length).toBeGreaterThan(0);
     for (const id of stored) expect(exportedTraces.has(id)).toBe(true);
-    // The decision counters made it through the scrape too.
+    // The decision counters made it through the scrape too: every (decision, rule) the sampler
+    // counts, each series from 0 (ten keep rules, segment among them, and the ratio's drop).
     const decisions = await (prometheus as RunningPrometheus).query<{ result: unknown[] }>(
       '/api/v1/query',
       { query: 'orchestrator_sampler_decisions_total' },
     );
-    expect(decisions.data.result).toHaveLength(10);
+    expect(decisions.data.result).toHaveLength(11);
   });
 });
