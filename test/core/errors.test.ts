@@ -45,7 +45,7 @@ const errors: [string, Error][] = [
 
 describe('the error base class', () => {
   it.each(errors)(
-    '%s: an core.OrchestratorError with its own code and its class name',
+    '%s: an OrchestratorError with its own code and its class name',
     (code, error) => {
       expect(error).toBeInstanceOf(core.OrchestratorError);
       expect(error).toBeInstanceOf(Error);

@@ -7,16 +7,6 @@ import { shown, state } from './state.js';
 
 /** @typedef {import('./state.js').Counts} Counts */
 
-// Both tables have the same columns: their head is written once, in the first (index.html).
-{
-  const head = /** @type {HTMLTableElement} */ ($('counts-service')).tHead;
-  if (head !== null) {
-    /** @type {HTMLTableElement} */ ($('counts')).tHead = /** @type {HTMLTableSectionElement} */ (
-      head.cloneNode(true)
-    );
-  }
-}
-
 export function renderCounts() {
   fillCounts($('counts-service'), state.serviceCounts);
   fillCounts($('counts'), state.counts);
